@@ -1,0 +1,2560 @@
+"""kumiho_memory: long-term memory for AI agents in one file, standard library only.
+
+Copy this file into an agent project and you get a versioned memory graph that works offline with
+nothing installed: items with immutable revisions, movable tags with a time-travel history, typed edges
+between revisions, kref addresses compatible with the Kumiho SDK, and lexical recall. Give it a path and
+it is durable (SQLite in WAL mode); leave the path out and it lives in memory.
+
+Quickstart::
+
+    from kumiho_memory import Memory
+    with Memory("agent.db") as memory:
+        kref = memory.remember("The user prefers dark mode", space="prefs", key="ui.theme")
+        memory.recall("dark mode")[0]["kref"]      # 'kref://CognitiveMemory/prefs/ui-theme-....memory?r=1'
+        memory.tag(kref, "published")
+
+Sections (each uses only those above it):
+
+    1. header         imports, version, public names
+    2. errors         one root error; leaves also subclass the matching builtin
+    3. foundations    clocks, id factories, instants, canonical JSON, hashing, lazy imports
+    4. configuration  frozen settings and the environment variables they read (only when asked)
+    5. data model     krefs, names, evidence levels, record types
+    6. text           tokenizer, Porter stemmer, BM25 scoring
+    7. storage        the graph-backend interface and the embedded SQLite engine
+    8. facades        the sync ``Memory`` and the async ``UniversalMemoryManager``
+    9. export         JSON lines and Mermaid renderings of the graph
+   10. CLI            ``main(argv=None) -> int``
+
+Optional extras (``pip install 'kumiho-memory-onefile[EXTRA]'``), each imported only by the code that needs
+it: ``redis`` (working memory on Redis), ``kumiho`` (the Kumiho graph server), ``mcp`` (the MCP server
+script), ``embed`` (embedding adapters). None of them is needed for anything in this file today.
+
+Design rules: nothing runs at import (no files, no environment reads, no clients, no threads); time and ids
+come from injected objects so every run is reproducible; revisions are immutable once written; every write
+is one transaction, acknowledged only after it is durable; errors are raised, never returned; forgetting
+removes content from the store's bytes, not just from view.
+"""
+
+# ==========================================================================================================
+# 1. Header
+# ==========================================================================================================
+
+from __future__ import annotations
+
+import abc
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import datetime as _dt
+import hashlib
+import importlib
+import itertools
+import json
+import math
+import os
+import re
+import secrets
+import sqlite3
+import sys
+import threading
+import time
+import unicodedata
+from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+
+__version__ = "0.1.0"
+
+DISTRIBUTION_NAME = "kumiho-memory-onefile"
+
+__all__ = [
+    # errors
+    "KumihoMemoryError", "InvalidArgumentError", "InvalidKrefError", "NotFoundError", "ConflictError",
+    "ImportFormatError", "StoreError", "CorruptStoreError", "SchemaVersionError", "StoreBusyError",
+    "StoreClosedError", "BackendUnavailableError",
+    # foundations
+    "Clock", "SystemClock", "ManualClock", "IdFactory", "RandomIds", "SequentialIds",
+    "parse_instant", "format_instant", "canonical_json", "content_hash",
+    # configuration
+    "MemoryConfig", "default_store_path",
+    # data model
+    "Kref", "EDGE_TYPES", "SUPERSEDES", "DERIVED_FROM", "DEPENDS_ON", "REFERENCED", "CONTAINS",
+    "CREATED_FROM", "SUPPORTS", "CONTRADICTS", "RELATED_TO", "ABOUT", "LATEST_TAG", "PUBLISHED_TAG",
+    "OFFICIAL", "CORROBORATED", "SINGLE_SOURCE", "UNVERIFIED", "EVIDENCE_LEVELS", "DEFAULT_EVIDENCE_LEVEL",
+    "evidence_tag", "parse_evidence",
+    "RevisionRecord", "ItemRecord", "EdgeRecord", "ArtifactRecord",
+    # text
+    "tokenize", "stem", "bm25_idf", "bm25_term_score",
+    # storage
+    "GraphBackend", "RevisionDraft", "SQLiteGraph", "SCHEMA_VERSION",
+    # facades
+    "Memory", "UniversalMemoryManager",
+    # export
+    "render_mermaid",
+    # CLI
+    "main",
+]
+
+
+# ==========================================================================================================
+# 2. Errors
+# ==========================================================================================================
+
+class KumihoMemoryError(Exception):
+    """Root of every error this module raises on purpose; catch it to catch them all."""
+
+
+class InvalidArgumentError(KumihoMemoryError, ValueError):
+    """An argument was malformed or out of range; nothing was changed."""
+
+
+class InvalidKrefError(InvalidArgumentError):
+    """A kref string is malformed: bad scheme, bad segment, unknown query key, ``..`` or a control char."""
+
+
+class NotFoundError(KumihoMemoryError, KeyError):
+    """The kref, tag or item asked for does not exist (or no longer exists)."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; a message reads better plain.
+        return str(self.args[0]) if self.args else "not found"
+
+
+class ConflictError(KumihoMemoryError, ValueError):
+    """The request contradicts what the store already holds (e.g. an import record that differs)."""
+
+
+class ImportFormatError(InvalidArgumentError):
+    """An import stream is not a kumiho_memory export; the message names the line."""
+
+
+class StoreError(KumihoMemoryError, OSError):
+    """The store file cannot be used; the message names the file and what to do."""
+
+
+class CorruptStoreError(StoreError):
+    """The store file is not a database, or is damaged."""
+
+
+class SchemaVersionError(StoreError):
+    """The store was written by a newer version of this module."""
+
+
+class StoreBusyError(StoreError, TimeoutError):
+    """Another process held the store's write lock for longer than the configured wait."""
+
+
+class StoreClosedError(KumihoMemoryError, RuntimeError):
+    """The Memory (or backend) was used after ``close()``."""
+
+
+class BackendUnavailableError(KumihoMemoryError, ImportError):
+    """An optional package is missing; the message carries the ``pip install`` line that fixes it."""
+
+
+# ==========================================================================================================
+# 3. Foundations
+# ==========================================================================================================
+
+UTC = _dt.timezone.utc
+
+
+class Clock(Protocol):
+    """Where time comes from. Inject a ``ManualClock`` in tests so every timestamp is reproducible."""
+
+    def now(self) -> _dt.datetime:
+        """Return the current time as an aware UTC datetime."""
+
+
+class SystemClock:
+    """The wall clock, in UTC."""
+
+    def now(self) -> _dt.datetime:
+        """Return ``datetime.now(UTC)``."""
+        return _dt.datetime.now(UTC)
+
+
+class ManualClock:
+    """A clock that moves only when told to (and by ``tick`` after every reading, if given).
+
+    Args:
+        start: the first instant returned; default 2026-01-01T00:00:00Z.
+        tick: how far the clock moves after each ``now()``; default zero.
+    """
+
+    def __init__(self, start: _dt.datetime | str | None = None, *, tick: _dt.timedelta | float = 0.0) -> None:
+        self._now = parse_instant(start) if start is not None else _dt.datetime(2026, 1, 1, tzinfo=UTC)
+        self._tick = tick if isinstance(tick, _dt.timedelta) else _dt.timedelta(seconds=tick)
+        self._lock = threading.Lock()
+
+    def now(self) -> _dt.datetime:
+        """Return the current instant, then move on by ``tick``."""
+        with self._lock:
+            current = self._now
+            self._now = current + self._tick
+            return current
+
+    def advance(self, seconds: float = 0.0, **timedelta_kwargs: float) -> _dt.datetime:
+        """Move the clock forward (``advance(60)``, ``advance(days=3)``) and return the new instant."""
+        with self._lock:
+            self._now += _dt.timedelta(seconds=seconds, **timedelta_kwargs)
+            return self._now
+
+    def set(self, instant: _dt.datetime | str) -> None:
+        """Jump to ``instant`` (any form ``parse_instant`` accepts)."""
+        with self._lock:
+            self._now = parse_instant(instant)
+
+
+class IdFactory(Protocol):
+    """Where new identifiers come from. Inject ``SequentialIds`` in tests."""
+
+    def new_id(self) -> str:
+        """Return a fresh short identifier made of ``[0-9a-z]``."""
+
+
+class RandomIds:
+    """Random 10-hex-digit identifiers from ``secrets`` (collisions are checked by the store)."""
+
+    def new_id(self) -> str:
+        """Return a fresh random identifier."""
+        return secrets.token_hex(5)
+
+
+class SequentialIds:
+    """Identifiers ``000001``, ``000002``, ... for reproducible tests and probes."""
+
+    def __init__(self, start: int = 1) -> None:
+        self._counter = itertools.count(start)
+        self._lock = threading.Lock()
+
+    def new_id(self) -> str:
+        """Return the next number, zero-padded to six digits."""
+        with self._lock:
+            return f"{next(self._counter):06d}"
+
+
+_COMPACT_INSTANT = re.compile(r"^(\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})?$")
+
+
+def parse_instant(value: str | _dt.datetime | _dt.date | int | float) -> _dt.datetime:
+    """Turn an instant into an aware UTC datetime.
+
+    Args:
+        value: an ISO 8601 string (``2026-01-31``, ``2026-01-31T12:00:00Z``, with an offset or none, which
+            means UTC), a compact ``YYYYMMDDHHMM[SS]`` string, a datetime or date, or epoch seconds.
+
+    Returns:
+        The instant in UTC.
+
+    Raises:
+        InvalidArgumentError: the value is not an instant.
+    """
+    if isinstance(value, bool):
+        raise InvalidArgumentError(f"not an instant: {value!r}")
+    if isinstance(value, _dt.datetime):
+        moment = value
+    elif isinstance(value, _dt.date):
+        moment = _dt.datetime(value.year, value.month, value.day)
+    elif isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise InvalidArgumentError(f"not an instant: {value!r}")
+        try:
+            moment = _dt.datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise InvalidArgumentError(f"epoch seconds out of range: {value!r}") from exc
+    elif isinstance(value, str):
+        text = value.strip()
+        compact = _COMPACT_INSTANT.match(text)
+        try:
+            if compact:
+                parts = [int(part) for part in compact.groups(default="0")]
+                moment = _dt.datetime(*parts)
+            else:
+                if text.endswith(("Z", "z")):
+                    text = text[:-1] + "+00:00"
+                moment = _dt.datetime.fromisoformat(text)
+        except ValueError as exc:
+            raise InvalidArgumentError(
+                f"not an ISO 8601 instant: {value!r} (try 2026-01-31T12:00:00Z)") from exc
+    else:
+        raise InvalidArgumentError(f"not an instant: {value!r}")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)
+
+
+def format_instant(moment: _dt.datetime) -> str:
+    """Format an instant the way the store keeps it: UTC, microseconds, ``Z`` (sorts as text)."""
+    return parse_instant(moment).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _short_instant(moment: _dt.datetime) -> str:
+    """Format an instant for krefs: whole seconds unless it has microseconds."""
+    moment = parse_instant(moment)
+    if moment.microsecond:
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def canonical_json(value: Any) -> str:
+    """Serialize JSON deterministically: sorted keys, no spaces, UTF-8 text, no NaN.
+
+    Raises:
+        InvalidArgumentError: the value holds something JSON cannot represent.
+    """
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"not JSON-serializable: {exc}") from exc
+
+
+def content_hash(text: str) -> str:
+    """Return ``sha256:<hex>`` of the UTF-8 bytes of ``text``."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _require(module_name: str, *, extra: str) -> Any:
+    """Import an optional package, or raise ``BackendUnavailableError`` naming the pip line that adds it."""
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BackendUnavailableError(
+            f"{module_name!r} is not installed; run: pip install '{DISTRIBUTION_NAME}[{extra}]'") from exc
+
+
+# ==========================================================================================================
+# 4. Configuration
+# ==========================================================================================================
+
+DEFAULT_PROJECT = "CognitiveMemory"
+
+# Every environment variable this module reads, and only from ``MemoryConfig.from_env``:
+ENVIRONMENT_VARIABLES = {
+    "KUMIHO_MEMORY_PATH": "the store file (default: a per-user file, see default_store_path)",
+    "KUMIHO_MEMORY_PROJECT": f"the project name (default {DEFAULT_PROJECT})",
+    "KUMIHO_MEMORY_BUSY_TIMEOUT": "seconds a write waits for another process's lock (default 30)",
+}
+
+
+def default_store_path(environ: Mapping[str, str] | None = None) -> str:
+    """Return the per-user durable store file: ``$XDG_DATA_HOME/kumiho-memory/memory.db``.
+
+    Falls back to ``~/.local/share`` when ``XDG_DATA_HOME`` is unset. Nothing is created here.
+    """
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "kumiho-memory", "memory.db")
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryConfig:
+    """Settings for a ``Memory``; the defaults live here and nowhere else.
+
+    Attributes:
+        path: the store file, or None for an in-memory store.
+        project: the project new memories go to.
+        busy_timeout: seconds a write waits for another process before ``StoreBusyError``.
+    """
+
+    path: str | None = None
+    project: str = DEFAULT_PROJECT
+    busy_timeout: float = 30.0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, durable: bool = True) -> "MemoryConfig":
+        """Build a config from the variables in ``ENVIRONMENT_VARIABLES``.
+
+        Args:
+            environ: the mapping to read; default ``os.environ``.
+            durable: when ``KUMIHO_MEMORY_PATH`` is unset, use ``default_store_path()`` (True) or memory.
+        """
+        environ = os.environ if environ is None else environ
+        path = environ.get("KUMIHO_MEMORY_PATH") or (default_store_path(environ) if durable else None)
+        busy = environ.get("KUMIHO_MEMORY_BUSY_TIMEOUT", "")
+        try:
+            busy_timeout = float(busy) if busy else cls.busy_timeout
+        except ValueError as exc:
+            raise InvalidArgumentError(f"KUMIHO_MEMORY_BUSY_TIMEOUT is not a number: {busy!r}") from exc
+        return cls(path=path, project=environ.get("KUMIHO_MEMORY_PROJECT") or DEFAULT_PROJECT,
+                   busy_timeout=busy_timeout)
+
+
+# ==========================================================================================================
+# 5. Data model: krefs, names, evidence levels, records
+# ==========================================================================================================
+
+SEGMENT_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")       # project and space segments
+ITEM_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+KIND_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,31}$")
+TAG_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$")
+ARTIFACT_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+EDGE_TYPE_PATTERN = re.compile(r"^[A-Z][A-Z0-9_]{0,49}$")
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+KREF_SCHEME = "kref://"
+LATEST_TAG = "latest"
+PUBLISHED_TAG = "published"
+
+SUPERSEDES = "SUPERSEDES"
+DERIVED_FROM = "DERIVED_FROM"
+DEPENDS_ON = "DEPENDS_ON"
+REFERENCED = "REFERENCED"
+CONTAINS = "CONTAINS"
+CREATED_FROM = "CREATED_FROM"
+SUPPORTS = "SUPPORTS"
+CONTRADICTS = "CONTRADICTS"
+RELATED_TO = "RELATED_TO"
+ABOUT = "ABOUT"
+EDGE_TYPES = (SUPERSEDES, DERIVED_FROM, DEPENDS_ON, REFERENCED, CONTAINS, CREATED_FROM, SUPPORTS,
+              CONTRADICTS, RELATED_TO, ABOUT)
+EDGE_DIRECTIONS = ("outgoing", "incoming", "both")
+
+
+def _check_pattern(value: Any, pattern: re.Pattern[str], what: str, error: type[Exception]) -> str:
+    if not isinstance(value, str) or not pattern.match(value) or ".." in value:
+        raise error(f"invalid {what}: {value!r} (expected {pattern.pattern})")
+    return value
+
+
+def normalize_space(space: str) -> str:
+    """Validate a space path (``notes``, ``personal/u1``) and strip outer slashes; ``""`` is the project root.
+
+    Raises:
+        InvalidArgumentError: a segment is empty or has characters other than letters, digits, ``_``, ``-``.
+    """
+    if not isinstance(space, str):
+        raise InvalidArgumentError(f"space must be a string, not {type(space).__name__}")
+    stripped = space.strip("/")
+    if not stripped:
+        return ""
+    for segment in stripped.split("/"):
+        _check_pattern(segment, SEGMENT_PATTERN, "space segment", InvalidArgumentError)
+    return stripped
+
+
+def validate_tag(tag: Any) -> str:
+    """Return ``tag`` if it is a valid tag name, else raise ``InvalidArgumentError``."""
+    return _check_pattern(tag, TAG_PATTERN, "tag", InvalidArgumentError)
+
+
+def validate_edge_type(edge_type: Any) -> str:
+    """Return ``edge_type`` if it matches ``^[A-Z][A-Z0-9_]{0,49}$``, else raise ``InvalidArgumentError``."""
+    return _check_pattern(edge_type, EDGE_TYPE_PATTERN, "edge type", InvalidArgumentError)
+
+
+@dataclasses.dataclass(frozen=True)
+class Kref:
+    """A Kumiho address: ``kref://project/space[/sub...]/name.kind[?r=N|?t=TAG[&time=T]][&a=ARTIFACT]``.
+
+    Without ``name.kind`` a kref names a project or a space. An item kref with no selector resolves to the
+    item's latest revision. ``time`` (only with ``t``) asks where the tag pointed at that instant.
+    """
+
+    project: str
+    space: str = ""
+    name: str = ""
+    kind: str = ""
+    revision: int | None = None
+    tag: str | None = None
+    time: _dt.datetime | None = None
+    artifact: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_pattern(self.project, SEGMENT_PATTERN, "kref project", InvalidKrefError)
+        if self.space:
+            for segment in self.space.split("/"):
+                _check_pattern(segment, SEGMENT_PATTERN, "kref space segment", InvalidKrefError)
+        if bool(self.name) != bool(self.kind):
+            raise InvalidKrefError("a kref item needs both a name and a kind (name.kind)")
+        if self.name:
+            _check_pattern(self.name, ITEM_NAME_PATTERN, "kref item name", InvalidKrefError)
+            _check_pattern(self.kind, KIND_PATTERN, "kref item kind", InvalidKrefError)
+        selectors = (self.revision, self.tag, self.time, self.artifact)
+        if not self.name and any(value is not None for value in selectors):
+            raise InvalidKrefError("only an item kref can carry ?r=, ?t=, time= or a=")
+        if self.revision is not None:
+            if isinstance(self.revision, bool) or not isinstance(self.revision, int) or self.revision < 1:
+                raise InvalidKrefError(f"revision must be a positive integer, not {self.revision!r}")
+            if self.tag is not None:
+                raise InvalidKrefError("a kref takes r= or t=, not both")
+        if self.tag is not None:
+            _check_pattern(self.tag, TAG_PATTERN, "kref tag", InvalidKrefError)
+        if self.time is not None:
+            if self.revision is not None:
+                raise InvalidKrefError("time= selects by tag (t=), not by revision number")
+            if not isinstance(self.time, _dt.datetime):
+                raise InvalidKrefError(f"kref time must be a datetime, not {self.time!r}")
+            object.__setattr__(self, "time", parse_instant(self.time))
+        if self.artifact is not None:
+            _check_pattern(self.artifact, ARTIFACT_PATTERN, "kref artifact", InvalidKrefError)
+
+    # -- parsing and formatting ---------------------------------------------------------------------------
+
+    @classmethod
+    def parse(cls, text: "str | Kref") -> "Kref":
+        """Parse a kref string (a ``Kref`` passes through).
+
+        Raises:
+            InvalidKrefError: the string is not a well-formed kref.
+        """
+        if isinstance(text, Kref):
+            return text
+        if not isinstance(text, str):
+            raise InvalidKrefError(f"a kref must be a string, not {type(text).__name__}")
+        if _CONTROL_CHARS.search(text):
+            raise InvalidKrefError(f"kref contains a control character: {text!r}")
+        if ".." in text:
+            raise InvalidKrefError(f"kref contains '..': {text!r}")
+        if not text.startswith(KREF_SCHEME):
+            raise InvalidKrefError(f"kref must start with {KREF_SCHEME!r}: {text!r}")
+        body, _, query = text[len(KREF_SCHEME):].partition("?")
+        segments = body.split("/")
+        if any(segment == "" for segment in segments):
+            raise InvalidKrefError(f"kref has an empty path segment: {text!r}")
+        project, rest = segments[0], segments[1:]
+        name = kind = ""
+        if rest and "." in rest[-1]:
+            name, _, kind = rest[-1].rpartition(".")
+            rest = rest[:-1]
+        fields: dict[str, Any] = {}
+        if query:
+            if not name:
+                raise InvalidKrefError(f"only an item kref can carry a query: {text!r}")
+            for pair in query.split("&"):
+                key, sep, value = pair.partition("=")
+                if not sep or not value:
+                    raise InvalidKrefError(f"kref query needs key=value pairs: {pair!r} in {text!r}")
+                if key not in ("r", "t", "time", "a"):
+                    raise InvalidKrefError(f"unknown kref query key {key!r} in {text!r}")
+                if key in fields:
+                    raise InvalidKrefError(f"kref query key {key!r} given twice in {text!r}")
+                fields[key] = value
+        revision = None
+        if "r" in fields:
+            if not fields["r"].isascii() or not fields["r"].isdigit():
+                raise InvalidKrefError(f"kref revision must be a number: {fields['r']!r}")
+            revision = int(fields["r"])
+        moment = None
+        if "time" in fields:
+            if "t" not in fields:
+                raise InvalidKrefError(f"time= needs a tag (t=) in {text!r}")
+            try:
+                moment = parse_instant(fields["time"])
+            except InvalidArgumentError as exc:
+                raise InvalidKrefError(f"kref time is not an instant: {fields['time']!r}") from exc
+        return cls(project=project, space="/".join(rest), name=name, kind=kind, revision=revision,
+                   tag=fields.get("t"), time=moment, artifact=fields.get("a"))
+
+    def __str__(self) -> str:
+        path = "/".join(part for part in (self.project, self.space, self.item) if part)
+        query = []
+        if self.revision is not None:
+            query.append(f"r={self.revision}")
+        if self.tag is not None:
+            query.append(f"t={self.tag}")
+        if self.time is not None:
+            query.append(f"time={_short_instant(self.time)}")
+        if self.artifact is not None:
+            query.append(f"a={self.artifact}")
+        return KREF_SCHEME + path + ("?" + "&".join(query) if query else "")
+
+    # -- views --------------------------------------------------------------------------------------------
+
+    @property
+    def item(self) -> str:
+        """``name.kind``, or ``""`` for a project or space kref."""
+        return f"{self.name}.{self.kind}" if self.name else ""
+
+    @property
+    def is_item(self) -> bool:
+        """True when the kref names an item (with or without a revision selector)."""
+        return bool(self.name)
+
+    @property
+    def is_bare_item(self) -> bool:
+        """True for an item kref with no ``r``, ``t``, ``time`` or ``a``."""
+        return self.is_item and self.revision is None and self.tag is None and self.artifact is None
+
+    def item_kref(self) -> "Kref":
+        """The item this kref is in, without any selector."""
+        return Kref(self.project, self.space, self.name, self.kind)
+
+    def with_revision(self, number: int) -> "Kref":
+        """The kref of revision ``number`` of this kref's item."""
+        return Kref(self.project, self.space, self.name, self.kind, revision=number)
+
+
+def parse_item_kref(text: "str | Kref", what: str = "item") -> Kref:
+    """Parse ``text`` and insist that it names an item; raise ``InvalidKrefError`` otherwise."""
+    kref = Kref.parse(text)
+    if not kref.is_item:
+        raise InvalidKrefError(f"{what} kref must name an item (…/name.kind): {str(kref)!r}")
+    return kref
+
+
+# Evidence grades, most to least trustworthy. Metadata ``evidence_level`` is the canonical carrier; the tag
+# ``evidence:<level>`` mirrors it so tag history gives point-in-time audits. Metadata wins on disagreement.
+OFFICIAL = "official"
+CORROBORATED = "corroborated"
+SINGLE_SOURCE = "single_source"
+UNVERIFIED = "unverified"
+EVIDENCE_LEVELS = (OFFICIAL, CORROBORATED, SINGLE_SOURCE, UNVERIFIED)
+DEFAULT_EVIDENCE_LEVEL = UNVERIFIED
+EVIDENCE_TAG_PREFIX = "evidence:"
+
+
+def evidence_tag(level: str) -> str:
+    """Return the tag that carries ``level`` (``evidence:<level>``).
+
+    Raises:
+        InvalidArgumentError: ``level`` is not one of ``EVIDENCE_LEVELS``.
+    """
+    if level not in EVIDENCE_LEVELS:
+        raise InvalidArgumentError(f"unknown evidence level {level!r}; expected one of {EVIDENCE_LEVELS}")
+    return EVIDENCE_TAG_PREFIX + level
+
+
+def parse_evidence(metadata: Mapping[str, Any] | None, tags: Iterable[str] | None = None,
+                   default: str | None = None) -> str | None:
+    """Read a memory's evidence level: metadata ``evidence_level`` first, then an ``evidence:`` tag.
+
+    Unknown values are ignored. Returns ``default`` when neither carrier holds a known level.
+    """
+    level = (metadata or {}).get("evidence_level")
+    if level in EVIDENCE_LEVELS:
+        return level
+    for tag in tags or ():
+        if isinstance(tag, str) and tag.startswith(EVIDENCE_TAG_PREFIX):
+            candidate = tag[len(EVIDENCE_TAG_PREFIX):]
+            if candidate in EVIDENCE_LEVELS:
+                return candidate
+    return default
+
+
+@dataclasses.dataclass(frozen=True)
+class RevisionRecord:
+    """One immutable revision as the store returns it (``tags`` and ``deprecated`` are as of now)."""
+
+    kref: Kref
+    number: int
+    title: str
+    content: str
+    metadata: Mapping[str, Any]
+    tags: tuple[str, ...]
+    created_at: str
+    deprecated: bool
+
+    @property
+    def item_kref(self) -> Kref:
+        """The revision's item."""
+        return self.kref.item_kref()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The public dict shape returned by ``Memory.get`` and ``Memory.history``."""
+        return {
+            "kref": str(self.kref), "item_kref": str(self.item_kref), "revision": self.number,
+            "space": self.kref.space, "kind": self.kref.kind, "title": self.title, "content": self.content,
+            "metadata": json.loads(canonical_json(dict(self.metadata))), "tags": list(self.tags),
+            "created_at": self.created_at, "deprecated": self.deprecated,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class ItemRecord:
+    """An item: its address, supersession key, metadata and counters."""
+
+    kref: Kref
+    key: str | None
+    metadata: Mapping[str, Any]
+    created_at: str
+    deprecated: bool
+    revision_count: int
+    latest_revision: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Public dict shape."""
+        return {"item_kref": str(self.kref), "space": self.kref.space, "name": self.kref.name,
+                "kind": self.kref.kind, "key": self.key, "metadata": dict(self.metadata),
+                "created_at": self.created_at, "deprecated": self.deprecated,
+                "revision_count": self.revision_count, "latest_revision": self.latest_revision}
+
+
+@dataclasses.dataclass(frozen=True)
+class EdgeRecord:
+    """A typed edge from one revision to another."""
+
+    source_kref: Kref
+    target_kref: Kref
+    edge_type: str
+    metadata: Mapping[str, Any]
+    created_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Public dict shape returned by ``Memory.edges`` and ``Memory.link``."""
+        return {"source_kref": str(self.source_kref), "target_kref": str(self.target_kref),
+                "edge_type": self.edge_type, "metadata": dict(self.metadata), "created_at": self.created_at}
+
+
+@dataclasses.dataclass(frozen=True)
+class ArtifactRecord:
+    """A named pointer (a file path, a URL) attached to a revision."""
+
+    revision_kref: Kref
+    name: str
+    location: str
+    metadata: Mapping[str, Any]
+    created_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Public dict shape."""
+        return {"kref": str(dataclasses.replace(self.revision_kref, artifact=self.name)),
+                "revision_kref": str(self.revision_kref), "name": self.name, "location": self.location,
+                "metadata": dict(self.metadata), "created_at": self.created_at}
+
+
+# ==========================================================================================================
+# 6. Text: tokenizer, stemmer, BM25
+# ==========================================================================================================
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being below between
+both but by can could did do does doing down during each few for from further had has have having he her
+here hers herself him himself his how i if in into is it its itself just me more most my myself no nor not
+now of off on once only or other our ours ourselves out over own same she should so some such than that the
+their theirs them themselves then there these they this those through to too under until up very was we
+were what when where which while who whom why will with would you your yours yourself yourselves
+""".split())
+
+
+def _is_consonant(word: str, index: int) -> bool:
+    letter = word[index]
+    if letter in "aeiou":
+        return False
+    if letter == "y":
+        return index == 0 or not _is_consonant(word, index - 1)
+    return True
+
+
+def _measure(stem_part: str) -> int:
+    """Porter's m: the number of vowel-consonant sequences in ``stem_part``."""
+    pattern = "".join("c" if _is_consonant(stem_part, i) else "v" for i in range(len(stem_part)))
+    return len(re.findall("v+c+", pattern))
+
+
+def _has_vowel(stem_part: str) -> bool:
+    return any(not _is_consonant(stem_part, i) for i in range(len(stem_part)))
+
+
+def _ends_double_consonant(word: str) -> bool:
+    return len(word) >= 2 and word[-1] == word[-2] and _is_consonant(word, len(word) - 1)
+
+
+def _ends_cvc(word: str) -> bool:
+    return (len(word) >= 3 and _is_consonant(word, len(word) - 3) and not _is_consonant(word, len(word) - 2)
+            and _is_consonant(word, len(word) - 1) and word[-1] not in "wxy")
+
+
+_STEP2 = (("ational", "ate"), ("tional", "tion"), ("enci", "ence"), ("anci", "ance"), ("izer", "ize"),
+          ("abli", "able"), ("alli", "al"), ("entli", "ent"), ("eli", "e"), ("ousli", "ous"),
+          ("ization", "ize"), ("ation", "ate"), ("ator", "ate"), ("alism", "al"), ("iveness", "ive"),
+          ("fulness", "ful"), ("ousness", "ous"), ("aliti", "al"), ("iviti", "ive"), ("biliti", "ble"))
+_STEP3 = (("icate", "ic"), ("ative", ""), ("alize", "al"), ("iciti", "ic"), ("ical", "ic"), ("ful", ""),
+          ("ness", ""))
+_STEP4 = ("al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "ment", "ent", "ion", "ou",
+          "ism", "ate", "iti", "ous", "ive", "ize")
+
+
+def _replace_suffix(word: str, rules: Sequence[tuple[str, str]], min_measure: int) -> str:
+    for suffix, replacement in rules:
+        if word.endswith(suffix):
+            base = word[: -len(suffix)]
+            return base + replacement if _measure(base) > min_measure else word
+    return word
+
+
+def stem(word: str) -> str:
+    """Reduce an English word to its Porter (1980) stem; other words come back unchanged.
+
+    Only lowercase ASCII words longer than two letters are stemmed, so names in other scripts and
+    numbers keep their form.
+    """
+    if len(word) <= 2 or not word.isascii() or not word.isalpha():
+        return word
+    # Step 1a: plurals.
+    if word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("ies"):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]
+    # Step 1b: -eed, -ed, -ing.
+    if word.endswith("eed"):
+        if _measure(word[:-3]) > 0:
+            word = word[:-1]
+    else:
+        for suffix in ("ed", "ing"):
+            if word.endswith(suffix) and _has_vowel(word[: -len(suffix)]):
+                word = word[: -len(suffix)]
+                if word.endswith(("at", "bl", "iz")):
+                    word += "e"
+                elif _ends_double_consonant(word) and word[-1] not in "lsz":
+                    word = word[:-1]
+                elif _measure(word) == 1 and _ends_cvc(word):
+                    word += "e"
+                break
+    # Step 1c: y -> i after a vowel-bearing stem.
+    if word.endswith("y") and _has_vowel(word[:-1]):
+        word = word[:-1] + "i"
+    word = _replace_suffix(word, _STEP2, 0)
+    word = _replace_suffix(word, _STEP3, 0)
+    # Step 4: drop a suffix when the stem is long enough (-ion only after s or t).
+    for suffix in _STEP4:
+        if word.endswith(suffix):
+            base = word[: -len(suffix)]
+            if _measure(base) > 1 and (suffix != "ion" or base.endswith(("s", "t"))):
+                word = base
+            break
+    # Step 5: final e and double l.
+    if word.endswith("e"):
+        base = word[:-1]
+        if _measure(base) > 1 or (_measure(base) == 1 and not _ends_cvc(base)):
+            word = base
+    if word.endswith("ll") and _measure(word) > 1:
+        word = word[:-1]
+    return word
+
+
+def tokenize(text: str) -> list[str]:
+    """Split text into index terms: casefolded words, stopwords dropped, Porter-stemmed.
+
+    Single letters are dropped; single digits are kept (they matter in dates and versions).
+    """
+    terms = []
+    for match in _WORD.finditer(unicodedata.normalize("NFKC", text).casefold()):
+        word = match.group()
+        if word in STOPWORDS or (len(word) == 1 and not word.isdigit()):
+            continue
+        terms.append(stem(word))
+    return terms
+
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+
+def bm25_idf(document_count: int, document_frequency: int) -> float:
+    """BM25's inverse document frequency, kept positive: ``ln(1 + (N - df + 0.5) / (df + 0.5))``."""
+    return math.log(1.0 + (document_count - document_frequency + 0.5) / (document_frequency + 0.5))
+
+
+def bm25_term_score(idf: float, term_frequency: int, document_length: int, average_length: float) -> float:
+    """One term's BM25 contribution to one document's score."""
+    norm = BM25_K1 * (1.0 - BM25_B + BM25_B * document_length / max(average_length, 1e-9))
+    return idf * term_frequency * (BM25_K1 + 1.0) / (term_frequency + norm)
+
+
+# ==========================================================================================================
+# 7. Storage: the graph-backend interface and the embedded SQLite engine
+# ==========================================================================================================
+
+@dataclasses.dataclass(frozen=True)
+class RevisionDraft:
+    """What ``Memory.remember`` asks a backend to write, already validated.
+
+    Exactly one of three targets applies: ``item`` (add to that item), ``key`` (add to the item holding the
+    key in ``space``, or create it; identical content to its latest revision adds nothing), or neither (a
+    new item named ``name``).
+    """
+
+    project: str
+    space: str
+    kind: str
+    name: str
+    title: str
+    content: str
+    metadata: Mapping[str, Any]
+    tags: tuple[str, ...] = ()
+    key: str | None = None
+    item: Kref | None = None
+
+
+class GraphBackend(abc.ABC):
+    """The graph operations ``Memory`` needs; the embedded engine and the Kumiho server implement them.
+
+    Krefs passed in are parsed and validated; a backend resolves them, raising ``NotFoundError`` when the
+    thing named does not exist. Every write method is atomic.
+    """
+
+    @abc.abstractmethod
+    def write_revision(self, draft: RevisionDraft) -> tuple[RevisionRecord, bool]:
+        """Write ``draft``; return the revision and whether a new one was created."""
+
+    @abc.abstractmethod
+    def resolve(self, kref: Kref) -> RevisionRecord:
+        """Return the revision an item kref selects (latest, ``r=``, ``t=``, ``t=`` at ``time=``)."""
+
+    @abc.abstractmethod
+    def item(self, kref: Kref) -> ItemRecord:
+        """Return the item a kref is in."""
+
+    @abc.abstractmethod
+    def items(self, project: str, *, space: str | None = None, kind: str | None = None,
+              include_deprecated: bool = False) -> list[ItemRecord]:
+        """List items of a project, optionally within a space (and its sub-spaces) or of one kind."""
+
+    @abc.abstractmethod
+    def revisions(self, item: Kref) -> list[RevisionRecord]:
+        """Every revision of an item, oldest first."""
+
+    @abc.abstractmethod
+    def set_tag(self, revision: Kref, tag: str) -> RevisionRecord:
+        """Point ``tag`` at the revision (moving it from another revision of the item)."""
+
+    @abc.abstractmethod
+    def remove_tag(self, revision: Kref, tag: str) -> bool:
+        """Remove ``tag`` from the revision; False when the revision did not carry it."""
+
+    @abc.abstractmethod
+    def add_edge(self, source: Kref, target: Kref, edge_type: str, metadata: Mapping[str, Any]) -> EdgeRecord:
+        """Create (or return the existing) typed edge between two revisions."""
+
+    @abc.abstractmethod
+    def edges(self, kref: Kref, *, direction: str = "both", edge_type: str | None = None) -> list[EdgeRecord]:
+        """Edges of one revision, or of every revision of an item for a bare item kref."""
+
+    @abc.abstractmethod
+    def set_deprecated(self, kref: Kref, deprecated: bool) -> None:
+        """Deprecate (or restore) an item (bare item kref) or one revision."""
+
+    @abc.abstractmethod
+    def forget(self, kref: Kref) -> dict[str, Any]:
+        """Erase an item (bare kref) or one revision, with its edges, tags, artifacts and index entries."""
+
+    @abc.abstractmethod
+    def add_artifact(self, revision: Kref, name: str, location: str,
+                     metadata: Mapping[str, Any]) -> ArtifactRecord:
+        """Attach a named artifact to a revision (names are unique per revision)."""
+
+    @abc.abstractmethod
+    def artifacts(self, revision: Kref) -> list[ArtifactRecord]:
+        """The artifacts of a revision, by name."""
+
+    @abc.abstractmethod
+    def lexical_search(self, project: str, terms: Sequence[str], *, space: str | None,
+                       limit: int) -> list[tuple[RevisionRecord, float]]:
+        """Score the current, live revisions of a project against index terms; best first."""
+
+    @abc.abstractmethod
+    def stats(self, project: str) -> dict[str, Any]:
+        """Counts for a project: at least ``items``, ``revisions`` and ``edges``."""
+
+    @abc.abstractmethod
+    def export_records(self) -> Iterator[dict[str, Any]]:
+        """Every record of the store, in a deterministic order that ``import_records`` accepts."""
+
+    @abc.abstractmethod
+    def import_records(self, records: Iterable[tuple[int, dict[str, Any]]],
+                       progress: Callable[[int], None] | None = None) -> dict[str, int]:
+        """Load ``(line_number, record)`` pairs atomically; identical records already present are skipped."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the backend's resources; later calls raise ``StoreClosedError``."""
+
+
+SCHEMA_VERSION = 1
+EXPORT_FORMAT = "kumiho-memory-export"
+EXPORT_FORMAT_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE spaces (
+    project TEXT NOT NULL, path TEXT NOT NULL, created_at TEXT NOT NULL,
+    PRIMARY KEY (project, path));
+CREATE TABLE items (
+    id INTEGER PRIMARY KEY,
+    project TEXT NOT NULL, space TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
+    key TEXT, metadata TEXT NOT NULL, created_at TEXT NOT NULL,
+    deprecated INTEGER NOT NULL DEFAULT 0,
+    last_number INTEGER NOT NULL DEFAULT 0,   -- highest number ever issued: forgotten numbers are not reused
+    head_id INTEGER,                          -- the newest existing revision (what 'latest' points at)
+    UNIQUE (project, space, name, kind));
+CREATE UNIQUE INDEX items_by_key ON items (project, space, key) WHERE key IS NOT NULL;
+CREATE TABLE revisions (
+    id INTEGER PRIMARY KEY,
+    item_id INTEGER NOT NULL, number INTEGER NOT NULL,
+    title TEXT NOT NULL, content TEXT NOT NULL, metadata TEXT NOT NULL, content_hash TEXT NOT NULL,
+    created_at TEXT NOT NULL, deprecated INTEGER NOT NULL DEFAULT 0, token_count INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (item_id, number));
+CREATE TABLE artifacts (
+    revision_id INTEGER NOT NULL, name TEXT NOT NULL, location TEXT NOT NULL, metadata TEXT NOT NULL,
+    created_at TEXT NOT NULL, PRIMARY KEY (revision_id, name));
+CREATE TABLE tags (
+    item_id INTEGER NOT NULL, tag TEXT NOT NULL, revision_id INTEGER NOT NULL, PRIMARY KEY (item_id, tag));
+CREATE INDEX tags_by_revision ON tags (revision_id);
+CREATE TABLE tag_events (                   -- every tag move, revision_id NULL = removed (or forgotten)
+    id INTEGER PRIMARY KEY, item_id INTEGER NOT NULL, tag TEXT NOT NULL, revision_id INTEGER,
+    at TEXT NOT NULL);
+CREATE INDEX tag_events_by_time ON tag_events (item_id, tag, at);
+CREATE INDEX tag_events_by_revision ON tag_events (revision_id);
+CREATE TABLE edges (
+    id INTEGER PRIMARY KEY, source_id INTEGER NOT NULL, target_id INTEGER NOT NULL, edge_type TEXT NOT NULL,
+    metadata TEXT NOT NULL, created_at TEXT NOT NULL, UNIQUE (source_id, target_id, edge_type));
+CREATE INDEX edges_by_target ON edges (target_id);
+CREATE TABLE postings (
+    term TEXT NOT NULL, revision_id INTEGER NOT NULL, tf INTEGER NOT NULL,
+    PRIMARY KEY (term, revision_id)) WITHOUT ROWID;
+CREATE INDEX postings_by_revision ON postings (revision_id);
+CREATE TABLE index_stats (
+    id INTEGER PRIMARY KEY CHECK (id = 1), documents INTEGER NOT NULL, tokens INTEGER NOT NULL);
+INSERT INTO index_stats VALUES (1, 0, 0);
+"""
+
+_REVISION_SELECT = """
+SELECT r.id, r.number, r.title, r.content, r.metadata, r.created_at, r.deprecated, i.deprecated,
+       i.project, i.space, i.name, i.kind, i.head_id
+FROM revisions r JOIN items i ON i.id = r.item_id
+"""
+
+_ITEM_SELECT = """
+SELECT id, project, space, name, kind, key, metadata, created_at, deprecated, last_number, head_id,
+       (SELECT number FROM revisions WHERE id = items.head_id) AS head_number
+FROM items
+"""
+
+_EDGE_SELECT = """
+SELECT e.edge_type, e.metadata, e.created_at,
+       s.number, si.project, si.space, si.name, si.kind,
+       t.number, ti.project, ti.space, ti.name, ti.kind
+FROM edges e
+JOIN revisions s ON s.id = e.source_id JOIN items si ON si.id = s.item_id
+JOIN revisions t ON t.id = e.target_id JOIN items ti ON ti.id = t.item_id
+"""
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    message = str(exc).lower()
+    return "locked" in message or "busy" in message
+
+
+def _space_clause(column: str, space: str | None) -> tuple[str, list[Any]]:
+    """SQL matching ``space`` and everything under it (``a`` matches ``a`` and ``a/b``, not ``ab``)."""
+    if space is None:
+        return "1", []
+    if space == "":
+        return "1", []
+    # '/' sorts just before '0', so [space + '/', space + '0') is exactly the sub-spaces.
+    return f"({column} = ? OR ({column} >= ? AND {column} < ?))", [space, space + "/", space + "0"]
+
+
+class SQLiteGraph(GraphBackend):
+    """The embedded engine: SQLite in memory (``path=None``) or in a file (WAL, one transaction per write).
+
+    Safe for many threads (calls are serialized) and many processes on one file (writers take SQLite's
+    write lock up front with ``BEGIN IMMEDIATE`` and wait up to ``busy_timeout`` seconds for it).
+    ``secure_delete`` and a WAL checkpoint after ``forget`` keep forgotten bytes out of the files.
+
+    Args:
+        path: the database file (parent folders are created), or None / ``":memory:"``.
+        clock: the time source for ``created_at`` and tag moves.
+        busy_timeout: seconds to wait for another process's write lock before ``StoreBusyError``.
+
+    Raises:
+        CorruptStoreError: the file is not a database.
+        SchemaVersionError: the file was written by a newer schema.
+        StoreError: the file cannot be opened or written.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, clock: Clock | None = None,
+                 busy_timeout: float = 30.0) -> None:
+        self.path = ":memory:" if path is None or str(path) == ":memory:" else os.fspath(path)
+        self._clock = clock or SystemClock()
+        self._busy_timeout = float(busy_timeout)
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._conn = self._open()
+
+    # -- connection, transactions, error mapping ----------------------------------------------------------
+
+    @property
+    def in_memory(self) -> bool:
+        """True when nothing is written to disk."""
+        return self.path == ":memory:"
+
+    def _store_error(self, exc: sqlite3.Error) -> StoreError:
+        message = str(exc)
+        lowered = message.lower()
+        where = "the in-memory store" if self.in_memory else f"store file {self.path!r}"
+        if "not a database" in lowered or "malformed" in lowered:
+            return CorruptStoreError(
+                f"{where} is not a kumiho_memory database or is damaged ({message}); restore it from a "
+                f"backup or an export, or move it aside to start a new store")
+        if "readonly" in lowered or "read-only" in lowered:
+            return StoreError(f"{where} is read-only ({message}); check the file's and folder's permissions")
+        if "full" in lowered:
+            return StoreError(f"{where}: the disk is full ({message}); free space and retry")
+        if _busy(exc):
+            return StoreBusyError(
+                f"{where} stayed locked by another process for {self._busy_timeout:g}s ({message}); retry, "
+                f"or raise busy_timeout")
+        if "unable to open" in lowered:
+            return StoreError(f"cannot open {where} ({message}); check that its folder exists and is writable")
+        return StoreError(f"{where}: {message}")
+
+    def _open(self) -> sqlite3.Connection:
+        if not self.in_memory:
+            folder = os.path.dirname(os.path.abspath(self.path))
+            try:
+                os.makedirs(folder, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the folder for store file {self.path!r}: {exc}") from exc
+        try:
+            conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise self._store_error(exc) from exc
+        try:
+            conn.execute("PRAGMA secure_delete = ON")
+            conn.execute("PRAGMA foreign_keys = OFF")
+            conn.execute("PRAGMA schema_version").fetchone()   # fails fast on a file that is not a database
+            if not self.in_memory:
+                self._retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
+                conn.execute("PRAGMA synchronous = FULL")
+            self._conn = conn
+            self._ensure_schema()
+        except sqlite3.Error as exc:
+            conn.close()
+            self._conn = None
+            raise self._store_error(exc) from exc
+        except KumihoMemoryError:
+            conn.close()
+            self._conn = None
+            raise
+        return conn
+
+    def _retry_busy(self, operation: Callable[[], Any]) -> Any:
+        deadline = time.monotonic() + self._busy_timeout
+        delay = 0.005
+        while True:
+            try:
+                return operation()
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.1)
+
+    def _ensure_schema(self) -> None:
+        with self._write() as conn:
+            has_meta = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+            if has_meta:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                version = int(row[0]) if row and str(row[0]).isdigit() else None
+                if version is None:
+                    raise CorruptStoreError(f"store file {self.path!r} has no schema version; it was not "
+                                            f"written by kumiho_memory")
+                if version > SCHEMA_VERSION:
+                    raise SchemaVersionError(
+                        f"store file {self.path!r} has schema version {version}, newer than this module's "
+                        f"{SCHEMA_VERSION}; upgrade kumiho_memory (or open an export with this version)")
+                return
+            tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+            if tables:
+                raise CorruptStoreError(f"store file {self.path!r} is an SQLite database of another program; "
+                                        f"choose another path")
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("INSERT INTO meta VALUES ('created_by', ?)", (f"kumiho_memory {__version__}",))
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreClosedError("this store is closed")
+        return self._conn
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: the write lock is taken up front so read-then-write cannot race."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
+            except sqlite3.Error as exc:
+                raise self._store_error(exc) from exc
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._store_error(exc) from exc
+                raise
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction, so multi-query reads see one snapshot."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                self._retry_busy(lambda: conn.execute("BEGIN"))
+            except sqlite3.Error as exc:
+                raise self._store_error(exc) from exc
+            try:
+                yield conn
+            except sqlite3.Error as exc:
+                raise self._store_error(exc) from exc
+            finally:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("COMMIT")
+
+    def close(self) -> None:
+        """Checkpoint the WAL into the main file and close; closing twice is harmless."""
+        with self._lock:
+            if self._conn is None:
+                return
+            with contextlib.suppress(sqlite3.Error):
+                if not self.in_memory:
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._conn.close()
+            self._conn = None
+
+    def _now(self) -> str:
+        return format_instant(self._clock.now())
+
+    # -- row mapping --------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _tags_of(conn: sqlite3.Connection, revision_id: int, is_head: bool) -> tuple[str, ...]:
+        tags = [row[0] for row in conn.execute("SELECT tag FROM tags WHERE revision_id = ?", (revision_id,))]
+        if is_head:
+            tags.append(LATEST_TAG)
+        return tuple(sorted(tags))
+
+    def _revision_from_row(self, conn: sqlite3.Connection, row: Sequence[Any]) -> RevisionRecord:
+        (revision_id, number, title, content, metadata, created_at, deprecated, item_deprecated,
+         project, space, name, kind, head_id) = row
+        return RevisionRecord(
+            kref=Kref(project, space, name, kind, revision=number), number=number, title=title,
+            content=content, metadata=json.loads(metadata), tags=self._tags_of(conn, revision_id,
+                                                                               revision_id == head_id),
+            created_at=created_at, deprecated=bool(deprecated or item_deprecated))
+
+    def _revision_by_id(self, conn: sqlite3.Connection, revision_id: int) -> RevisionRecord:
+        row = conn.execute(_REVISION_SELECT + " WHERE r.id = ?", (revision_id,)).fetchone()
+        return self._revision_from_row(conn, row)
+
+    @staticmethod
+    def _item_from_row(row: Sequence[Any]) -> ItemRecord:
+        (_, project, space, name, kind, key, metadata, created_at, deprecated, last_number, _head_id,
+         head_number) = row
+        return ItemRecord(kref=Kref(project, space, name, kind), key=key, metadata=json.loads(metadata),
+                          created_at=created_at, deprecated=bool(deprecated), revision_count=last_number,
+                          latest_revision=head_number)
+
+    @staticmethod
+    def _edge_from_row(row: Sequence[Any]) -> EdgeRecord:
+        edge_type, metadata, created_at = row[:3]
+        source = Kref(row[4], row[5], row[6], row[7], revision=row[3])
+        target = Kref(row[9], row[10], row[11], row[12], revision=row[8])
+        return EdgeRecord(source, target, edge_type, json.loads(metadata), created_at)
+
+    # -- resolution ---------------------------------------------------------------------------------------
+
+    def _item_row(self, conn: sqlite3.Connection, kref: Kref) -> Sequence[Any]:
+        row = conn.execute(_ITEM_SELECT + " WHERE project = ? AND space = ? AND name = ? AND kind = ?",
+                           (kref.project, kref.space, kref.name, kref.kind)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no such item: {kref.item_kref()}")
+        return row
+
+    def _revision_id(self, conn: sqlite3.Connection, kref: Kref) -> int:
+        item_row = self._item_row(conn, kref)
+        item_id, head_id = item_row[0], item_row[10]
+        if kref.revision is not None:
+            row = conn.execute("SELECT id FROM revisions WHERE item_id = ? AND number = ?",
+                               (item_id, kref.revision)).fetchone()
+            found = row[0] if row else None
+        elif kref.tag in (None, LATEST_TAG):
+            if kref.time is None:
+                found = head_id
+            else:
+                row = conn.execute(
+                    "SELECT id FROM revisions WHERE item_id = ? AND created_at <= ? ORDER BY number DESC "
+                    "LIMIT 1", (item_id, format_instant(kref.time))).fetchone()
+                found = row[0] if row else None
+        elif kref.time is None:
+            row = conn.execute("SELECT revision_id FROM tags WHERE item_id = ? AND tag = ?",
+                               (item_id, kref.tag)).fetchone()
+            found = row[0] if row else None
+        else:
+            row = conn.execute(
+                "SELECT revision_id FROM tag_events WHERE item_id = ? AND tag = ? AND at <= ? "
+                "ORDER BY at DESC, id DESC LIMIT 1", (item_id, kref.tag, format_instant(kref.time))).fetchone()
+            found = row[0] if row else None
+        if found is None:
+            raise NotFoundError(f"no revision for {kref}")
+        return found
+
+    def resolve(self, kref: Kref) -> RevisionRecord:
+        """Return the revision an item kref selects."""
+        with self._read() as conn:
+            return self._revision_by_id(conn, self._revision_id(conn, kref))
+
+    def item(self, kref: Kref) -> ItemRecord:
+        """Return the item a kref is in."""
+        with self._read() as conn:
+            return self._item_from_row(self._item_row(conn, kref))
+
+    def items(self, project: str, *, space: str | None = None, kind: str | None = None,
+              include_deprecated: bool = False) -> list[ItemRecord]:
+        """List items of ``project`` in ``space`` (and below), of ``kind``, live unless asked otherwise."""
+        clause, params = _space_clause("space", space)
+        sql = _ITEM_SELECT + f" WHERE project = ? AND {clause}"
+        params = [project, *params]
+        if kind is not None:
+            sql += " AND kind = ?"
+            params.append(kind)
+        if not include_deprecated:
+            sql += " AND deprecated = 0"
+        with self._read() as conn:
+            rows = conn.execute(sql + " ORDER BY space, name, kind", params).fetchall()
+        return [self._item_from_row(row) for row in rows]
+
+    def revisions(self, item: Kref) -> list[RevisionRecord]:
+        """Every revision of an item, oldest first."""
+        with self._read() as conn:
+            item_id = self._item_row(conn, item)[0]
+            rows = conn.execute(_REVISION_SELECT + " WHERE r.item_id = ? ORDER BY r.number", (item_id,))
+            return [self._revision_from_row(conn, row) for row in rows.fetchall()]
+
+    # -- writing revisions --------------------------------------------------------------------------------
+
+    def _ensure_spaces(self, conn: sqlite3.Connection, project: str, space: str, now: str) -> None:
+        parts = space.split("/") if space else []
+        for depth in range(len(parts) + 1):
+            conn.execute("INSERT OR IGNORE INTO spaces VALUES (?, ?, ?)", (project, "/".join(parts[:depth]), now))
+
+    def _create_item(self, conn: sqlite3.Connection, draft: RevisionDraft, now: str) -> int:
+        self._ensure_spaces(conn, draft.project, draft.space, now)
+        for attempt in itertools.count(1):
+            name = draft.name if attempt == 1 else f"{draft.name}-{attempt}"
+            taken = conn.execute("SELECT 1 FROM items WHERE project = ? AND space = ? AND name = ? AND kind = ?",
+                                 (draft.project, draft.space, name, draft.kind)).fetchone()
+            if not taken:
+                cursor = conn.execute(
+                    "INSERT INTO items (project, space, name, kind, key, metadata, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, '{}', ?)", (draft.project, draft.space, name, draft.kind, draft.key, now))
+                return int(cursor.lastrowid)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def write_revision(self, draft: RevisionDraft) -> tuple[RevisionRecord, bool]:
+        """Write a revision per ``draft`` in one transaction (see ``RevisionDraft``)."""
+        text_hash = content_hash(draft.content)
+        with self._write() as conn:
+            now = self._now()
+            item_row = None
+            if draft.item is not None:
+                item_row = self._item_row(conn, draft.item)
+            elif draft.key is not None:
+                item_row = conn.execute(_ITEM_SELECT + " WHERE project = ? AND space = ? AND key = ?",
+                                        (draft.project, draft.space, draft.key)).fetchone()
+            head_id = item_row[10] if item_row else None
+            head_created = None
+            if head_id is not None:
+                head_hash, head_created = conn.execute(
+                    "SELECT content_hash, created_at FROM revisions WHERE id = ?", (head_id,)).fetchone()
+                if draft.key is not None and draft.item is None and head_hash == text_hash:
+                    return self._revision_by_id(conn, head_id), False
+            if item_row is None:
+                item_id, number = self._create_item(conn, draft, now), 1
+            else:
+                item_id, number = item_row[0], item_row[9] + 1
+            created_at = max(now, head_created) if head_created else now   # never before its predecessor
+            revision_id = int(conn.execute(
+                "INSERT INTO revisions (item_id, number, title, content, metadata, content_hash, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (item_id, number, draft.title, draft.content, canonical_json(dict(draft.metadata)), text_hash,
+                 created_at)).lastrowid)
+            conn.execute("UPDATE items SET last_number = ?, head_id = ? WHERE id = ?", (number, revision_id, item_id))
+            if head_id is not None:
+                conn.execute("INSERT INTO edges (source_id, target_id, edge_type, metadata, created_at) "
+                             "VALUES (?, ?, ?, '{}', ?)", (revision_id, head_id, SUPERSEDES, created_at))
+            for tag in draft.tags:
+                self._move_tag(conn, item_id, tag, revision_id, created_at)
+            self._index(conn, revision_id, draft.title, draft.content)
+            return self._revision_by_id(conn, revision_id), True
+
+    # -- tags ---------------------------------------------------------------------------------------------
+
+    def _record_tag_event(self, conn: sqlite3.Connection, item_id: int, tag: str, revision_id: int | None,
+                          now: str) -> None:
+        last = conn.execute("SELECT max(at) FROM tag_events WHERE item_id = ? AND tag = ?",
+                            (item_id, tag)).fetchone()[0]
+        conn.execute("INSERT INTO tag_events (item_id, tag, revision_id, at) VALUES (?, ?, ?, ?)",
+                     (item_id, tag, revision_id, max(now, last) if last else now))
+
+    def _move_tag(self, conn: sqlite3.Connection, item_id: int, tag: str, revision_id: int, now: str) -> None:
+        row = conn.execute("SELECT revision_id FROM tags WHERE item_id = ? AND tag = ?", (item_id, tag)).fetchone()
+        if row and row[0] == revision_id:
+            return
+        conn.execute("INSERT OR REPLACE INTO tags (item_id, tag, revision_id) VALUES (?, ?, ?)",
+                     (item_id, tag, revision_id))
+        self._record_tag_event(conn, item_id, tag, revision_id, now)
+
+    def set_tag(self, revision: Kref, tag: str) -> RevisionRecord:
+        """Point ``tag`` at a revision, recording the move."""
+        with self._write() as conn:
+            revision_id = self._revision_id(conn, revision)
+            item_id = conn.execute("SELECT item_id FROM revisions WHERE id = ?", (revision_id,)).fetchone()[0]
+            self._move_tag(conn, item_id, tag, revision_id, self._now())
+            return self._revision_by_id(conn, revision_id)
+
+    def remove_tag(self, revision: Kref, tag: str) -> bool:
+        """Remove ``tag`` if this revision carries it, recording the removal."""
+        with self._write() as conn:
+            revision_id = self._revision_id(conn, revision)
+            item_id = conn.execute("SELECT item_id FROM revisions WHERE id = ?", (revision_id,)).fetchone()[0]
+            removed = conn.execute("DELETE FROM tags WHERE item_id = ? AND tag = ? AND revision_id = ?",
+                                   (item_id, tag, revision_id)).rowcount
+            if removed:
+                self._record_tag_event(conn, item_id, tag, None, self._now())
+            return bool(removed)
+
+    # -- edges --------------------------------------------------------------------------------------------
+
+    def add_edge(self, source: Kref, target: Kref, edge_type: str, metadata: Mapping[str, Any]) -> EdgeRecord:
+        """Create the edge unless it exists; either way return it."""
+        with self._write() as conn:
+            source_id, target_id = self._revision_id(conn, source), self._revision_id(conn, target)
+            if source_id == target_id:
+                raise InvalidArgumentError(f"an edge joins two different revisions; both ends are {source}")
+            conn.execute("INSERT OR IGNORE INTO edges (source_id, target_id, edge_type, metadata, created_at) "
+                         "VALUES (?, ?, ?, ?, ?)",
+                         (source_id, target_id, edge_type, canonical_json(dict(metadata)), self._now()))
+            row = conn.execute(_EDGE_SELECT + " WHERE e.source_id = ? AND e.target_id = ? AND e.edge_type = ?",
+                               (source_id, target_id, edge_type)).fetchone()
+            return self._edge_from_row(row)
+
+    def edges(self, kref: Kref, *, direction: str = "both", edge_type: str | None = None) -> list[EdgeRecord]:
+        """Edges touching one revision, or every revision of the item for a bare item kref."""
+        with self._read() as conn:
+            if kref.is_bare_item:
+                item_id = self._item_row(conn, kref)[0]
+                ids_sql, ids_params = "(SELECT id FROM revisions WHERE item_id = ?)", [item_id]
+            else:
+                ids_sql, ids_params = "(?)", [self._revision_id(conn, kref)]
+            clauses = {"outgoing": f"e.source_id IN {ids_sql}", "incoming": f"e.target_id IN {ids_sql}",
+                       "both": f"(e.source_id IN {ids_sql} OR e.target_id IN {ids_sql})"}
+            params = ids_params * (2 if direction == "both" else 1)
+            sql = _EDGE_SELECT + " WHERE " + clauses[direction]
+            if edge_type is not None:
+                sql += " AND e.edge_type = ?"
+                params.append(edge_type)
+            return [self._edge_from_row(row) for row in conn.execute(sql + " ORDER BY e.created_at, e.id", params)]
+
+    # -- deprecation and forgetting -----------------------------------------------------------------------
+
+    def set_deprecated(self, kref: Kref, deprecated: bool) -> None:
+        """Flag an item (bare kref) or one revision as deprecated, or clear the flag."""
+        with self._write() as conn:
+            if kref.is_bare_item:
+                conn.execute("UPDATE items SET deprecated = ? WHERE id = ?",
+                             (int(deprecated), self._item_row(conn, kref)[0]))
+            else:
+                conn.execute("UPDATE revisions SET deprecated = ? WHERE id = ?",
+                             (int(deprecated), self._revision_id(conn, kref)))
+
+    def forget(self, kref: Kref) -> dict[str, Any]:
+        """Erase an item or a revision and everything hanging off it, then scrub the WAL."""
+        with self._write() as conn:
+            item_row = self._item_row(conn, kref)
+            item_id = item_row[0]
+            if kref.is_bare_item:
+                revision_ids = [row[0] for row in conn.execute("SELECT id FROM revisions WHERE item_id = ?",
+                                                               (item_id,))]
+            else:
+                revision_ids = [self._revision_id(conn, kref)]
+            marks = ",".join("?" * len(revision_ids)) or "NULL"
+            edge_count = conn.execute(
+                f"DELETE FROM edges WHERE source_id IN ({marks}) OR target_id IN ({marks})",
+                revision_ids * 2).rowcount
+            self._unindex(conn, revision_ids)
+            conn.execute(f"DELETE FROM artifacts WHERE revision_id IN ({marks})", revision_ids)
+            conn.execute(f"DELETE FROM tags WHERE revision_id IN ({marks})", revision_ids)
+            conn.execute(f"DELETE FROM revisions WHERE id IN ({marks})", revision_ids)
+            if kref.is_bare_item:
+                conn.execute("DELETE FROM tag_events WHERE item_id = ?", (item_id,))
+                conn.execute("DELETE FROM items WHERE id = ?", (item_id,))
+            else:
+                # History keeps that the tag pointed somewhere, but no longer where.
+                conn.execute(f"UPDATE tag_events SET revision_id = NULL WHERE revision_id IN ({marks})",
+                             revision_ids)
+                conn.execute("UPDATE items SET head_id = (SELECT id FROM revisions WHERE item_id = ? "
+                             "ORDER BY number DESC LIMIT 1) WHERE id = ?", (item_id, item_id))
+        return {"kref": str(kref), "items": int(kref.is_bare_item), "revisions": len(revision_ids),
+                "edges": edge_count, "scrubbed": self._scrub()}
+
+    def _scrub(self) -> bool:
+        """Move every WAL frame into the main file and truncate the WAL, so freed bytes leave the disk."""
+        if self.in_memory:
+            return True
+        with self._lock:
+            conn = self._connection()
+            for _ in range(40):
+                try:
+                    busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                except sqlite3.OperationalError as exc:
+                    if not _busy(exc):
+                        raise self._store_error(exc) from exc
+                    busy = 1
+                if not busy:
+                    return True
+                time.sleep(0.05)
+        return False
+
+    # -- artifacts ----------------------------------------------------------------------------------------
+
+    def add_artifact(self, revision: Kref, name: str, location: str,
+                     metadata: Mapping[str, Any]) -> ArtifactRecord:
+        """Attach (or replace) the named artifact of a revision."""
+        with self._write() as conn:
+            revision_id = self._revision_id(conn, revision)
+            now = self._now()
+            conn.execute("INSERT OR REPLACE INTO artifacts VALUES (?, ?, ?, ?, ?)",
+                         (revision_id, name, location, canonical_json(dict(metadata)), now))
+            record = self._revision_by_id(conn, revision_id)
+        return ArtifactRecord(record.kref, name, location, dict(metadata), now)
+
+    def artifacts(self, revision: Kref) -> list[ArtifactRecord]:
+        """The artifacts of one revision, by name."""
+        with self._read() as conn:
+            revision_id = self._revision_id(conn, revision)
+            record = self._revision_by_id(conn, revision_id)
+            rows = conn.execute("SELECT name, location, metadata, created_at FROM artifacts "
+                                "WHERE revision_id = ? ORDER BY name", (revision_id,)).fetchall()
+        return [ArtifactRecord(record.kref, name, location, json.loads(meta), created)
+                for name, location, meta, created in rows]
+
+    # -- the lexical index --------------------------------------------------------------------------------
+
+    def _index(self, conn: sqlite3.Connection, revision_id: int, title: str, content: str) -> None:
+        terms = tokenize(title + "\n" + content)
+        counts: dict[str, int] = {}
+        for term in terms:
+            counts[term] = counts.get(term, 0) + 1
+        conn.executemany("INSERT INTO postings (term, revision_id, tf) VALUES (?, ?, ?)",
+                         [(term, revision_id, tf) for term, tf in counts.items()])
+        conn.execute("UPDATE revisions SET token_count = ? WHERE id = ?", (len(terms), revision_id))
+        conn.execute("UPDATE index_stats SET documents = documents + 1, tokens = tokens + ?", (len(terms),))
+
+    def _unindex(self, conn: sqlite3.Connection, revision_ids: Sequence[int]) -> None:
+        for revision_id in revision_ids:
+            tokens = conn.execute("SELECT token_count FROM revisions WHERE id = ?", (revision_id,)).fetchone()[0]
+            conn.execute("DELETE FROM postings WHERE revision_id = ?", (revision_id,))
+            conn.execute("UPDATE index_stats SET documents = documents - 1, tokens = tokens - ?", (tokens,))
+
+    def lexical_search(self, project: str, terms: Sequence[str], *, space: str | None,
+                       limit: int) -> list[tuple[RevisionRecord, float]]:
+        """BM25 over the latest, live revision of each item in ``project`` (and ``space``)."""
+        clause, space_params = _space_clause("i.space", space)
+        sql = ("SELECT p.revision_id, p.tf, r.token_count FROM postings p "
+               "JOIN revisions r ON r.id = p.revision_id JOIN items i ON i.id = r.item_id "
+               f"WHERE p.term = ? AND i.project = ? AND i.head_id = r.id AND r.deprecated = 0 "
+               f"AND i.deprecated = 0 AND {clause}")
+        with self._read() as conn:
+            documents, tokens = conn.execute("SELECT documents, tokens FROM index_stats").fetchone()
+            if not documents:
+                return []
+            average_length = tokens / documents
+            scores: dict[int, float] = {}
+            for term in dict.fromkeys(terms):
+                frequency = conn.execute("SELECT count(*) FROM postings WHERE term = ?", (term,)).fetchone()[0]
+                if not frequency:
+                    continue
+                idf = bm25_idf(documents, frequency)
+                for revision_id, tf, length in conn.execute(sql, [term, project, *space_params]):
+                    scores[revision_id] = scores.get(revision_id, 0.0) + bm25_term_score(
+                        idf, tf, length, average_length)
+            best = sorted(scores.items(), key=lambda pair: (-pair[1], -pair[0]))[:limit]
+            return [(self._revision_by_id(conn, revision_id), score) for revision_id, score in best]
+
+    # -- stats --------------------------------------------------------------------------------------------
+
+    def stats(self, project: str) -> dict[str, Any]:
+        """Counts for one project, plus the store's path and schema version."""
+        with self._read() as conn:
+            def count(sql: str) -> int:
+                return int(conn.execute(sql, (project,)).fetchone()[0])
+            in_project = "(SELECT id FROM items WHERE project = ?)"
+            return {
+                "project": project,
+                "items": count("SELECT count(*) FROM items WHERE project = ?"),
+                "revisions": count(f"SELECT count(*) FROM revisions WHERE item_id IN {in_project}"),
+                "edges": count("SELECT count(*) FROM edges WHERE source_id IN "
+                               f"(SELECT id FROM revisions WHERE item_id IN {in_project})"),
+                "spaces": count("SELECT count(*) FROM spaces WHERE project = ? AND path != ''"),
+                "tags": count(f"SELECT count(*) FROM tags WHERE item_id IN {in_project}"),
+                "deprecated_items": count("SELECT count(*) FROM items WHERE project = ? AND deprecated = 1"),
+                "deprecated_revisions": count(
+                    f"SELECT count(*) FROM revisions WHERE deprecated = 1 AND item_id IN {in_project}"),
+                "backend": "sqlite", "path": self.path, "schema_version": SCHEMA_VERSION,
+            }
+
+    # -- export and import --------------------------------------------------------------------------------
+
+    def export_records(self) -> Iterator[dict[str, Any]]:
+        """Yield the whole store from one snapshot: header, spaces, items with their revisions, artifacts
+        and tag history, then edges. Sorted by address, so equal stores export byte-identically."""
+        with self._read() as conn:
+            yield {"record": "header", "format": EXPORT_FORMAT, "format_version": EXPORT_FORMAT_VERSION}
+            for project, path, created_at in conn.execute(
+                    "SELECT project, path, created_at FROM spaces ORDER BY project, path").fetchall():
+                yield {"record": "space", "project": project, "path": path, "created_at": created_at}
+            items = conn.execute("SELECT id, project, space, name, kind, key, metadata, created_at, deprecated, "
+                                 "last_number FROM items ORDER BY project, space, name, kind")
+            for item_id, project, space, name, kind, key, metadata, created_at, deprecated, last in items:
+                item_kref = Kref(project, space, name, kind)
+                yield {"record": "item", "item_kref": str(item_kref), "key": key, "metadata": json.loads(metadata),
+                       "created_at": created_at, "deprecated": bool(deprecated), "last_number": last}
+                revisions = conn.execute("SELECT number, title, content, metadata, created_at, deprecated "
+                                         "FROM revisions WHERE item_id = ? ORDER BY number", (item_id,))
+                for number, title, content, rev_meta, rev_created, rev_deprecated in revisions:
+                    yield {"record": "revision", "kref": str(item_kref.with_revision(number)), "title": title,
+                           "content": content, "metadata": json.loads(rev_meta), "created_at": rev_created,
+                           "deprecated": bool(rev_deprecated)}
+                artifacts = conn.execute(
+                    "SELECT r.number, a.name, a.location, a.metadata, a.created_at FROM artifacts a "
+                    "JOIN revisions r ON r.id = a.revision_id WHERE r.item_id = ? ORDER BY r.number, a.name",
+                    (item_id,))
+                for number, art_name, location, art_meta, art_created in artifacts:
+                    yield {"record": "artifact", "revision_kref": str(item_kref.with_revision(number)),
+                           "name": art_name, "location": location, "metadata": json.loads(art_meta),
+                           "created_at": art_created}
+                events = conn.execute(
+                    "SELECT e.tag, r.number, e.at FROM tag_events e LEFT JOIN revisions r ON r.id = e.revision_id "
+                    "WHERE e.item_id = ? ORDER BY e.at, e.id", (item_id,))
+                for tag, number, at in events:
+                    yield {"record": "tag_event", "item_kref": str(item_kref), "tag": tag, "revision": number,
+                           "at": at}
+            edges = conn.execute(_EDGE_SELECT + " ORDER BY si.project, si.space, si.name, si.kind, s.number, "
+                                 "ti.project, ti.space, ti.name, ti.kind, t.number, e.edge_type")
+            for row in edges:
+                yield {"record": "edge", **self._edge_from_row(row).to_dict()}
+
+    def import_records(self, records: Iterable[tuple[int, dict[str, Any]]],
+                       progress: Callable[[int], None] | None = None) -> dict[str, int]:
+        """Load an export in one transaction: all of it, or (on any error) none of it."""
+        counts = {"records": 0, "added": 0, "skipped": 0}
+        importers = {"header": self._import_header, "space": self._import_space, "item": self._import_item,
+                     "revision": self._import_revision, "artifact": self._import_artifact,
+                     "tag_event": self._import_tag_event, "edge": self._import_edge}
+        with self._write() as conn:
+            touched_tags: set[tuple[int, str]] = set()
+            touched_items: set[int] = set()
+            for line_number, record in records:
+                kind = record.get("record") if isinstance(record, dict) else None
+                if counts["records"] == 0 and kind != "header":
+                    raise ImportFormatError(f"line {line_number}: an export starts with a header record")
+                if kind not in importers:
+                    raise ImportFormatError(f"line {line_number}: unknown record type {kind!r}")
+                try:
+                    added = importers[kind](conn, record, touched_items, touched_tags)
+                except ConflictError as exc:
+                    raise ConflictError(f"line {line_number}: {exc}") from exc
+                except NotFoundError as exc:
+                    raise ImportFormatError(f"line {line_number}: refers to something not yet defined: {exc}") \
+                        from exc
+                except (InvalidArgumentError, KeyError, TypeError, ValueError) as exc:
+                    raise ImportFormatError(f"line {line_number}: bad {kind} record: {exc}") from exc
+                counts["records"] += 1
+                counts["added" if added else "skipped"] += 1
+                if progress is not None:
+                    progress(counts["records"])
+            for item_id, tag in touched_tags:
+                row = conn.execute("SELECT revision_id FROM tag_events WHERE item_id = ? AND tag = ? "
+                                   "ORDER BY at DESC, id DESC LIMIT 1", (item_id, tag)).fetchone()
+                if row and row[0] is not None:
+                    conn.execute("INSERT OR REPLACE INTO tags VALUES (?, ?, ?)", (item_id, tag, row[0]))
+                else:
+                    conn.execute("DELETE FROM tags WHERE item_id = ? AND tag = ?", (item_id, tag))
+            for item_id in touched_items:
+                conn.execute("UPDATE items SET head_id = (SELECT id FROM revisions WHERE item_id = ? "
+                             "ORDER BY number DESC LIMIT 1) WHERE id = ?", (item_id, item_id))
+        return counts
+
+    @staticmethod
+    def _import_header(conn: sqlite3.Connection, record: dict[str, Any], *_: Any) -> bool:
+        if record.get("format") != EXPORT_FORMAT:
+            raise InvalidArgumentError(f"not a {EXPORT_FORMAT} stream")
+        version = record.get("format_version")
+        if not isinstance(version, int) or version > EXPORT_FORMAT_VERSION:
+            raise InvalidArgumentError(f"format_version {version!r} is newer than this module reads "
+                                       f"({EXPORT_FORMAT_VERSION}); upgrade kumiho_memory")
+        return False
+
+    def _import_space(self, conn: sqlite3.Connection, record: dict[str, Any], *_: Any) -> bool:
+        project = _check_pattern(record["project"], SEGMENT_PATTERN, "project", InvalidArgumentError)
+        path = normalize_space(record["path"])
+        return bool(conn.execute("INSERT OR IGNORE INTO spaces VALUES (?, ?, ?)",
+                                 (project, path, _record_instant(record, "created_at"))).rowcount)
+
+    def _import_item(self, conn: sqlite3.Connection, record: dict[str, Any], touched_items: set[int],
+                     *_: Any) -> bool:
+        kref = _record_kref(record, "item_kref", bare=True)
+        key = record.get("key")
+        if key is not None and not isinstance(key, str):
+            raise InvalidArgumentError("key must be a string or null")
+        metadata = _record_object(record, "metadata")
+        last_number = record["last_number"]
+        if not isinstance(last_number, int) or last_number < 0:
+            raise InvalidArgumentError("last_number must be a non-negative integer")
+        created_at = _record_instant(record, "created_at")
+        row = conn.execute("SELECT id, key FROM items WHERE project = ? AND space = ? AND name = ? AND kind = ?",
+                           (kref.project, kref.space, kref.name, kref.kind)).fetchone()
+        if row:
+            if row[1] != key:
+                raise ConflictError(f"{kref} exists here with key {row[1]!r}, the import says {key!r}")
+            conn.execute("UPDATE items SET last_number = max(last_number, ?) WHERE id = ?", (last_number, row[0]))
+            touched_items.add(row[0])
+            return False
+        if key is not None and conn.execute("SELECT 1 FROM items WHERE project = ? AND space = ? AND key = ?",
+                                            (kref.project, kref.space, key)).fetchone():
+            raise ConflictError(f"key {key!r} is held by another item in {kref.project}/{kref.space}")
+        self._ensure_spaces(conn, kref.project, kref.space, created_at)
+        cursor = conn.execute(
+            "INSERT INTO items (project, space, name, kind, key, metadata, created_at, deprecated, last_number) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (kref.project, kref.space, kref.name, kref.kind, key, canonical_json(metadata), created_at,
+             int(bool(record.get("deprecated"))), last_number))
+        touched_items.add(int(cursor.lastrowid))
+        return True
+
+    def _import_revision(self, conn: sqlite3.Connection, record: dict[str, Any], touched_items: set[int],
+                         *_: Any) -> bool:
+        kref = _record_kref(record, "kref", revision=True)
+        item_id = self._item_row(conn, kref)[0]
+        title, content = record["title"], record["content"]
+        if not isinstance(title, str) or not isinstance(content, str):
+            raise InvalidArgumentError("title and content must be strings")
+        metadata = canonical_json(_record_object(record, "metadata"))
+        created_at = _record_instant(record, "created_at")
+        existing = conn.execute("SELECT title, content, metadata, created_at FROM revisions "
+                                "WHERE item_id = ? AND number = ?", (item_id, kref.revision)).fetchone()
+        if existing:
+            if tuple(existing) != (title, content, metadata, created_at):
+                raise ConflictError(f"{kref} exists here with different content; revisions are immutable")
+            return False
+        revision_id = int(conn.execute(
+            "INSERT INTO revisions (item_id, number, title, content, metadata, content_hash, created_at, deprecated) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (item_id, kref.revision, title, content, metadata, content_hash(content), created_at,
+             int(bool(record.get("deprecated"))))).lastrowid)
+        conn.execute("UPDATE items SET last_number = max(last_number, ?) WHERE id = ?", (kref.revision, item_id))
+        self._index(conn, revision_id, title, content)
+        touched_items.add(item_id)
+        return True
+
+    def _import_artifact(self, conn: sqlite3.Connection, record: dict[str, Any], *_: Any) -> bool:
+        revision_id = self._revision_id(conn, _record_kref(record, "revision_kref", revision=True))
+        name = _check_pattern(record["name"], ARTIFACT_PATTERN, "artifact name", InvalidArgumentError)
+        location = record["location"]
+        if not isinstance(location, str):
+            raise InvalidArgumentError("location must be a string")
+        return bool(conn.execute(
+            "INSERT OR IGNORE INTO artifacts VALUES (?, ?, ?, ?, ?)",
+            (revision_id, name, location, canonical_json(_record_object(record, "metadata")),
+             _record_instant(record, "created_at"))).rowcount)
+
+    def _import_tag_event(self, conn: sqlite3.Connection, record: dict[str, Any], _items: set[int],
+                          touched_tags: set[tuple[int, str]]) -> bool:
+        kref = _record_kref(record, "item_kref", bare=True)
+        tag = validate_tag(record["tag"])
+        item_id = self._item_row(conn, kref)[0]
+        number = record.get("revision")
+        revision_id = None
+        if number is not None:
+            revision_id = self._revision_id(conn, _record_kref({"kref": str(kref.with_revision(number))}, "kref",
+                                                               revision=True))
+        at = _record_instant(record, "at")
+        touched_tags.add((item_id, tag))
+        if conn.execute("SELECT 1 FROM tag_events WHERE item_id = ? AND tag = ? AND revision_id IS ? AND at = ?",
+                        (item_id, tag, revision_id, at)).fetchone():
+            return False
+        conn.execute("INSERT INTO tag_events (item_id, tag, revision_id, at) VALUES (?, ?, ?, ?)",
+                     (item_id, tag, revision_id, at))
+        return True
+
+    def _import_edge(self, conn: sqlite3.Connection, record: dict[str, Any], *_: Any) -> bool:
+        source_id = self._revision_id(conn, _record_kref(record, "source_kref", revision=True))
+        target_id = self._revision_id(conn, _record_kref(record, "target_kref", revision=True))
+        if source_id == target_id:
+            raise InvalidArgumentError("an edge joins two different revisions")
+        edge_type = validate_edge_type(record["edge_type"])
+        return bool(conn.execute(
+            "INSERT OR IGNORE INTO edges (source_id, target_id, edge_type, metadata, created_at) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (source_id, target_id, edge_type, canonical_json(_record_object(record, "metadata")),
+             _record_instant(record, "created_at"))).rowcount)
+
+
+def _record_kref(record: Mapping[str, Any], field: str, *, bare: bool = False, revision: bool = False) -> Kref:
+    kref = parse_item_kref(record[field], field)
+    if bare and not kref.is_bare_item:
+        raise InvalidArgumentError(f"{field} must be an item kref without a selector")
+    if revision and (kref.revision is None or kref.tag is not None or kref.artifact is not None):
+        raise InvalidArgumentError(f"{field} must be a revision kref (…?r=N)")
+    return kref
+
+
+def _record_object(record: Mapping[str, Any], field: str) -> dict[str, Any]:
+    value = record.get(field, {})
+    if not isinstance(value, dict):
+        raise InvalidArgumentError(f"{field} must be a JSON object")
+    return value
+
+
+def _record_instant(record: Mapping[str, Any], field: str) -> str:
+    value = record[field]
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{field} must be an ISO 8601 string")
+    return format_instant(parse_instant(value))
+
+
+# ==========================================================================================================
+# 8. Facades: the sync Memory and the async UniversalMemoryManager
+# ==========================================================================================================
+
+MAX_CONTENT_CHARS = 1_000_000
+MAX_TITLE_CHARS = 500
+MAX_METADATA_BYTES = 256 * 1024
+MAX_RECALL_LIMIT = 1000
+TITLE_FROM_CONTENT_CHARS = 80
+
+
+def slugify(text: str, max_length: int = 40) -> str:
+    """An ASCII slug of ``text`` for item names (``"Dark mode!"`` -> ``"dark-mode"``); ``memory`` if empty."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii").lower()
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_text).strip("-")[:max_length].rstrip("-")
+    return slug or "memory"
+
+
+def _title_from_content(content: str) -> str:
+    first_line = " ".join(content.strip().split("\n", 1)[0].split())
+    if len(first_line) <= TITLE_FROM_CONTENT_CHARS:
+        return first_line
+    return first_line[: TITLE_FROM_CONTENT_CHARS - 1].rstrip() + "…"
+
+
+def _checked_text(value: Any, name: str, *, limit: int, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{name} must be a string, not {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise InvalidArgumentError(f"{name} must not be empty")
+    if len(value) > limit:
+        raise InvalidArgumentError(f"{name} is {len(value)} characters; the limit is {limit}")
+    return value
+
+
+def _checked_metadata(metadata: Any) -> dict[str, Any]:
+    """Validate metadata (a JSON object, string keys, ≤256 KiB) and return a deep copy."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidArgumentError(f"metadata must be a mapping, not {type(metadata).__name__}")
+    if not all(isinstance(key, str) for key in metadata):
+        raise InvalidArgumentError("metadata keys must be strings")
+    encoded = canonical_json(dict(metadata))
+    if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
+        raise InvalidArgumentError(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
+    return json.loads(encoded)
+
+
+def _checked_tags(tags: Any) -> tuple[str, ...]:
+    if tags is None:
+        return ()
+    if isinstance(tags, str) or not isinstance(tags, (list, tuple, set, frozenset)):
+        raise InvalidArgumentError("tags must be a list of strings")
+    checked = tuple(dict.fromkeys(validate_tag(tag) for tag in tags))
+    if LATEST_TAG in checked:
+        raise InvalidArgumentError("'latest' is maintained by the store and cannot be set")
+    return checked
+
+
+class Memory:
+    """Long-term memory over a versioned graph: remember, recall, revise, tag, link, forget.
+
+    Args:
+        path: a store file for durable memory (created if missing), or None for memory that lives only as
+            long as this object.
+        project: the project new memories go to and recall searches.
+        backend: a ``GraphBackend`` to use instead of the embedded engine (``path`` must then be None).
+        clock: time source (default the wall clock); ids: id source for new item names.
+        busy_timeout: seconds a write waits for another process's lock.
+
+    Raises:
+        StoreError: the file cannot be used (its subclasses say why).
+
+    Use it as a context manager, or call ``close()``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, project: str = DEFAULT_PROJECT,
+                 backend: GraphBackend | None = None, clock: Clock | None = None, ids: IdFactory | None = None,
+                 busy_timeout: float = 30.0) -> None:
+        self.project = _check_pattern(project, SEGMENT_PATTERN, "project", InvalidArgumentError)
+        if backend is not None and path is not None:
+            raise InvalidArgumentError("give either a path or a backend, not both")
+        if not isinstance(busy_timeout, (int, float)) or busy_timeout < 0:
+            raise InvalidArgumentError(f"busy_timeout must be a non-negative number, not {busy_timeout!r}")
+        self._clock = clock or SystemClock()
+        self._ids = ids or RandomIds()
+        self._backend = backend or SQLiteGraph(path, clock=self._clock, busy_timeout=busy_timeout)
+
+    @classmethod
+    def from_config(cls, config: MemoryConfig, **options: Any) -> "Memory":
+        """Open the memory a ``MemoryConfig`` describes (extra keyword options pass through)."""
+        return cls(config.path, project=config.project, busy_timeout=config.busy_timeout, **options)
+
+    @property
+    def backend(self) -> GraphBackend:
+        """The graph backend behind this memory."""
+        return self._backend
+
+    def close(self) -> None:
+        """Flush and release the store. Safe to call twice."""
+        self._backend.close()
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = getattr(self._backend, "path", type(self._backend).__name__)
+        return f"Memory({where!r}, project={self.project!r})"
+
+    # -- writing ------------------------------------------------------------------------------------------
+
+    def remember(self, content: str, *, space: str = "notes", title: str | None = None, kind: str = "memory",
+                 metadata: Mapping[str, Any] | None = None, tags: Sequence[str] | None = None,
+                 item: str | None = None, key: str | None = None, evidence_level: str | None = None,
+                 source: str | None = None) -> str:
+        """Store a memory as a new immutable revision and return its kref.
+
+        Args:
+            content: the text to remember.
+            space: the space (folder) for a new item, e.g. ``"notes"`` or ``"personal/u1"``.
+            title: a short title; default the first line of ``content``.
+            kind: the item kind for a new item (``memory``, ``fact``, ``decision``, ...).
+            metadata: any JSON object; ``event_date`` (ISO 8601) says when the remembered event happened.
+            tags: tags to point at the new revision (they move off older revisions of the item).
+            item: an item kref: add this revision to that item.
+            key: a supersession key: the item in ``space`` holding this key gets the revision (created on
+                first use); content identical to its latest revision adds nothing and returns that kref.
+            evidence_level: one of ``EVIDENCE_LEVELS``; stored as metadata and as an ``evidence:`` tag.
+            source: where the memory came from; stored as metadata ``source``.
+
+        Without ``item`` or ``key`` every call creates a new item: raw capture never merges. A revision
+        added to an existing item gets a ``SUPERSEDES`` edge to the item's previous latest revision.
+
+        Returns:
+            The revision kref, ``kref://project/space/name.kind?r=N``.
+
+        Raises:
+            InvalidArgumentError: an argument is malformed (nothing is written).
+            NotFoundError: ``item`` names an item that does not exist.
+        """
+        content = _checked_text(content, "content", limit=MAX_CONTENT_CHARS)
+        space = normalize_space(space)
+        title = _title_from_content(content) if title is None else _checked_text(
+            title, "title", limit=MAX_TITLE_CHARS)
+        kind = _check_pattern(kind, KIND_PATTERN, "kind", InvalidArgumentError)
+        checked_metadata = _checked_metadata(metadata)
+        checked_tags = _checked_tags(tags)
+        if item is not None and key is not None:
+            raise InvalidArgumentError("give item= or key=, not both")
+        item_kref = None
+        if item is not None:
+            item_kref = parse_item_kref(item, "item")
+            if not item_kref.is_bare_item:
+                raise InvalidArgumentError(f"item= takes an item kref without ?r=/?t=: {item!r}")
+        if key is not None:
+            key = _checked_text(key, "key", limit=512)
+        if evidence_level is not None:
+            checked_tags = tuple(dict.fromkeys(checked_tags + (evidence_tag(evidence_level),)))
+            checked_metadata["evidence_level"] = evidence_level
+        if source is not None:
+            checked_metadata["source"] = _checked_text(source, "source", limit=2000)
+        if "event_date" in checked_metadata:
+            event_date = checked_metadata["event_date"]
+            if not isinstance(event_date, str):
+                raise InvalidArgumentError("metadata['event_date'] must be an ISO 8601 string")
+            parse_instant(event_date)
+        if key is not None:
+            name = f"{slugify(key)}-{hashlib.sha1(key.encode('utf-8')).hexdigest()[:8]}"
+        else:
+            name = f"{slugify(title)}-{self._ids.new_id()}"
+        draft = RevisionDraft(project=self.project, space=space, kind=kind, name=name, title=title,
+                              content=content, metadata=checked_metadata, tags=checked_tags, key=key,
+                              item=item_kref)
+        record, _created = self._backend.write_revision(draft)
+        return str(record.kref)
+
+    def tag(self, kref: str, tag: str) -> dict[str, Any]:
+        """Point ``tag`` at the revision ``kref`` selects, moving it off any other revision of the item.
+
+        Every move is recorded, so ``?t=TAG&time=...`` resolves the tag as it stood at any past time.
+
+        Returns:
+            The tagged revision (as ``get`` returns it).
+
+        Raises:
+            InvalidArgumentError: bad tag, or ``latest`` (the store maintains it).
+            NotFoundError: no such revision.
+        """
+        parsed = parse_item_kref(kref)
+        checked = _checked_tags([tag])[0]
+        return self._backend.set_tag(parsed, checked).to_dict()
+
+    def untag(self, kref: str, tag: str) -> bool:
+        """Remove ``tag`` from the revision ``kref`` selects; False when that revision did not carry it."""
+        parsed = parse_item_kref(kref)
+        checked = _checked_tags([tag])[0]
+        return self._backend.remove_tag(parsed, checked)
+
+    def link(self, source_kref: str, target_kref: str, edge_type: str,
+             metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Create a typed edge between two revisions (an item kref means its latest revision).
+
+        ``edge_type`` is one of ``EDGE_TYPES`` or any name matching ``^[A-Z][A-Z0-9_]{0,49}$``. Linking the
+        same pair with the same type again returns the existing edge.
+
+        Returns:
+            ``{source_kref, target_kref, edge_type, metadata, created_at}``.
+        """
+        source, target = parse_item_kref(source_kref, "source"), parse_item_kref(target_kref, "target")
+        checked_type = validate_edge_type(edge_type)
+        return self._backend.add_edge(source, target, checked_type, _checked_metadata(metadata)).to_dict()
+
+    def deprecate(self, kref: str, deprecated: bool = True) -> None:
+        """Soft-retire an item (bare item kref) or one revision; ``deprecated=False`` restores it.
+
+        Deprecated memories stay readable by ``get`` and ``history`` but ``recall`` skips them.
+        """
+        if not isinstance(deprecated, bool):
+            raise InvalidArgumentError("deprecated must be True or False")
+        self._backend.set_deprecated(parse_item_kref(kref), deprecated)
+
+    def forget(self, kref: str) -> dict[str, Any]:
+        """Erase an item (bare item kref) or one revision, for good.
+
+        The revisions go with their edges, tags, artifacts and index entries; their bytes are overwritten
+        in the database and the WAL is checkpointed and truncated before this returns (``scrubbed`` is
+        False if another process's open read kept the WAL from being truncated; it is then truncated at the
+        next checkpoint). Revision numbers are never reused.
+
+        Returns:
+            ``{kref, items, revisions, edges, scrubbed}``.
+        """
+        return self._backend.forget(parse_item_kref(kref))
+
+    def add_artifact(self, kref: str, name: str, location: str,
+                     metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Attach a named pointer (file path, URL) to a revision; address it as ``...?r=N&a=NAME``."""
+        checked_name = _check_pattern(name, ARTIFACT_PATTERN, "artifact name", InvalidArgumentError)
+        checked_location = _checked_text(location, "location", limit=4096)
+        return self._backend.add_artifact(parse_item_kref(kref), checked_name, checked_location,
+                                          _checked_metadata(metadata)).to_dict()
+
+    # -- reading ------------------------------------------------------------------------------------------
+
+    def get(self, kref: str) -> dict[str, Any]:
+        """Read one revision by any kref form.
+
+        An item kref gives the latest revision; ``?r=N`` that number; ``?t=TAG`` where the tag points now;
+        ``?t=TAG&time=T`` where it pointed at ``T``; ``&a=NAME`` adds that artifact as ``artifact``.
+
+        Returns:
+            ``{kref, item_kref, revision, space, kind, title, content, metadata, tags, created_at,
+            deprecated}`` (+ ``artifact``).
+
+        Raises:
+            InvalidKrefError: malformed kref. NotFoundError: nothing there.
+        """
+        parsed = parse_item_kref(kref)
+        record = self._backend.resolve(dataclasses.replace(parsed, artifact=None))
+        result = record.to_dict()
+        if parsed.artifact is not None:
+            matches = [a for a in self._backend.artifacts(record.kref) if a.name == parsed.artifact]
+            if not matches:
+                raise NotFoundError(f"no artifact {parsed.artifact!r} on {record.kref}")
+            result["artifact"] = matches[0].to_dict()
+        return result
+
+    def history(self, item_kref: str) -> list[dict[str, Any]]:
+        """Every revision of an item, oldest first (the same dicts ``get`` returns)."""
+        return [record.to_dict() for record in self._backend.revisions(parse_item_kref(item_kref).item_kref())]
+
+    def edges(self, kref: str, *, direction: str = "both", edge_type: str | None = None) -> list[dict[str, Any]]:
+        """Edges of a revision (or, for a bare item kref, of all its revisions), oldest first.
+
+        Args:
+            direction: ``"outgoing"``, ``"incoming"`` or ``"both"``.
+            edge_type: only edges of this type.
+        """
+        if direction not in EDGE_DIRECTIONS:
+            raise InvalidArgumentError(f"direction must be one of {EDGE_DIRECTIONS}, not {direction!r}")
+        checked_type = None if edge_type is None else validate_edge_type(edge_type)
+        return [edge.to_dict() for edge in self._backend.edges(parse_item_kref(kref), direction=direction,
+                                                               edge_type=checked_type)]
+
+    def artifacts(self, kref: str) -> list[dict[str, Any]]:
+        """The artifacts of the revision ``kref`` selects."""
+        return [artifact.to_dict() for artifact in self._backend.artifacts(parse_item_kref(kref))]
+
+    def items(self, *, space: str | None = None, kind: str | None = None,
+              include_deprecated: bool = False) -> list[dict[str, Any]]:
+        """Items of this project, optionally within ``space`` (and its sub-spaces) or of one ``kind``."""
+        checked_space = None if space is None else normalize_space(space)
+        checked_kind = None if kind is None else _check_pattern(kind, KIND_PATTERN, "kind", InvalidArgumentError)
+        return [record.to_dict() for record in self._backend.items(
+            self.project, space=checked_space, kind=checked_kind, include_deprecated=include_deprecated)]
+
+    def recall(self, query: str, *, limit: int = 5, space: str | None = None) -> list[dict[str, Any]]:
+        """Find the memories that best match ``query`` (BM25 over titles and content).
+
+        Only the latest revision of each item is considered, and nothing deprecated.
+
+        Args:
+            query: free text.
+            limit: how many results at most (1..1000).
+            space: only this space and the spaces under it.
+
+        Returns:
+            Best first: ``{kref, item_kref, title, content, score, metadata, tags, created_at, ...}``.
+        """
+        query = _checked_text(query, "query", limit=MAX_CONTENT_CHARS)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECALL_LIMIT:
+            raise InvalidArgumentError(f"limit must be an integer from 1 to {MAX_RECALL_LIMIT}, not {limit!r}")
+        checked_space = None if space is None else normalize_space(space)
+        terms = tokenize(query)
+        if not terms:
+            return []
+        hits = self._backend.lexical_search(self.project, terms, space=checked_space, limit=limit)
+        return [{**record.to_dict(), "score": round(score, 6)} for record, score in hits]
+
+    def stats(self) -> dict[str, Any]:
+        """Counts for this project: ``items``, ``revisions``, ``edges``, ``spaces``, ``tags``, ..."""
+        return self._backend.stats(self.project)
+
+    # -- export and import --------------------------------------------------------------------------------
+
+    def export_jsonl(self, stream: IO[str], *, progress: Callable[[int], None] | None = None) -> int:
+        """Write the whole store as JSON lines (one canonical record a line); return the line count."""
+        count = 0
+        for record in self._backend.export_records():
+            stream.write(canonical_json(record) + "\n")
+            count += 1
+            if progress is not None:
+                progress(count)
+        return count
+
+    def import_jsonl(self, lines: Iterable[str], *, progress: Callable[[int], None] | None = None) -> dict[str, int]:
+        """Load an ``export_jsonl`` stream atomically; records already present are skipped.
+
+        Returns:
+            ``{records, added, skipped}``.
+
+        Raises:
+            ImportFormatError: a line is not a valid record (nothing is written).
+            ConflictError: a record contradicts what the store holds (nothing is written).
+        """
+        def parsed() -> Iterator[tuple[int, dict[str, Any]]]:
+            for line_number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ImportFormatError(f"line {line_number}: not JSON ({exc.msg})") from exc
+                yield line_number, record
+        return self._backend.import_records(parsed(), progress)
+
+    def mermaid(self, item_kref: str) -> str:
+        """A Mermaid flowchart of an item's revision chain, with its tags and edges."""
+        item = parse_item_kref(item_kref).item_kref()
+        revisions = self._backend.revisions(item)
+        return render_mermaid(item, revisions, self._backend.edges(item))
+
+
+class UniversalMemoryManager:
+    """The async face of the same memory, named as in kumiho-memory; blocking work runs in a thread.
+
+    Args:
+        project: used when ``memory`` is not given.
+        memory: the ``Memory`` to work on; default a new in-memory one.
+    """
+
+    def __init__(self, *, project: str = DEFAULT_PROJECT, memory: Memory | None = None) -> None:
+        self.memory = memory if memory is not None else Memory(project=project)
+        self.project = self.memory.project
+        self._owns_memory = memory is None
+
+    async def recall_memories(self, query: str, *, limit: int = 5, space_paths: Sequence[str] | None = None,
+                              memory_types: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Recall memories, shaped as kumiho-memory returns them.
+
+        Args:
+            query: free text. limit: how many results.
+            space_paths: only these spaces (and their sub-spaces); results are merged by score.
+            memory_types: only memories whose metadata ``memory_type`` (or ``type``, or the item kind) is one
+                of these.
+
+        Returns:
+            Best first, each with ``kref, score, _item_kref, title, summary, type, space, created_at, tags``
+            beside the ``Memory.recall`` fields.
+        """
+        if memory_types is not None and (isinstance(memory_types, str) or not all(
+                isinstance(value, str) for value in memory_types)):
+            raise InvalidArgumentError("memory_types must be a list of strings")
+        if space_paths is not None and isinstance(space_paths, str):
+            raise InvalidArgumentError("space_paths must be a list of space paths")
+        return await asyncio.to_thread(self._recall, query, limit, space_paths, memory_types)
+
+    def _recall(self, query: str, limit: int, space_paths: Sequence[str] | None,
+                memory_types: Sequence[str] | None) -> list[dict[str, Any]]:
+        wanted = set(memory_types) if memory_types else None
+        pool = limit if wanted is None else min(MAX_RECALL_LIMIT, limit * 4)
+        spaces: Sequence[str | None] = list(space_paths) if space_paths else [None]
+        merged: dict[str, dict[str, Any]] = {}
+        for space in spaces:
+            for hit in self.memory.recall(query, limit=pool, space=space):
+                merged.setdefault(hit["kref"], hit)
+        results = []
+        for hit in sorted(merged.values(), key=lambda h: -h["score"]):
+            memory_type = hit["metadata"].get("memory_type") or hit["metadata"].get("type") or hit["kind"]
+            if wanted is not None and memory_type not in wanted:
+                continue
+            results.append({**hit, "_item_kref": hit["item_kref"], "summary": hit["content"], "type": memory_type})
+        return results[:limit]
+
+    async def close(self) -> None:
+        """Close the memory if this manager created it."""
+        if self._owns_memory:
+            await asyncio.to_thread(self.memory.close)
+
+    async def __aenter__(self) -> "UniversalMemoryManager":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+
+# ==========================================================================================================
+# 9. Export renderings
+# ==========================================================================================================
+
+def _mermaid_label(text: str) -> str:
+    return text.replace("\\", "/").replace('"', "#quot;").replace("\n", " ")
+
+
+def render_mermaid(item: Kref, revisions: Sequence[RevisionRecord], edges: Sequence[EdgeRecord]) -> str:
+    """Draw an item's revisions (newest first, with tags) and every edge touching them as Mermaid."""
+    lines = ["flowchart TB", f"  %% {item}"]
+    node_ids: dict[str, str] = {}
+    for record in sorted(revisions, key=lambda r: -r.number):
+        node = f"r{record.number}"
+        node_ids[str(record.kref)] = node
+        title = record.title if len(record.title) <= 40 else record.title[:39] + "…"
+        tags = f"<br/>[{', '.join(record.tags)}]" if record.tags else ""
+        flag = " (deprecated)" if record.deprecated else ""
+        lines.append(f'  {node}["r{record.number}: {_mermaid_label(title)}{flag}{tags}"]')
+    for edge in edges:
+        ends = []
+        for kref in (edge.source_kref, edge.target_kref):
+            key = str(kref)
+            if key not in node_ids:
+                node_ids[key] = f"x{len(node_ids)}"
+                lines.append(f'  {node_ids[key]}(["{_mermaid_label(kref.item)} r{kref.revision}"])')
+            ends.append(node_ids[key])
+        lines.append(f"  {ends[0]} -->|{edge.edge_type}| {ends[1]}")
+    return "\n".join(lines) + "\n"
+
+
+# ==========================================================================================================
+# 10. CLI
+# ==========================================================================================================
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
+
+_CLI_EPILOG = """\
+exit codes: 0 ok, 1 error, 2 bad usage, 3 not found.
+environment: KUMIHO_MEMORY_PATH (store file), KUMIHO_MEMORY_PROJECT, KUMIHO_MEMORY_BUSY_TIMEOUT.
+examples:
+  kumiho-memory remember "The user prefers dark mode" --space prefs --key ui.theme
+  kumiho-memory recall "dark mode" --json
+  kumiho-memory export > backup.jsonl && kumiho-memory --db copy.db import backup.jsonl
+"""
+
+
+def _progress_reporter(label: str, stream: IO[str] | None = None) -> Callable[[int], None] | None:
+    """A progress callback that redraws ``label N`` on a terminal's stderr every 500 records, else None."""
+    stream = stream or sys.stderr
+    if not stream.isatty():
+        return None
+
+    def report(count: int) -> None:
+        if count % 500 == 0:
+            stream.write(f"\r{label} {count}")
+            stream.flush()
+    return report
+
+
+def _metadata_argument(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgumentError(f"--metadata is not JSON: {exc.msg}") from exc
+    if not isinstance(value, dict):
+        raise InvalidArgumentError("--metadata must be a JSON object")
+    return value
+
+
+def _format_revision(result: Mapping[str, Any]) -> str:
+    lines = [f"{result['kref']}", f"  title:      {result['title']}", f"  created_at: {result['created_at']}",
+             f"  tags:       {', '.join(result['tags']) or '-'}"]
+    if result.get("deprecated"):
+        lines.append("  deprecated: yes")
+    if result.get("metadata"):
+        lines.append(f"  metadata:   {canonical_json(result['metadata'])}")
+    if "score" in result:
+        lines.append(f"  score:      {result['score']:.4f}")
+    lines.append("")
+    lines.extend("  " + line for line in result["content"].splitlines())
+    return "\n".join(lines)
+
+
+def _format_edge(edge: Mapping[str, Any]) -> str:
+    return f"{edge['source_kref']} -[{edge['edge_type']}]-> {edge['target_kref']}"
+
+
+def _cmd_remember(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    content = sys.stdin.read() if args.content == "-" else args.content
+    kref = memory.remember(content, space=args.space, title=args.title, kind=args.kind,
+                           metadata=_metadata_argument(args.metadata), tags=args.tag or None, item=args.item,
+                           key=args.key, evidence_level=args.evidence_level, source=args.source)
+    return {"kref": kref}, kref
+
+
+def _cmd_recall(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    results = memory.recall(args.query, limit=args.limit, space=args.space)
+    text = "\n".join(f"{hit['score']:8.3f}  {hit['kref']}\n          {hit['title']}" for hit in results)
+    return results, text or "(no memories match)"
+
+
+def _cmd_get(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    result = memory.get(args.kref)
+    return result, _format_revision(result)
+
+
+def _cmd_history(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    results = memory.history(args.kref)
+    text = "\n".join(f"r{r['revision']:<4} {r['created_at']}  [{', '.join(r['tags'])}]"
+                     f"{' (deprecated)' if r['deprecated'] else ''}  {r['title']}" for r in results)
+    return results, text
+
+
+def _cmd_tag(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    result = memory.tag(args.kref, args.tag)
+    return result, f"{args.tag} -> {result['kref']}"
+
+
+def _cmd_untag(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    removed = memory.untag(args.kref, args.tag)
+    return {"removed": removed}, f"removed {args.tag}" if removed else f"{args.kref} did not carry {args.tag}"
+
+
+def _cmd_link(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    edge = memory.link(args.source, args.target, args.edge_type, _metadata_argument(args.metadata))
+    return edge, _format_edge(edge)
+
+
+def _cmd_edges(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    results = memory.edges(args.kref, direction=args.direction, edge_type=args.type)
+    return results, "\n".join(_format_edge(edge) for edge in results) or "(no edges)"
+
+
+def _cmd_deprecate(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    memory.deprecate(args.kref, not args.undo)
+    word = "restored" if args.undo else "deprecated"
+    return {"kref": args.kref, "deprecated": not args.undo}, f"{word} {args.kref}"
+
+
+def _cmd_forget(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    report = memory.forget(args.kref)
+    return report, (f"forgot {report['kref']}: {report['revisions']} revision(s), {report['edges']} edge(s)"
+                    + ("" if report["scrubbed"] else " (WAL scrub deferred: another process is reading)"))
+
+
+def _cmd_stats(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    result = memory.stats()
+    return result, "\n".join(f"{key:22} {value}" for key, value in result.items())
+
+
+def _cmd_export(memory: Memory, args: argparse.Namespace) -> tuple[Any, str | None]:
+    if args.format == "mermaid":
+        if not args.item:
+            raise InvalidArgumentError("--format mermaid needs --item KREF (the item to draw)")
+        text = memory.mermaid(args.item)
+        if args.output:
+            _write_text_file(args.output, text)
+            return {"output": args.output}, None
+        return {"mermaid": text}, text.rstrip("\n")
+    progress = _progress_reporter("exported")
+    if args.output:
+        temporary = args.output + ".partial"
+        try:
+            with open(temporary, "w", encoding="utf-8", newline="\n") as stream:
+                count = memory.export_jsonl(stream, progress=progress)
+            os.replace(temporary, args.output)
+        except OSError as exc:
+            raise StoreError(f"cannot write {args.output!r}: {exc}") from exc
+    else:
+        count = memory.export_jsonl(sys.stdout, progress=progress)
+    if progress is not None:
+        sys.stderr.write(f"\rexported {count} records\n")
+    return {"records": count, "output": args.output}, None
+
+
+def _write_text_file(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8", newline="\n") as stream:
+            stream.write(text)
+    except OSError as exc:
+        raise StoreError(f"cannot write {path!r}: {exc}") from exc
+
+
+def _cmd_import(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    progress = _progress_reporter("imported")
+    if args.file == "-":
+        counts = memory.import_jsonl(sys.stdin, progress=progress)
+    else:
+        try:
+            with open(args.file, encoding="utf-8") as stream:
+                counts = memory.import_jsonl(stream, progress=progress)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StoreError(f"cannot read {args.file!r}: {exc}") from exc
+    if progress is not None:
+        sys.stderr.write("\r")
+    return counts, f"imported {counts['records']} records ({counts['added']} added, {counts['skipped']} skipped)"
+
+
+def build_cli_parser() -> argparse.ArgumentParser:
+    """The ``kumiho-memory`` argument parser (global options work before or after the command)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", metavar="PATH", default=argparse.SUPPRESS,
+                        help="store file (default $KUMIHO_MEMORY_PATH, else a per-user file)")
+    common.add_argument("--project", default=argparse.SUPPRESS, help=f"project (default {DEFAULT_PROJECT})")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print machine-readable JSON")
+    parser = argparse.ArgumentParser(
+        prog="kumiho-memory", parents=[common], epilog=_CLI_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Long-term memory for AI agents: a versioned memory graph in one file.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, handler: Callable[..., Any], summary: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, parents=[common], help=summary, description=summary)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    sub = command("remember", _cmd_remember, "store a memory; prints its revision kref")
+    sub.add_argument("content", help="the text to remember ('-' reads standard input)")
+    sub.add_argument("--space", default="notes", help="space path (default notes)")
+    sub.add_argument("--title")
+    sub.add_argument("--kind", default="memory", help="item kind for a new item (default memory)")
+    sub.add_argument("--key", help="supersession key: revise the item holding it")
+    sub.add_argument("--item", metavar="KREF", help="add the revision to this item")
+    sub.add_argument("--tag", action="append", help="tag the new revision (repeatable)")
+    sub.add_argument("--metadata", metavar="JSON", help="a JSON object")
+    sub.add_argument("--evidence-level", choices=EVIDENCE_LEVELS)
+    sub.add_argument("--source")
+    sub = command("recall", _cmd_recall, "find the memories that best match a query")
+    sub.add_argument("query")
+    sub.add_argument("--limit", type=int, default=5)
+    sub.add_argument("--space")
+    command("get", _cmd_get, "show one revision (any kref form)").add_argument("kref")
+    command("history", _cmd_history, "list an item's revisions, oldest first").add_argument("kref")
+    for name, handler, summary in (("tag", _cmd_tag, "point a tag at a revision"),
+                                   ("untag", _cmd_untag, "remove a tag from a revision")):
+        sub = command(name, handler, summary)
+        sub.add_argument("kref")
+        sub.add_argument("tag")
+    sub = command("link", _cmd_link, "create a typed edge between two revisions")
+    sub.add_argument("source")
+    sub.add_argument("target")
+    sub.add_argument("edge_type", metavar="EDGE_TYPE", help=f"e.g. {', '.join(EDGE_TYPES[:4])}, ...")
+    sub.add_argument("--metadata", metavar="JSON")
+    sub = command("edges", _cmd_edges, "list the edges of a revision or item")
+    sub.add_argument("kref")
+    sub.add_argument("--direction", choices=EDGE_DIRECTIONS, default="both")
+    sub.add_argument("--type", metavar="EDGE_TYPE")
+    sub = command("deprecate", _cmd_deprecate, "soft-retire an item or revision (--undo restores)")
+    sub.add_argument("kref")
+    sub.add_argument("--undo", action="store_true")
+    command("forget", _cmd_forget, "erase an item or revision for good").add_argument("kref")
+    command("stats", _cmd_stats, "counts for the project")
+    sub = command("export", _cmd_export, "write the store as JSON lines, or an item as Mermaid")
+    sub.add_argument("--format", choices=("jsonl", "mermaid"), default="jsonl")
+    sub.add_argument("--item", metavar="KREF", help="the item to draw (mermaid)")
+    sub.add_argument("--output", "-o", metavar="FILE", help="write here instead of standard output")
+    sub = command("import", _cmd_import, "load a JSON-lines export (atomically)")
+    sub.add_argument("file", help="the export file ('-' reads standard input)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``kumiho-memory`` command line; return the exit code (see ``--help``)."""
+    parser = build_cli_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits on --help, --version and usage errors
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    as_json = getattr(args, "json", False)
+    try:
+        config = MemoryConfig.from_env()
+        path = getattr(args, "db", None) or config.path
+        project = getattr(args, "project", None) or config.project
+        with Memory(path, project=project, busy_timeout=config.busy_timeout) as memory:
+            result, text = args.handler(memory, args)
+        if as_json and not (args.command == "export" and result.get("output") is None
+                            and args.format == "jsonl"):
+            print(json.dumps(result, ensure_ascii=False, indent=2))
+        elif text is not None:
+            print(text)
+        return EXIT_OK
+    except NotFoundError as exc:
+        print(f"kumiho-memory: not found: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    except KumihoMemoryError as exc:
+        print(f"kumiho-memory: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("kumiho-memory: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # keep the interpreter from complaining at exit
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())
