@@ -1672,7 +1672,8 @@ class SQLiteGraph(GraphBackend):
                 except (InvalidArgumentError, KeyError, TypeError, ValueError) as exc:
                     raise ImportFormatError(f"line {line_number}: bad {kind} record: {exc}") from exc
                 counts["records"] += 1
-                counts["added" if added else "skipped"] += 1
+                if kind != "header":
+                    counts["added" if added else "skipped"] += 1
                 if progress is not None:
                     progress(counts["records"])
             for item_id, tag in touched_tags:

@@ -1,0 +1,54 @@
+"""Helpers shared by the probes: import the module from the repo, time things, write results."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import kumiho_memory as km  # noqa: E402
+
+RESULTS = os.path.join(ROOT, "probes", "results")
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """The value below which ``fraction`` of ``values`` lie (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def timed(function, *args, **kwargs) -> tuple[object, float]:
+    """Run ``function`` and return (result, elapsed milliseconds)."""
+    start = time.perf_counter()
+    result = function(*args, **kwargs)
+    return result, (time.perf_counter() - start) * 1000.0
+
+
+def write_results(name: str, parameters: dict, figures: dict) -> str:
+    """Write ``probes/results/<name>.json`` with the module version, machine, parameters and figures."""
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(RESULTS, f"{name}.json")
+    document = {"probe": name, "version": km.__version__, "python": platform.python_version(),
+                "sqlite": __import__("sqlite3").sqlite_version, "machine": platform.machine(),
+                "cpus": os.cpu_count(), "parameters": parameters, "figures": figures}
+    with open(path, "w", encoding="utf-8") as stream:
+        json.dump(document, stream, indent=2, sort_keys=True)
+        stream.write("\n")
+    return path
+
+
+def print_table(rows: list[tuple[str, object]]) -> None:
+    """Print name/value rows as an aligned two-column table."""
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+
+
+median = statistics.median

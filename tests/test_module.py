@@ -1,0 +1,116 @@
+"""The module as a file users copy: stdlib-only import with no side effects, documented public names."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import subprocess
+import sys
+
+import kumiho_memory as km
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# A child that imports the module under an audit hook and reports any file opened, env read, thread or
+# socket started while importing it.
+_AUDIT_CHILD = r"""
+import sys, os
+sys.path.insert(0, sys.argv[1])
+events = []
+watching = False
+def hook(event, args):
+    if not watching:
+        return
+    if event in ("open", "os.listdir", "os.scandir", "os.mkdir", "os.remove", "os.rename", "sqlite3.connect",
+                 "socket.connect", "socket.bind", "subprocess.Popen", "_thread.start_new_thread",
+                 "os.putenv", "os.unsetenv"):
+        path = str(args[0]) if args else ""
+        if event == "open" and (path.endswith((".py", ".pyc")) or "__pycache__" in path or path.endswith(".so")
+                                or "/lib/python" in path):
+            return  # the interpreter loading stdlib modules
+        if event in ("os.listdir", "os.scandir") and (path in sys.path or path.startswith(sys.base_prefix)):
+            return  # the import system scanning the module search path
+        events.append((event, path))
+sys.addaudithook(hook)
+class Spy(dict):
+    def __getitem__(self, key):
+        events.append(("environ", key)); return super().__getitem__(key)
+    def get(self, key, default=None):
+        events.append(("environ", key)); return super().get(key, default)
+os.environ = Spy(os.environ)
+watching = True
+import kumiho_memory
+watching = False
+print(repr(events))
+"""
+
+
+def test_imports_with_the_standard_library_alone():
+    done = subprocess.run([sys.executable, "-I", "-S", "-c",
+                           "import sys; sys.path.insert(0, '.'); import kumiho_memory; print('ok')"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_import_does_nothing():
+    done = subprocess.run([sys.executable, "-I", "-B", "-c", _AUDIT_CHILD, ROOT], capture_output=True, text=True,
+                          timeout=60, env={"PATH": os.environ.get("PATH", "")})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", f"import had side effects: {done.stdout}"
+
+
+def test_no_optional_package_is_imported_at_module_level():
+    source = open(os.path.join(ROOT, "kumiho_memory.py"), encoding="utf-8").read()
+    top_level_imports = re.findall(r"^(?:import|from) (\w+)", source, flags=re.M)
+    for name in top_level_imports:
+        assert name == "__future__" or name in sys.stdlib_module_names, f"non-stdlib import at top level: {name}"
+
+
+def test_every_public_name_is_documented():
+    missing = []
+    for name in km.__all__:
+        obj = getattr(km, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            if not (obj.__doc__ or "").strip():
+                missing.append(name)
+            if inspect.isclass(obj):
+                for attr, member in vars(obj).items():
+                    if not attr.startswith("_") and inspect.isfunction(member) and not (member.__doc__ or "").strip():
+                        missing.append(f"{name}.{attr}")
+    assert missing == []
+
+
+def test_all_names_exist_and_errors_subclass_builtins():
+    for name in km.__all__:
+        assert hasattr(km, name), name
+    assert issubclass(km.InvalidKrefError, ValueError)
+    assert issubclass(km.NotFoundError, KeyError)
+    assert issubclass(km.BackendUnavailableError, ImportError)
+    assert issubclass(km.StoreError, OSError)
+    assert issubclass(km.StoreBusyError, TimeoutError)
+    for name in km.__all__:
+        obj = getattr(km, name)
+        if inspect.isclass(obj) and issubclass(obj, Exception):
+            assert issubclass(obj, km.KumihoMemoryError), name
+
+
+def test_missing_optional_package_names_the_pip_line():
+    try:
+        km._require("surely_not_installed_package_xyz", extra="redis")
+    except km.BackendUnavailableError as exc:
+        assert "pip install 'kumiho-memory-onefile[redis]'" in str(exc)
+    else:  # pragma: no cover
+        raise AssertionError("expected BackendUnavailableError")
+
+
+def test_readme_documents_every_cli_command_and_the_ci_runs_its_test_command():
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    parser = km.build_cli_parser()
+    commands = next(action for action in parser._actions if action.dest == "command").choices
+    for command in commands:
+        assert f"kumiho-memory {command}" in readme or f"kumiho_memory.py {command}" in readme, command
+    ci = open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8").read()
+    match = re.search(r"<!-- test-command -->\s*```(?:bash|sh)?\n(.+?)\n```", readme, flags=re.S)
+    assert match, "README must mark its test command with <!-- test-command -->"
+    assert "test-command" in ci
