@@ -285,15 +285,16 @@ def parse_instant(value: str | _dt.datetime | _dt.date | int | float) -> _dt.dat
 
 def format_instant(moment: _dt.datetime) -> str:
     """Format an instant the way the store keeps it: UTC, microseconds, ``Z`` (sorts as text)."""
-    return parse_instant(moment).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    moment = parse_instant(moment)
+    return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}.{moment.microsecond:06d}Z"  # %Y is not padded everywhere
 
 
 def _short_instant(moment: _dt.datetime) -> str:
     """Format an instant for krefs: whole seconds unless it has microseconds."""
     moment = parse_instant(moment)
     if moment.microsecond:
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return format_instant(moment)
+    return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}Z"
 
 
 def canonical_json(value: Any) -> str:
@@ -384,7 +385,7 @@ class MemoryConfig:
 # ==========================================================================================================
 
 SEGMENT_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")       # project and space segments
-ITEM_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+ITEM_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,126}[A-Za-z0-9_-])?$")  # no trailing dot
 KIND_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,31}$")
 TAG_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$")
 ARTIFACT_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -480,8 +481,8 @@ class Kref:
         if self.tag is not None:
             _check_pattern(self.tag, TAG_PATTERN, "kref tag", InvalidKrefError)
         if self.time is not None:
-            if self.revision is not None:
-                raise InvalidKrefError("time= selects by tag (t=), not by revision number")
+            if self.tag is None:
+                raise InvalidKrefError("time= selects by tag: it needs t= (use t=latest for the newest)")
             if not isinstance(self.time, _dt.datetime):
                 raise InvalidKrefError(f"kref time must be a datetime, not {self.time!r}")
             object.__setattr__(self, "time", parse_instant(self.time))
@@ -507,7 +508,9 @@ class Kref:
             raise InvalidKrefError(f"kref contains '..': {text!r}")
         if not text.startswith(KREF_SCHEME):
             raise InvalidKrefError(f"kref must start with {KREF_SCHEME!r}: {text!r}")
-        body, _, query = text[len(KREF_SCHEME):].partition("?")
+        body, question_mark, query = text[len(KREF_SCHEME):].partition("?")
+        if question_mark and not query:
+            raise InvalidKrefError(f"kref has an empty query after '?': {text!r}")
         segments = body.split("/")
         if any(segment == "" for segment in segments):
             raise InvalidKrefError(f"kref has an empty path segment: {text!r}")
