@@ -1122,11 +1122,11 @@ class SQLiteGraph(GraphBackend):
             conn.execute("PRAGMA secure_delete = ON")
             conn.execute("PRAGMA foreign_keys = OFF")
             conn.execute("PRAGMA schema_version").fetchone()   # fails fast on a file that is not a database
+            conn.execute("PRAGMA synchronous = FULL")
+            self._conn = conn
+            self._ensure_schema()                               # before WAL: a refused file stays untouched
             if not self.in_memory:
                 self._retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
-                conn.execute("PRAGMA synchronous = FULL")
-            self._conn = conn
-            self._ensure_schema()
         except sqlite3.Error as exc:
             conn.close()
             self._conn = None
@@ -1150,29 +1150,36 @@ class SQLiteGraph(GraphBackend):
                 delay = min(delay * 2, 0.1)
 
     def _ensure_schema(self) -> None:
-        with self._write() as conn:
-            has_meta = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
-            if has_meta:
-                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-                version = int(row[0]) if row and str(row[0]).isdigit() else None
-                if version is None:
-                    raise CorruptStoreError(f"store file {self.path!r} has no schema version; it was not "
-                                            f"written by kumiho_memory")
-                if version > SCHEMA_VERSION:
-                    raise SchemaVersionError(
-                        f"store file {self.path!r} has schema version {version}, newer than this module's "
-                        f"{SCHEMA_VERSION}; upgrade kumiho_memory (or open an export with this version)")
-                return
-            tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
-            if tables:
+        """Check that the file is our store (reading only), or create the schema in an empty file."""
+        with self._read() as conn:
+            empty = self._check_schema(conn)
+        if empty:
+            with self._write() as conn:
+                if self._check_schema(conn):      # another process may have created it meanwhile
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                    conn.execute("INSERT INTO meta VALUES ('created_by', ?)", (f"kumiho_memory {__version__}",))
+
+    def _check_schema(self, conn: sqlite3.Connection) -> bool:
+        """True for an empty database; None of ours raises; a newer or foreign one raises."""
+        has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+        if not has_meta:
+            if conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]:
                 raise CorruptStoreError(f"store file {self.path!r} is an SQLite database of another program; "
                                         f"choose another path")
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            conn.execute("INSERT INTO meta VALUES ('created_by', ?)", (f"kumiho_memory {__version__}",))
+            return True
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = int(row[0]) if row and str(row[0]).isdigit() else None
+        if version is None:
+            raise CorruptStoreError(f"store file {self.path!r} has no schema version; it was not written by "
+                                    f"kumiho_memory")
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"store file {self.path!r} has schema version {version}, newer than this module's "
+                f"{SCHEMA_VERSION}; upgrade kumiho_memory (or open an export with this version)")
+        return False
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -1999,10 +2006,11 @@ class Memory:
             if not isinstance(event_date, str):
                 raise InvalidArgumentError("metadata['event_date'] must be an ISO 8601 string")
             parse_instant(event_date)
+        # Raw items are named by id alone: a name drawn from the text would outlive a forgotten revision.
         if key is not None:
             name = f"{slugify(key)}-{hashlib.sha1(key.encode('utf-8')).hexdigest()[:8]}"
         else:
-            name = f"{slugify(title)}-{self._ids.new_id()}"
+            name = f"{kind}-{self._ids.new_id()}"
         draft = RevisionDraft(project=self.project, space=space, kind=kind, name=name, title=title,
                               content=content, metadata=checked_metadata, tags=checked_tags, key=key,
                               item=item_kref)
