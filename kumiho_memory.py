@@ -44,11 +44,14 @@ from __future__ import annotations
 
 import abc
 import argparse
+import array
 import asyncio
+import bisect
 import contextlib
 import dataclasses
 import datetime as _dt
 import hashlib
+import heapq
 import importlib
 import itertools
 import json
@@ -61,7 +64,7 @@ import sys
 import threading
 import time
 import unicodedata
-from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import IO, Any, Callable, Container, Iterable, Iterator, Mapping, Protocol, Sequence
 
 __version__ = "0.1.0"
 
@@ -84,7 +87,7 @@ __all__ = [
     "evidence_tag", "parse_evidence",
     "RevisionRecord", "ItemRecord", "EdgeRecord", "ArtifactRecord",
     # text
-    "tokenize", "stem", "bm25_idf", "bm25_term_score",
+    "tokenize", "stem", "bm25_idf", "bm25_term_score", "RecallIndex",
     # storage
     "GraphBackend", "RevisionDraft", "SQLiteGraph", "SCHEMA_VERSION",
     # facades
@@ -856,6 +859,276 @@ def bm25_term_score(idf: float, term_frequency: int, document_length: int, avera
     """One term's BM25 contribution to one document's score."""
     norm = BM25_K1 * (1.0 - BM25_B + BM25_B * document_length / max(average_length, 1e-9))
     return idf * term_frequency * (BM25_K1 + 1.0) / (term_frequency + norm)
+
+
+class _TermPostings:
+    """One term's postings (slot, impact): a part sorted by impact, best first, and an unsorted tail."""
+
+    __slots__ = ("slots", "impacts", "tail_slots", "tail_impacts", "live", "max_impact")
+
+    def __init__(self) -> None:
+        self.slots = array.array("q")
+        self.impacts = array.array("d")
+        self.tail_slots = array.array("q")
+        self.tail_impacts = array.array("d")
+        self.live = 0                   # postings of live documents: the term's document frequency
+        self.max_impact = 0.0
+
+
+# BM25 profiles: chat turns and other short texts saturate term frequency sooner than notes and documents.
+BM25_PROFILES = {False: (BM25_K1, BM25_B), True: (0.5, 0.4)}
+
+
+class RecallIndex:
+    """An in-memory inverted index with impact-ordered postings and safe early termination.
+
+    Each document is stored in a slot (re-adding a document takes a new slot; old slots are purged
+    lazily), with its term frequencies in a compact forward index. Scores are BM25 with the average
+    length frozen at ``reference_length`` (re-frozen when the corpus drifts by more than 25%), so each
+    posting's impact is computed once. ``search`` reads terms by their best possible contribution and
+    stops reading a term as soon as no unseen document could still reach the top ``k`` (MaxScore's
+    argument); documents that may have lost a contribution that way are then scored exactly from the
+    forward index. Cost grows with the postings a query must read, not with the store.
+
+    Everything lives in ``array`` columns, so a large index costs little memory and no garbage-collector
+    time. The index holds no text; the store feeds it.
+    """
+
+    TAIL_MERGE_MIN = 64
+
+    def __init__(self) -> None:
+        self.term_ids: dict[str, int] = {}
+        self.terms: list[_TermPostings] = []
+        self.doc_slot: dict[int, int] = {}
+        self.slot_doc = array.array("q")          # -1 once the slot is dead
+        self.slot_length = array.array("d")
+        self.slot_short = bytearray()
+        self.forward_offsets = array.array("q", [0])
+        self.forward_terms = array.array("q")
+        self.forward_tfs = array.array("d")
+        self.total_length = 0.0
+        self.reference_length = 0.0
+        self.dead_slots = 0
+        self._rebuilding = False
+
+    def __len__(self) -> int:
+        return len(self.doc_slot)
+
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self.doc_slot
+
+    # -- maintenance --------------------------------------------------------------------------------------
+
+    def _impact(self, tf: float, length: float, short: int) -> float:
+        k1, b = BM25_PROFILES[bool(short)]
+        return tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * length / self.reference_length))
+
+    def add(self, doc_id: int, term_frequencies: Mapping[str, float], length: float, *, short: bool = False) -> None:
+        """Index a document (replacing its earlier entry): ``{term: tf}`` and its length in tokens."""
+        if doc_id in self.doc_slot:
+            self.remove(doc_id)
+        slot = len(self.slot_doc)
+        self.doc_slot[doc_id] = slot
+        self.slot_doc.append(doc_id)
+        self.slot_length.append(float(length))
+        self.slot_short.append(int(short))
+        self.total_length += length
+        if not self.reference_length:
+            self.reference_length = max(1.0, float(length))
+        entries = []
+        for term, tf in term_frequencies.items():
+            if tf <= 0:
+                continue
+            term_id = self.term_ids.get(term)
+            if term_id is None:
+                term_id = self.term_ids[term] = len(self.terms)
+                self.terms.append(_TermPostings())
+            entries.append((term_id, float(tf)))
+        entries.sort()
+        for term_id, tf in entries:
+            self.forward_terms.append(term_id)
+            self.forward_tfs.append(tf)
+            postings = self.terms[term_id]
+            impact = self._impact(tf, length, short)
+            postings.tail_slots.append(slot)
+            postings.tail_impacts.append(impact)
+            postings.live += 1
+            if impact > postings.max_impact:
+                postings.max_impact = impact
+        self.forward_offsets.append(len(self.forward_terms))
+        self._maybe_reorganize()
+
+    def remove(self, doc_id: int) -> None:
+        """Drop a document now; its postings are purged at the next merge of each term."""
+        slot = self.doc_slot.pop(doc_id, None)
+        if slot is None:
+            return
+        self.slot_doc[slot] = -1
+        self.total_length -= self.slot_length[slot]
+        for term_id in self.forward_terms[self.forward_offsets[slot]:self.forward_offsets[slot + 1]]:
+            self.terms[term_id].live -= 1
+        self.dead_slots += 1
+        self._maybe_reorganize()
+
+    def _maybe_reorganize(self) -> None:
+        """Re-freeze the average length after a 25% drift, and drop dead slots once they outnumber live ones."""
+        if self._rebuilding:
+            return
+        live = len(self.doc_slot)
+        average = self.total_length / live if live else 0.0
+        drifted = bool(average) and not 0.8 <= average / self.reference_length <= 1.25
+        if drifted or self.dead_slots > max(1024, live):
+            self.rebuild(reference_length=average or self.reference_length)
+
+    def rebuild(self, reference_length: float | None = None) -> None:
+        """Rewrite every column from the live documents (compacting slots), and sort all postings."""
+        old_doc, old_length, old_short = self.slot_doc, self.slot_length, self.slot_short
+        old_offsets, old_terms, old_tfs = self.forward_offsets, self.forward_terms, self.forward_tfs
+        live_slots = sorted(self.doc_slot.values())
+        term_names = {term_id: term for term, term_id in self.term_ids.items()}
+        self.__init__()  # type: ignore[misc]
+        self.reference_length = reference_length or 0.0
+        self._rebuilding = True
+        try:
+            for slot in live_slots:
+                start, end = old_offsets[slot], old_offsets[slot + 1]
+                frequencies = {term_names[term_id]: tf
+                               for term_id, tf in zip(old_terms[start:end], old_tfs[start:end])}
+                self.add(old_doc[slot], frequencies, old_length[slot], short=bool(old_short[slot]))
+        finally:
+            self._rebuilding = False
+        self.compact()
+
+    def _merged(self, postings: _TermPostings, force: bool = False) -> _TermPostings:
+        """Fold a long tail into the sorted part (dropping dead slots) once it is worth it."""
+        tail = len(postings.tail_slots)
+        if tail and (force or tail >= max(self.TAIL_MERGE_MIN, len(postings.slots) // 8)):
+            slot_doc = self.slot_doc
+            pairs = [(impact, slot) for slot, impact in zip(postings.slots, postings.impacts) if slot_doc[slot] >= 0]
+            pairs.extend((impact, slot) for slot, impact in zip(postings.tail_slots, postings.tail_impacts)
+                         if slot_doc[slot] >= 0)
+            pairs.sort(reverse=True)
+            postings.slots = array.array("q", [pair[1] for pair in pairs])
+            postings.impacts = array.array("d", [pair[0] for pair in pairs])
+            postings.tail_slots, postings.tail_impacts = array.array("q"), array.array("d")
+            postings.max_impact = postings.impacts[0] if pairs else 0.0
+        return postings
+
+    def compact(self) -> None:
+        """Sort every term's postings now (after a bulk load), so no query pays for it later."""
+        for postings in self.terms:
+            self._merged(postings, force=True)
+
+    # -- search -------------------------------------------------------------------------------------------
+
+    def term_weights(self, terms: Iterable[str], weights: Mapping[str, float] | None = None) -> dict[int, float]:
+        """``{term_id: idf x query weight}`` for the query terms the index knows."""
+        count = max(1, len(self.doc_slot))
+        result = {}
+        for term in dict.fromkeys(terms):
+            term_id = self.term_ids.get(term)
+            if term_id is not None and self.terms[term_id].live > 0:
+                result[term_id] = bm25_idf(count, self.terms[term_id].live) * (weights or {}).get(term, 1.0)
+        return result
+
+    def term_frequencies(self, doc_id: int) -> dict[str, float]:
+        """The indexed ``{term: tf}`` of a document (empty when it is not indexed)."""
+        slot = self.doc_slot.get(doc_id)
+        if slot is None:
+            return {}
+        names = {term_id: term for term, term_id in self.term_ids.items()} if slot is not None else {}
+        start, end = self.forward_offsets[slot], self.forward_offsets[slot + 1]
+        return {names[term_id]: tf for term_id, tf in zip(self.forward_terms[start:end], self.forward_tfs[start:end])}
+
+    def _exact(self, slot: int, weights: Mapping[int, float]) -> float:
+        start, end = self.forward_offsets[slot], self.forward_offsets[slot + 1]
+        terms, tfs = self.forward_terms, self.forward_tfs
+        k1, b = BM25_PROFILES[bool(self.slot_short[slot])]
+        norm = k1 * (1.0 - b + b * self.slot_length[slot] / self.reference_length)
+        score = 0.0
+        for term_id, weight in weights.items():
+            position = bisect.bisect_left(terms, term_id, start, end)
+            if position < end and terms[position] == term_id:
+                tf = tfs[position]
+                score += weight * tf * (k1 + 1.0) / (tf + norm)
+        return score
+
+    def exact_score(self, doc_id: int, weights: Mapping[int, float]) -> float:
+        """A document's full BM25 score for ``{term_id: weight}`` (0 when not indexed)."""
+        slot = self.doc_slot.get(doc_id)
+        return 0.0 if slot is None else self._exact(slot, weights)
+
+    def search(self, weights: Mapping[int, float], k: int, eligible: Container[int]) -> list[tuple[int, float]]:
+        """The ``k`` best documents in ``eligible`` for ``{term_id: weight}``: ``(doc_id, score)``, best first."""
+        if not weights or k <= 0:
+            return []
+        plan = sorted(((weight * self.terms[term_id].max_impact, weight, self._merged(self.terms[term_id]))
+                       for term_id, weight in weights.items()), key=lambda entry: -entry[0])
+        remaining = [0.0] * len(plan)
+        for position in range(len(plan) - 2, -1, -1):
+            remaining[position] = remaining[position + 1] + plan[position + 1][0]
+        slot_doc = self.slot_doc
+        scores: dict[int, float] = {}       # slot -> partial score
+        exact: dict[int, float] = {}        # slot -> full score, for the best candidates so far
+        missed = 0.0                         # the most any document can have lost to truncated postings
+        threshold = 0.0
+        chunk = 1024
+
+        def raise_threshold() -> float:
+            """Score the k best partial candidates in full; their k-th score is a safe threshold."""
+            for slot in heapq.nlargest(k, scores, key=scores.__getitem__):
+                if slot not in exact:
+                    exact[slot] = self._exact(slot, weights)
+            return heapq.nlargest(k, exact.values())[-1] if len(exact) >= k else 0.0
+
+        for position, (_bound, weight, postings) in enumerate(plan):
+            for slot, impact in zip(postings.tail_slots, postings.tail_impacts):
+                score = scores.get(slot)
+                if score is not None:
+                    scores[slot] = score + weight * impact
+                elif slot_doc[slot] in eligible:
+                    scores[slot] = weight * impact
+            ceiling = remaining[position] + missed
+            slots, impacts = postings.slots, postings.impacts
+            truncated = False
+            for start in range(0, len(slots), chunk):
+                if len(scores) >= k:
+                    threshold = max(threshold, raise_threshold())
+                floor = (threshold - ceiling) / weight       # impacts at or below this cannot enter the top k
+                for slot, impact in zip(slots[start:start + chunk], impacts[start:start + chunk]):
+                    if impact <= floor:
+                        missed += weight * impact             # every later posting of this term is at most this
+                        truncated = True
+                        break
+                    score = scores.get(slot)
+                    if score is not None:
+                        scores[slot] = score + weight * impact
+                    elif slot_doc[slot] in eligible:
+                        scores[slot] = weight * impact
+                if truncated:
+                    break
+        if not missed:
+            best_slots = heapq.nlargest(k, scores.items(), key=lambda pair: (pair[1], slot_doc[pair[0]]))
+            return [(slot_doc[slot], score) for slot, score in best_slots]
+        # Finish exactly: best partial first, until no partial score plus what it may lack can reach the top k.
+        if len(scores) >= k:
+            threshold = max(threshold, raise_threshold())
+        cutoff = threshold - missed
+        hopeful = sorted((slot for slot, partial in scores.items() if partial >= cutoff),
+                         key=scores.__getitem__, reverse=True)
+        best: list[tuple[float, int]] = []
+        for slot in hopeful:
+            if len(best) >= k and scores[slot] + missed < best[0][0]:
+                break
+            full = exact.get(slot)
+            if full is None:
+                full = self._exact(slot, weights)
+            entry = (full, slot_doc[slot])
+            if len(best) < k:
+                heapq.heappush(best, entry)
+            elif entry > best[0]:
+                heapq.heapreplace(best, entry)
+        return [(doc_id, score) for score, doc_id in sorted(best, reverse=True)]
 
 
 # ==========================================================================================================
