@@ -1218,9 +1218,9 @@ class GraphBackend(abc.ABC):
         """The artifacts of a revision, by name."""
 
     @abc.abstractmethod
-    def lexical_search(self, project: str, terms: Sequence[str], *, space: str | None,
-                       limit: int) -> list[tuple[RevisionRecord, float]]:
-        """Score the current, live revisions of a project against index terms; best first."""
+    def search(self, query: RecallQuery) -> list[ScoredRevision]:
+        """Score revisions for a recall (words and signals, see ``RecallQuery``); best first, at most
+        ``query.pool``. By default one current revision per item, nothing deprecated or superseded."""
 
     @abc.abstractmethod
     def stats(self, project: str) -> dict[str, Any]:
@@ -1240,6 +1240,415 @@ class GraphBackend(abc.ABC):
         """Release the backend's resources; later calls raise ``StoreClosedError``."""
 
 
+# Conversation threads and signals recall reads from memory metadata. A memory with a speaker or a role is a
+# message; consecutive messages of one thread (space + the first of THREAD_KEYS present) are linked by
+# FOLLOWS edges, newer -> older.
+FOLLOWS = "FOLLOWS"
+THREAD_KEYS = ("thread_id", "session_id", "conversation_id", "session")
+MESSAGE_KEYS = ("speaker", "role")
+WHO_KEYS = ("speaker", "author", "user", "user_id", "participants", "entities", "people")
+
+
+def is_message(metadata: Mapping[str, Any]) -> bool:
+    """True when a memory is a conversation message (its metadata names a speaker or a role)."""
+    return any(isinstance(metadata.get(key), str) and metadata.get(key) for key in MESSAGE_KEYS)
+
+
+def thread_key(metadata: Mapping[str, Any]) -> str:
+    """The thread a message belongs to within its space: the first of ``THREAD_KEYS`` present, else ``""``."""
+    for key in THREAD_KEYS:
+        value = metadata.get(key)
+        if value not in (None, "") and not isinstance(value, (dict, list)):
+            return str(value)
+    return ""
+
+
+def who_names(metadata: Mapping[str, Any]) -> list[str]:
+    """The people and entities a memory is by or about, from the metadata keys in ``WHO_KEYS``."""
+    names = []
+    for key in WHO_KEYS:
+        value = metadata.get(key)
+        for name in (value if isinstance(value, list) else [value]):
+            if isinstance(name, str) and name.strip():
+                names.append(name.strip())
+    return names
+
+
+def event_epoch(metadata: Mapping[str, Any]) -> float | None:
+    """Epoch seconds of metadata ``event_date``, or None when absent or unreadable."""
+    value = metadata.get("event_date")
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_instant(value).timestamp()
+    except InvalidArgumentError:
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class RecallSignals:
+    """How much each signal beyond the words counts (set a weight to 0 to turn it off).
+
+    Attributes:
+        neighbour_terms: share of the words of the messages around a message (within ``neighbour_window``
+            in its thread) indexed with it, so an answer is found by the question before it.
+        neighbour_window: how many messages each way lend their words.
+        neighbour_spread: share of a strong hit's score lent to its thread neighbours at query time.
+        who: boost factor for memories by or about a person or entity the query names.
+        when: boost factor for memories whose ``event_date`` falls in (or near) a time the query names.
+        when_scale_days: how fast the time boost fades outside the named window.
+        edges: share of a top hit's score lent to memories joined to it by one of ``edge_types``.
+        edge_seeds: how many top hits lend over edges.
+    """
+
+    neighbour_terms: float = 0.15
+    neighbour_window: int = 2
+    neighbour_spread: float = 0.0
+    who: float = 0.5
+    when: float = 1.0
+    when_scale_days: float = 3.0
+    edges: float = 0.5
+    edge_seeds: int = 5
+    edge_types: tuple[str, ...] = (DERIVED_FROM, DEPENDS_ON, REFERENCED, CONTAINS, CREATED_FROM, SUPPORTS,
+                                   CONTRADICTS, RELATED_TO, ABOUT)
+
+
+@dataclasses.dataclass(frozen=True)
+class RecallQuery:
+    """What a backend needs to score candidates for one recall (built by ``Memory.recall``)."""
+
+    project: str
+    terms: tuple[str, ...]
+    pool: int
+    spaces: tuple[str, ...] | None = None
+    as_of: float | None = None
+    include_superseded: bool = False
+    time_window: tuple[float, float] | None = None
+    signals: RecallSignals = RecallSignals()
+
+
+@dataclasses.dataclass
+class ScoredRevision:
+    """A candidate from a backend: the revision, its score, and which signals touched it."""
+
+    record: RevisionRecord
+    score: float
+    signals: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class _RecallState:
+    """The embedded store's recall index and per-revision signals, kept in step with the database.
+
+    Built on first recall from the tables, then updated from the ``changes`` log: after each write of
+    this process, and before a search when another process has written (``PRAGMA data_version``).
+    Revision row ids are the document ids.
+    """
+
+    def __init__(self, signals: RecallSignals) -> None:
+        self.signals = signals
+        self.index = RecallIndex()
+        self.last_seq = 0
+        self.data_version: int | None = None
+        self.space_ids: dict[tuple[str, str], int] = {}
+        self.doc_item: dict[int, int] = {}
+        self.doc_space: dict[int, int] = {}
+        self.doc_created: dict[int, float] = {}
+        self.doc_event: dict[int, float] = {}
+        self.doc_who: dict[int, frozenset[str]] = {}
+        self.doc_message: set[int] = set()
+        self.doc_deprecated: set[int] = set()
+        self.thread_prev: dict[int, int] = {}
+        self.thread_next: dict[int, int] = {}
+        self.links: dict[int, list[tuple[int, str]]] = {}
+        self.superseded: set[int] = set()
+        self.item_docs: dict[int, list[int]] = {}
+        self.item_space: dict[int, int] = {}
+        self.item_deprecated: set[int] = set()
+        self.item_published: dict[int, int] = {}
+        self.item_current: dict[int, int] = {}
+        self.current_by_space: dict[int, set[int]] = {}
+        self.live_by_space: dict[int, set[int]] = {}
+        self.name_terms: dict[str, int] = {}
+
+    # -- loading ------------------------------------------------------------------------------------------
+
+    def space_id(self, project: str, space: str) -> int:
+        """A small id for ``(project, space)``."""
+        key = (project, space)
+        if key not in self.space_ids:
+            self.space_ids[key] = len(self.space_ids)
+        return self.space_ids[key]
+
+    def load(self, conn: sqlite3.Connection) -> None:
+        """Build everything from the tables."""
+        self.last_seq = conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0]
+        items = [row[0] for row in conn.execute("SELECT id FROM items")]
+        self.refresh(conn, items, bulk=True)
+        self.index.compact()
+
+    def sync(self, conn: sqlite3.Connection) -> None:
+        """Apply what the ``changes`` log recorded since the last sync."""
+        first = conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
+        if first is not None and first > self.last_seq + 1:
+            self.__init__(self.signals)  # type: ignore[misc]  # the log was pruned past us: start over
+            self.load(conn)
+            return
+        rows = conn.execute("SELECT seq, item_id FROM changes WHERE seq > ? ORDER BY seq", (self.last_seq,)).fetchall()
+        if rows:
+            self.last_seq = rows[-1][0]
+            self.refresh(conn, sorted({item_id for _, item_id in rows}))
+
+    @staticmethod
+    def _chunks(values: Sequence[int], size: int = 500) -> Iterator[Sequence[int]]:
+        for start in range(0, len(values), size):
+            yield values[start:start + size]
+
+    def _forget_docs(self, doc_ids: Iterable[int]) -> None:
+        for doc_id in doc_ids:
+            self.index.remove(doc_id)
+            space = self.doc_space.pop(doc_id, None)
+            if space is not None:
+                self.current_by_space.get(space, set()).discard(doc_id)
+                self.live_by_space.get(space, set()).discard(doc_id)
+            previous, following = self.thread_prev.pop(doc_id, None), self.thread_next.pop(doc_id, None)
+            if previous is not None and self.thread_next.get(previous) == doc_id:
+                del self.thread_next[previous]
+            if following is not None and self.thread_prev.get(following) == doc_id:
+                del self.thread_prev[following]
+            for table in (self.doc_item, self.doc_created, self.doc_event, self.doc_who, self.links):
+                table.pop(doc_id, None)
+            self.doc_message.discard(doc_id)
+            self.doc_deprecated.discard(doc_id)
+            self.superseded.discard(doc_id)
+
+    def refresh(self, conn: sqlite3.Connection, item_ids: Sequence[int], *, bulk: bool = False) -> None:
+        """Reload the given items' revisions, flags, edges and index entries from the tables."""
+        touched_docs: set[int] = set()
+        neighbours_before: set[int] = set()
+        for item_id in item_ids:
+            old_docs = self.item_docs.pop(item_id, [])
+            for doc_id in old_docs:
+                neighbours_before.update(self._window(doc_id))
+            touched_docs.update(old_docs)
+            self._forget_docs(old_docs)
+            self.item_deprecated.discard(item_id)
+            self.item_published.pop(item_id, None)
+            self.item_current.pop(item_id, None)
+            self.item_space.pop(item_id, None)
+        rows: list[Sequence[Any]] = []
+        for chunk in ([item_ids] if bulk else self._chunks(item_ids)):
+            marks = "" if bulk else f" WHERE i.id IN ({','.join('?' * len(chunk))})"
+            rows.extend(conn.execute(
+                "SELECT i.id, i.project, i.space, i.deprecated, r.id, r.number, r.metadata, r.created_at, "
+                "r.deprecated, r.token_count FROM items i LEFT JOIN revisions r ON r.item_id = i.id"
+                + marks + " ORDER BY i.id, r.number", [] if bulk else list(chunk)).fetchall())
+        new_docs: list[int] = []
+        lengths: dict[int, int] = {}
+        for item_id, project, space, item_deprecated, doc_id, _number, metadata, created, deprecated, length in rows:
+            space_id = self.space_id(project, space)
+            self.item_space[item_id] = space_id
+            self.item_docs.setdefault(item_id, [])
+            if item_deprecated:
+                self.item_deprecated.add(item_id)
+            if doc_id is None:
+                continue
+            self.item_docs[item_id].append(doc_id)
+            meta = json.loads(metadata)
+            self.doc_item[doc_id], self.doc_space[doc_id] = item_id, space_id
+            self.doc_created[doc_id] = parse_instant(created).timestamp()
+            event = event_epoch(meta)
+            if event is not None:
+                self.doc_event[doc_id] = event
+            names = frozenset(term for name in who_names(meta) for term in tokenize(name))
+            if names:
+                self.doc_who[doc_id] = names
+                for term in names:
+                    self.name_terms[term] = self.name_terms.get(term, 0) + 1
+            if is_message(meta):
+                self.doc_message.add(doc_id)
+            if deprecated:
+                self.doc_deprecated.add(doc_id)
+            new_docs.append(doc_id)
+            lengths[doc_id] = length
+        self._load_edges(conn, new_docs, bulk)
+        published_sql = "SELECT item_id, revision_id FROM tags WHERE tag = ?"
+        if bulk:
+            published = conn.execute(published_sql, (PUBLISHED_TAG,)).fetchall()
+        else:
+            published = []
+            for chunk in self._chunks(list(item_ids)):
+                published.extend(conn.execute(published_sql + f" AND item_id IN ({','.join('?' * len(chunk))})",
+                                              [PUBLISHED_TAG, *chunk]).fetchall())
+        for item_id, doc_id in published:
+            self.item_published[item_id] = doc_id
+        for item_id in item_ids:
+            self._choose_current(item_id)
+        # Index the new documents, and re-index the thread neighbours whose borrowed words changed.
+        affected = set(new_docs)
+        for doc_id in new_docs:
+            affected.update(self._window(doc_id))
+        affected.update(doc for doc in neighbours_before if doc in self.doc_item)
+        if bulk:
+            base = self._stream_base_terms(conn, lengths)
+        else:
+            base = self._base_terms(conn, sorted(affected | {n for d in affected for n in self._window(d)}))
+        for doc_id in sorted(affected):
+            if doc_id in self.doc_item and (not bulk or doc_id in self.doc_message):
+                self._add_to_index(doc_id, base, lengths.get(doc_id))
+
+    def _add_to_index(self, doc_id: int, base: Mapping[int, Mapping[str, float]], length: int | None) -> None:
+        """Index a revision with its own words plus a share of its thread neighbours' words."""
+        frequencies = dict(base.get(doc_id, {}))
+        if doc_id in self.doc_message and self.signals.neighbour_terms:
+            for neighbour in self._window(doc_id):
+                for term, tf in base.get(neighbour, {}).items():
+                    frequencies[term] = frequencies.get(term, 0.0) + self.signals.neighbour_terms * tf
+        if length is None:
+            length = int(sum(base.get(doc_id, {}).values()))
+        self.index.add(doc_id, frequencies, length, short=doc_id in self.doc_message)
+
+    def _stream_base_terms(self, conn: sqlite3.Connection, lengths: Mapping[int, int]) -> dict[int, dict[str, float]]:
+        """Bulk load: index non-messages straight from the postings; keep only messages' words for later."""
+        kept: dict[int, dict[str, float]] = {}
+        current, frequencies = None, {}
+        for doc_id, term, tf in itertools.chain(
+                conn.execute("SELECT revision_id, term, tf FROM postings ORDER BY revision_id"), [(None, "", 0)]):
+            if doc_id != current:
+                if current is not None and current in self.doc_item:
+                    if current in self.doc_message:
+                        kept[current] = frequencies
+                    else:
+                        self.index.add(current, frequencies, lengths.get(current, 0), short=False)
+                current, frequencies = doc_id, {}
+            frequencies[term] = float(tf)
+        return kept
+
+    def _window(self, doc_id: int) -> list[int]:
+        """The thread neighbours within ``neighbour_window`` each way."""
+        found = []
+        for table in (self.thread_prev, self.thread_next):
+            current = doc_id
+            for _ in range(self.signals.neighbour_window):
+                current = table.get(current)
+                if current is None:
+                    break
+                found.append(current)
+        return found
+
+    def _load_edges(self, conn: sqlite3.Connection, doc_ids: Sequence[int], bulk: bool) -> None:
+        sql = ("SELECT e.source_id, e.target_id, e.edge_type, s.item_id, t.item_id FROM edges e "
+               "JOIN revisions s ON s.id = e.source_id JOIN revisions t ON t.id = e.target_id")
+        rows: list[Sequence[Any]] = []
+        if bulk:
+            rows = conn.execute(sql).fetchall()
+        else:
+            for chunk in self._chunks(list(doc_ids)):
+                marks = ",".join("?" * len(chunk))
+                rows.extend(conn.execute(sql + f" WHERE e.source_id IN ({marks}) OR e.target_id IN ({marks})",
+                                         [*chunk, *chunk]).fetchall())
+        linkable = set(self.signals.edge_types)
+        for source, target, edge_type, source_item, target_item in rows:
+            if edge_type == FOLLOWS:
+                self.thread_prev[source], self.thread_next[target] = target, source
+            elif edge_type == SUPERSEDES:
+                if source_item != target_item:
+                    self.superseded.add(target)
+            elif edge_type in linkable:
+                for one, other in ((source, target), (target, source)):
+                    entries = self.links.setdefault(one, [])
+                    if (other, edge_type) not in entries:
+                        entries.append((other, edge_type))
+
+    def _base_terms(self, conn: sqlite3.Connection, doc_ids: Sequence[int]) -> dict[int, dict[str, float]]:
+        terms: dict[int, dict[str, float]] = {}
+        for chunk in self._chunks(list(doc_ids)):
+            for doc_id, term, tf in conn.execute(
+                    f"SELECT revision_id, term, tf FROM postings WHERE revision_id IN ({','.join('?' * len(chunk))})",
+                    list(chunk)):
+                terms.setdefault(doc_id, {})[term] = float(tf)
+        return terms
+
+    def _choose_current(self, item_id: int) -> None:
+        """Recall's default view of an item: its published revision, else its newest, if live and not
+        superseded by another item."""
+        space = self.item_space.get(item_id)
+        if space is None:
+            return
+        live = [doc for doc in self.item_docs.get(item_id, []) if doc not in self.doc_deprecated]
+        current_set = self.current_by_space.setdefault(space, set())
+        live_set = self.live_by_space.setdefault(space, set())
+        for doc in self.item_docs.get(item_id, []):
+            current_set.discard(doc)
+            live_set.discard(doc)
+        if item_id in self.item_deprecated:
+            return
+        live_set.update(live)
+        published = self.item_published.get(item_id)
+        choice = published if published in live else (live[-1] if live else None)
+        if choice is not None and choice not in self.superseded:
+            self.item_current[item_id] = choice
+            current_set.add(choice)
+
+    # -- queries ------------------------------------------------------------------------------------------
+
+    def spaces_for(self, project: str, spaces: Sequence[str] | None) -> list[int]:
+        """Space ids of ``project`` within any of ``spaces`` (each with its sub-spaces); all when None."""
+        chosen = []
+        for (space_project, path), space_id in self.space_ids.items():
+            if space_project != project:
+                continue
+            if spaces is None or any(not prefix or path == prefix or path.startswith(prefix + "/")
+                                     for prefix in spaces):
+                chosen.append(space_id)
+        return chosen
+
+    def candidates(self, query: RecallQuery, eligible: Container[int]) -> list[tuple[int, float, dict[str, Any]]]:
+        """Score ``eligible`` revisions for a query: words first, then the signals. Best first."""
+        signals = query.signals
+        weights = self.index.term_weights(query.terms)
+        hits = self.index.search(weights, query.pool, eligible)
+        scores = dict(hits)
+        notes: dict[int, dict[str, Any]] = {doc_id: {} for doc_id in scores}
+        if signals.neighbour_spread and hits:
+            strong = 0.5 * hits[0][1]
+            for doc_id, score in hits:
+                if score < strong:
+                    break
+                for neighbour in self._window(doc_id):
+                    if neighbour in eligible:
+                        scores[neighbour] = scores.get(neighbour, 0.0) + signals.neighbour_spread * score
+                        notes.setdefault(neighbour, {}).setdefault("neighbour_of", doc_id)
+        named = {term for term in query.terms if term in self.name_terms}
+        if named and signals.who:
+            for doc_id in scores:
+                shared = self.doc_who.get(doc_id, frozenset()) & named
+                if shared:
+                    scores[doc_id] *= 1.0 + signals.who
+                    notes[doc_id]["who"] = sorted(shared)
+        if query.time_window is not None and signals.when:
+            start, end = query.time_window
+            for doc_id in scores:
+                event = self.doc_event.get(doc_id)
+                if event is not None:
+                    gap_days = 0.0 if start <= event <= end else min(abs(event - start), abs(event - end)) / 86400.0
+                    boost = signals.when * math.exp(-gap_days / max(signals.when_scale_days, 1e-9))
+                    if boost > 1e-3:
+                        scores[doc_id] *= 1.0 + boost
+                        notes[doc_id]["when"] = round(boost, 4)
+        if signals.edges:
+            seeds = heapq.nlargest(signals.edge_seeds, scores.items(), key=lambda pair: pair[1])
+            for doc_id, score in seeds:
+                for other, edge_type in self.links.get(doc_id, ()):
+                    lent = signals.edges * score
+                    if other in eligible and lent > scores.get(other, 0.0):
+                        if other not in scores:
+                            notes[other] = {"graph_augmented": True, "hop": 1}
+                        scores[other] = lent
+                        notes[other].setdefault("via", {"kref_id": doc_id, "edge_type": edge_type})
+        ranked = sorted(scores.items(), key=lambda pair: (-pair[1], -pair[0]))
+        return [(doc_id, score, notes.get(doc_id, {})) for doc_id, score in ranked]
+
+
 SCHEMA_VERSION = 1
 EXPORT_FORMAT = "kumiho-memory-export"
 EXPORT_FORMAT_VERSION = 1
@@ -1253,7 +1662,7 @@ CREATE TABLE items (
     id INTEGER PRIMARY KEY,
     project TEXT NOT NULL, space TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
     key TEXT, metadata TEXT NOT NULL, created_at TEXT NOT NULL,
-    deprecated INTEGER NOT NULL DEFAULT 0,
+    deprecated INTEGER NOT NULL DEFAULT 0, deprecated_at TEXT,
     last_number INTEGER NOT NULL DEFAULT 0,   -- highest number ever issued: forgotten numbers are not reused
     head_id INTEGER,                          -- the newest existing revision (what 'latest' points at)
     UNIQUE (project, space, name, kind));
@@ -1262,7 +1671,8 @@ CREATE TABLE revisions (
     id INTEGER PRIMARY KEY,
     item_id INTEGER NOT NULL, number INTEGER NOT NULL,
     title TEXT NOT NULL, content TEXT NOT NULL, metadata TEXT NOT NULL, content_hash TEXT NOT NULL,
-    created_at TEXT NOT NULL, deprecated INTEGER NOT NULL DEFAULT 0, token_count INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL, deprecated INTEGER NOT NULL DEFAULT 0, deprecated_at TEXT,
+    token_count INTEGER NOT NULL DEFAULT 0,
     UNIQUE (item_id, number));
 CREATE TABLE artifacts (
     revision_id INTEGER NOT NULL, name TEXT NOT NULL, location TEXT NOT NULL, metadata TEXT NOT NULL,
@@ -1282,10 +1692,11 @@ CREATE INDEX edges_by_target ON edges (target_id);
 CREATE TABLE postings (
     term TEXT NOT NULL, revision_id INTEGER NOT NULL, tf INTEGER NOT NULL,
     PRIMARY KEY (term, revision_id)) WITHOUT ROWID;
-CREATE INDEX postings_by_revision ON postings (revision_id);
-CREATE TABLE index_stats (
-    id INTEGER PRIMARY KEY CHECK (id = 1), documents INTEGER NOT NULL, tokens INTEGER NOT NULL);
-INSERT INTO index_stats VALUES (1, 0, 0);
+CREATE INDEX postings_by_revision ON postings (revision_id, term, tf);
+CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, item_id INTEGER NOT NULL);  -- what recall re-reads
+CREATE TABLE threads (
+    project TEXT NOT NULL, space TEXT NOT NULL, thread TEXT NOT NULL, last_revision_id INTEGER NOT NULL,
+    PRIMARY KEY (project, space, thread));
 """
 
 _REVISION_SELECT = """
@@ -1349,6 +1760,8 @@ class SQLiteGraph(GraphBackend):
         self._clock = clock or SystemClock()
         self._busy_timeout = float(busy_timeout)
         self._lock = threading.RLock()
+        self._recall: _RecallState | None = None
+        self.signals = RecallSignals()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._open()
 
@@ -1477,6 +1890,25 @@ class SQLiteGraph(GraphBackend):
                 if isinstance(exc, sqlite3.Error):
                     raise self._store_error(exc) from exc
                 raise
+            self._after_commit()
+
+    def _after_commit(self) -> None:
+        """Bring the recall index up to date with what was just written. The write is already durable, so a
+        failure here only drops the index, which is rebuilt at the next recall."""
+        if self._recall is None:
+            return
+        try:
+            self._connection().execute("BEGIN")
+            try:
+                self._recall.sync(self._connection())
+            finally:
+                self._connection().execute("COMMIT")
+        except sqlite3.Error:
+            self._recall = None
+
+    @staticmethod
+    def _log_change(conn: sqlite3.Connection, *item_ids: int) -> None:
+        conn.executemany("INSERT INTO changes (item_id) VALUES (?)", [(item_id,) for item_id in dict.fromkeys(item_ids)])
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -1667,10 +2099,32 @@ class SQLiteGraph(GraphBackend):
             if head_id is not None:
                 conn.execute("INSERT INTO edges (source_id, target_id, edge_type, metadata, created_at) "
                              "VALUES (?, ?, ?, '{}', ?)", (revision_id, head_id, SUPERSEDES, created_at))
-            for tag in draft.tags:
+            tags = list(draft.tags)
+            if head_id is not None and conn.execute("SELECT 1 FROM tags WHERE item_id = ? AND tag = ?",
+                                                    (item_id, PUBLISHED_TAG)).fetchone():
+                tags.append(PUBLISHED_TAG)        # a revised published belief stays published
+            for tag in dict.fromkeys(tags):
                 self._move_tag(conn, item_id, tag, revision_id, created_at)
             self._index(conn, revision_id, draft.title, draft.content)
+            changed = [item_id]
+            if item_row is None and is_message(draft.metadata):
+                changed.extend(self._thread(conn, draft, revision_id, created_at))
+            self._log_change(conn, *changed)
             return self._revision_by_id(conn, revision_id), True
+
+    def _thread(self, conn: sqlite3.Connection, draft: RevisionDraft, revision_id: int, now: str) -> list[int]:
+        """Link a new message to the previous message of its thread (FOLLOWS); return the items touched."""
+        thread = thread_key(draft.metadata)
+        row = conn.execute("SELECT t.last_revision_id, r.item_id FROM threads t JOIN revisions r "
+                           "ON r.id = t.last_revision_id WHERE t.project = ? AND t.space = ? AND t.thread = ?",
+                           (draft.project, draft.space, thread)).fetchone()
+        conn.execute("INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?)",
+                     (draft.project, draft.space, thread, revision_id))
+        if row is None:
+            return []
+        conn.execute("INSERT OR IGNORE INTO edges (source_id, target_id, edge_type, metadata, created_at) "
+                     "VALUES (?, ?, ?, '{}', ?)", (revision_id, row[0], FOLLOWS, now))
+        return [row[1]]
 
     # -- tags ---------------------------------------------------------------------------------------------
 
@@ -1695,6 +2149,7 @@ class SQLiteGraph(GraphBackend):
             revision_id = self._revision_id(conn, revision)
             item_id = conn.execute("SELECT item_id FROM revisions WHERE id = ?", (revision_id,)).fetchone()[0]
             self._move_tag(conn, item_id, tag, revision_id, self._now())
+            self._log_change(conn, item_id)
             return self._revision_by_id(conn, revision_id)
 
     def remove_tag(self, revision: Kref, tag: str) -> bool:
@@ -1706,6 +2161,7 @@ class SQLiteGraph(GraphBackend):
                                    (item_id, tag, revision_id)).rowcount
             if removed:
                 self._record_tag_event(conn, item_id, tag, None, self._now())
+                self._log_change(conn, item_id)
             return bool(removed)
 
     # -- edges --------------------------------------------------------------------------------------------
@@ -1721,6 +2177,8 @@ class SQLiteGraph(GraphBackend):
                          (source_id, target_id, edge_type, canonical_json(dict(metadata)), self._now()))
             row = conn.execute(_EDGE_SELECT + " WHERE e.source_id = ? AND e.target_id = ? AND e.edge_type = ?",
                                (source_id, target_id, edge_type)).fetchone()
+            self._log_change(conn, *(item for (item,) in conn.execute(
+                "SELECT item_id FROM revisions WHERE id IN (?, ?)", (source_id, target_id))))
             return self._edge_from_row(row)
 
     def edges(self, kref: Kref, *, direction: str = "both", edge_type: str | None = None) -> list[EdgeRecord]:
@@ -1745,12 +2203,15 @@ class SQLiteGraph(GraphBackend):
     def set_deprecated(self, kref: Kref, deprecated: bool) -> None:
         """Flag an item (bare kref) or one revision as deprecated, or clear the flag."""
         with self._write() as conn:
+            item_id = self._item_row(conn, kref)[0]
+            stamp = self._now() if deprecated else None
             if kref.is_bare_item:
-                conn.execute("UPDATE items SET deprecated = ? WHERE id = ?",
-                             (int(deprecated), self._item_row(conn, kref)[0]))
+                conn.execute("UPDATE items SET deprecated = ?, deprecated_at = ? WHERE id = ?",
+                             (int(deprecated), stamp, item_id))
             else:
-                conn.execute("UPDATE revisions SET deprecated = ? WHERE id = ?",
-                             (int(deprecated), self._revision_id(conn, kref)))
+                conn.execute("UPDATE revisions SET deprecated = ?, deprecated_at = ? WHERE id = ?",
+                             (int(deprecated), stamp, self._revision_id(conn, kref)))
+            self._log_change(conn, item_id)
 
     def forget(self, kref: Kref) -> dict[str, Any]:
         """Erase an item or a revision and everything hanging off it, then scrub the WAL."""
@@ -1763,6 +2224,10 @@ class SQLiteGraph(GraphBackend):
             else:
                 revision_ids = [self._revision_id(conn, kref)]
             marks = ",".join("?" * len(revision_ids)) or "NULL"
+            linked_items = [row[0] for row in conn.execute(
+                f"SELECT DISTINCT r.item_id FROM edges e JOIN revisions r ON r.id IN (e.source_id, e.target_id) "
+                f"WHERE e.source_id IN ({marks}) OR e.target_id IN ({marks})", revision_ids * 2)]
+            self._log_change(conn, item_id, *linked_items)
             edge_count = conn.execute(
                 f"DELETE FROM edges WHERE source_id IN ({marks}) OR target_id IN ({marks})",
                 revision_ids * 2).rowcount
@@ -1833,38 +2298,86 @@ class SQLiteGraph(GraphBackend):
         conn.executemany("INSERT INTO postings (term, revision_id, tf) VALUES (?, ?, ?)",
                          [(term, revision_id, tf) for term, tf in counts.items()])
         conn.execute("UPDATE revisions SET token_count = ? WHERE id = ?", (len(terms), revision_id))
-        conn.execute("UPDATE index_stats SET documents = documents + 1, tokens = tokens + ?", (len(terms),))
 
     def _unindex(self, conn: sqlite3.Connection, revision_ids: Sequence[int]) -> None:
         for revision_id in revision_ids:
-            tokens = conn.execute("SELECT token_count FROM revisions WHERE id = ?", (revision_id,)).fetchone()[0]
             conn.execute("DELETE FROM postings WHERE revision_id = ?", (revision_id,))
-            conn.execute("UPDATE index_stats SET documents = documents - 1, tokens = tokens - ?", (tokens,))
 
-    def lexical_search(self, project: str, terms: Sequence[str], *, space: str | None,
-                       limit: int) -> list[tuple[RevisionRecord, float]]:
-        """BM25 over the latest, live revision of each item in ``project`` (and ``space``)."""
-        clause, space_params = _space_clause("i.space", space)
-        sql = ("SELECT p.revision_id, p.tf, r.token_count FROM postings p "
-               "JOIN revisions r ON r.id = p.revision_id JOIN items i ON i.id = r.item_id "
-               f"WHERE p.term = ? AND i.project = ? AND i.head_id = r.id AND r.deprecated = 0 "
-               f"AND i.deprecated = 0 AND {clause}")
+    def search(self, query: RecallQuery) -> list[ScoredRevision]:
+        """Score revisions with the in-memory recall index (built on first use, kept in step after)."""
         with self._read() as conn:
-            documents, tokens = conn.execute("SELECT documents, tokens FROM index_stats").fetchone()
-            if not documents:
-                return []
-            average_length = tokens / documents
-            scores: dict[int, float] = {}
-            for term in dict.fromkeys(terms):
-                frequency = conn.execute("SELECT count(*) FROM postings WHERE term = ?", (term,)).fetchone()[0]
-                if not frequency:
-                    continue
-                idf = bm25_idf(documents, frequency)
-                for revision_id, tf, length in conn.execute(sql, [term, project, *space_params]):
-                    scores[revision_id] = scores.get(revision_id, 0.0) + bm25_term_score(
-                        idf, tf, length, average_length)
-            best = sorted(scores.items(), key=lambda pair: (-pair[1], -pair[0]))[:limit]
-            return [(self._revision_by_id(conn, revision_id), score) for revision_id, score in best]
+            state = self._recall_state(conn)
+            space_ids = state.spaces_for(query.project, query.spaces)
+            if query.as_of is not None:
+                eligible: Container[int] = self._current_at(conn, query.project, query.as_of, state, set(space_ids))
+            else:
+                by_space = state.live_by_space if query.include_superseded else state.current_by_space
+                sets = [by_space[space_id] for space_id in space_ids if by_space.get(space_id)]
+                eligible = sets[0] if len(sets) == 1 else set().union(*sets)
+            ranked = state.candidates(query, eligible)[: query.pool]
+            records = self._revisions_by_ids(conn, [doc_id for doc_id, _, _ in ranked])
+        return [ScoredRevision(records[doc_id], score, notes) for doc_id, score, notes in ranked if doc_id in records]
+
+    def _recall_state(self, conn: sqlite3.Connection) -> _RecallState:
+        """The recall index, built on first use and caught up with other processes' writes."""
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if self._recall is None or self._recall.signals != self.signals:
+            self._recall = _RecallState(self.signals)
+            self._recall.load(conn)
+        elif self._recall.data_version != version:
+            self._recall.sync(conn)
+        self._recall.data_version = version
+        return self._recall
+
+    def _current_at(self, conn: sqlite3.Connection, project: str, moment: float, state: _RecallState,
+                    space_ids: set[int]) -> set[int]:
+        """The revision each item of ``project`` showed at ``moment``: published then, else the newest
+        then, unless deprecated or superseded by another item by then."""
+        stamp = format_instant(_dt.datetime.fromtimestamp(moment, UTC))
+        items = {item_id: space for item_id, space in conn.execute(
+            "SELECT id, space FROM items WHERE project = ? AND created_at <= ? AND NOT "
+            "(deprecated = 1 AND deprecated_at <= ?)", (project, stamp, stamp))}
+        deprecated = {row[0] for row in conn.execute(
+            "SELECT id FROM revisions WHERE deprecated = 1 AND deprecated_at <= ?", (stamp,))}
+        newest = {item_id: doc_id for item_id, doc_id, _ in conn.execute(
+            "SELECT item_id, id, max(number) FROM revisions WHERE created_at <= ? AND NOT "
+            "(deprecated = 1 AND deprecated_at <= ?) GROUP BY item_id", (stamp, stamp))}
+        published = {item_id: doc_id for item_id, doc_id, _ in conn.execute(
+            "SELECT item_id, revision_id, max(at) FROM tag_events WHERE tag = ? AND at <= ? GROUP BY item_id",
+            (PUBLISHED_TAG, stamp))}
+        superseded = {row[0] for row in conn.execute(
+            "SELECT e.target_id FROM edges e JOIN revisions s ON s.id = e.source_id JOIN revisions t "
+            "ON t.id = e.target_id WHERE e.edge_type = ? AND e.created_at <= ? AND s.item_id != t.item_id",
+            (SUPERSEDES, stamp))}
+        eligible = set()
+        for item_id, space in items.items():
+            if state.space_ids.get((project, space)) not in space_ids:
+                continue
+            choice = published.get(item_id)
+            if choice is None or choice in deprecated:
+                choice = newest.get(item_id)
+            if choice is not None and choice not in superseded:
+                eligible.add(choice)
+        return eligible
+
+    def _revisions_by_ids(self, conn: sqlite3.Connection, doc_ids: Sequence[int]) -> dict[int, RevisionRecord]:
+        """Materialize many revisions with two queries."""
+        records: dict[int, RevisionRecord] = {}
+        for chunk in _RecallState._chunks(list(doc_ids)):
+            marks = ",".join("?" * len(chunk))
+            tags: dict[int, list[str]] = {}
+            for revision_id, tag in conn.execute(f"SELECT revision_id, tag FROM tags WHERE revision_id IN ({marks})",
+                                                 list(chunk)):
+                tags.setdefault(revision_id, []).append(tag)
+            for row in conn.execute(_REVISION_SELECT + f" WHERE r.id IN ({marks})", list(chunk)):
+                (revision_id, number, title, content, metadata, created_at, deprecated, item_deprecated,
+                 project, space, name, kind, head_id) = row
+                own = tags.get(revision_id, []) + ([LATEST_TAG] if revision_id == head_id else [])
+                records[revision_id] = RevisionRecord(
+                    kref=Kref(project, space, name, kind, revision=number), number=number, title=title,
+                    content=content, metadata=json.loads(metadata), tags=tuple(sorted(own)), created_at=created_at,
+                    deprecated=bool(deprecated or item_deprecated))
+        return records
 
     # -- stats --------------------------------------------------------------------------------------------
 
@@ -1969,6 +2482,7 @@ class SQLiteGraph(GraphBackend):
             for item_id in touched_items:
                 conn.execute("UPDATE items SET head_id = (SELECT id FROM revisions WHERE item_id = ? "
                              "ORDER BY number DESC LIMIT 1) WHERE id = ?", (item_id, item_id))
+            self._log_change(conn, *sorted(touched_items | {item_id for item_id, _ in touched_tags}))
         return counts
 
     @staticmethod
@@ -2110,7 +2624,344 @@ def _record_instant(record: Mapping[str, Any], field: str) -> str:
 
 
 # ==========================================================================================================
-# 8. Facades: the sync Memory and the async UniversalMemoryManager
+# 8. Recall: what the query means, filters, evidence, reranking, context
+# ==========================================================================================================
+
+MONTHS = {name: number for number, names in enumerate(
+    [("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
+     ("july", "jul"), ("august", "aug"), ("september", "sep", "sept"), ("october", "oct"),
+     ("november", "nov"), ("december", "dec")], start=1) for name in names}
+_MONTH = r"(january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr" \
+         r"|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
+_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+(\d{{4}})\b")
+_MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")
+_MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+(\d{{4}})\b")
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})(?:-(\d{2}))?\b")
+_YEAR = re.compile(r"\b(?:in|during|of|since|from|around)\s+(\d{4})\b")
+_AGO = re.compile(r"\b(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten)\s+(day|week|month|year)s?\s+ago\b")
+_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+                 "eight": 8, "nine": 9, "ten": 10}
+_RELATIVE = {"yesterday": (-1, "day"), "today": (0, "day"), "last week": (-1, "week"), "this week": (0, "week"),
+             "last month": (-1, "month"), "this month": (0, "month"), "last year": (-1, "year"),
+             "this year": (0, "year")}
+
+
+def _period(start: _dt.datetime, unit: str, count: int = 1) -> tuple[float, float]:
+    """The window of ``count`` calendar units starting at ``start``."""
+    if unit == "day":
+        end = start + _dt.timedelta(days=count)
+    elif unit == "week":
+        end = start + _dt.timedelta(weeks=count)
+    elif unit == "month":
+        month = start.month - 1 + count
+        end = start.replace(year=start.year + month // 12, month=month % 12 + 1, day=1)
+    else:
+        end = start.replace(year=start.year + count)
+    return start.timestamp(), end.timestamp() - 1e-6
+
+
+def _shift(moment: _dt.datetime, unit: str, count: int) -> _dt.datetime:
+    """The start of the calendar unit ``count`` units away from the one holding ``moment``."""
+    day = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    if unit == "day":
+        return day + _dt.timedelta(days=count)
+    if unit == "week":
+        return day - _dt.timedelta(days=day.weekday()) + _dt.timedelta(weeks=count)
+    if unit == "month":
+        month = day.month - 1 + count
+        return day.replace(year=day.year + month // 12, month=month % 12 + 1, day=1)
+    return day.replace(year=day.year + count, month=1, day=1)
+
+
+def parse_time_window(query: str, now: _dt.datetime | None = None) -> tuple[float, float] | None:
+    """The time a query names, as an epoch-seconds window, or None.
+
+    Understands dates ("8 May 2023", "May 8, 2023", "2023-05-08"), months ("May 2023", "2023-05"), years
+    after a preposition ("in 2023"), and, relative to ``now``, "yesterday", "today", "last/this
+    week/month/year" and "N days/weeks/months/years ago". The most specific match wins.
+    """
+    text = query.casefold()
+    try:
+        for pattern, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy")):
+            match = pattern.search(text)
+            if match:
+                groups = match.groups()
+                day, month, year = (groups[0], groups[1], groups[2]) if order == "dmy" else (groups[1], groups[0], groups[2])
+                return _period(_dt.datetime(int(year), MONTHS[month.rstrip(".")], int(day), tzinfo=UTC), "day")
+        match = _ISO_DATE.search(text)
+        if match:
+            year, month, day = match.groups()
+            start = _dt.datetime(int(year), int(month), int(day or 1), tzinfo=UTC)
+            return _period(start, "day" if day else "month")
+        match = _MONTH_YEAR.search(text)
+        if match:
+            return _period(_dt.datetime(int(match.group(2)), MONTHS[match.group(1).rstrip(".")], 1, tzinfo=UTC), "month")
+        match = _YEAR.search(text)
+        if match and 1000 <= int(match.group(1)) <= 9999:
+            return _period(_dt.datetime(int(match.group(1)), 1, 1, tzinfo=UTC), "year")
+    except ValueError:        # 31 February and the like
+        return None
+    if now is None:
+        return None
+    now = parse_instant(now)
+    match = _AGO.search(text)
+    if match:
+        count = _NUMBER_WORDS.get(match.group(1)) or int(match.group(1))
+        return _period(_shift(now, match.group(2), -count), match.group(2))
+    for phrase, (count, unit) in _RELATIVE.items():
+        if re.search(rf"\b{phrase}\b", text):
+            return _period(_shift(now, unit, count), unit)
+    return None
+
+
+# -- hard filters (where=) and soft preferences (prefer=) -----------------------------------------------------
+
+_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$contains", "$exists")
+
+
+def _compare(actual: Any, operator: str, expected: Any) -> bool:
+    if operator == "$exists":
+        return (actual is not None) == bool(expected)
+    if operator == "$eq":
+        return actual == expected
+    if operator == "$ne":
+        return actual != expected
+    if operator == "$in":
+        return actual in expected or (isinstance(actual, list) and any(value in expected for value in actual))
+    if operator == "$nin":
+        return not _compare(actual, "$in", expected)
+    if operator == "$contains":
+        if isinstance(actual, str):
+            return isinstance(expected, str) and expected.casefold() in actual.casefold()
+        return isinstance(actual, list) and expected in actual
+    if actual is None or isinstance(actual, bool) != isinstance(expected, bool):
+        return False
+    try:
+        return {"$gt": actual > expected, "$gte": actual >= expected, "$lt": actual < expected,
+                "$lte": actual <= expected}[operator]
+    except TypeError:
+        return False
+
+
+def validate_where(where: Any) -> dict[str, Any]:
+    """Check a metadata filter: ``{field: value | [values] | {"$op": value, ...}}``; return it.
+
+    Raises:
+        InvalidArgumentError: not a mapping, an unknown operator, or an operand of the wrong shape.
+    """
+    if not isinstance(where, Mapping):
+        raise InvalidArgumentError(f"where must be a mapping of metadata field to condition, not {where!r}")
+    for field, condition in where.items():
+        if not isinstance(field, str):
+            raise InvalidArgumentError(f"where field names must be strings, not {field!r}")
+        if isinstance(condition, Mapping):
+            for operator, operand in condition.items():
+                if operator not in _OPERATORS:
+                    raise InvalidArgumentError(f"unknown operator {operator!r} for {field!r}; use {_OPERATORS}")
+                if operator in ("$in", "$nin") and not isinstance(operand, (list, tuple)):
+                    raise InvalidArgumentError(f"{operator} for {field!r} takes a list")
+    canonical_json(dict(where))
+    return dict(where)
+
+
+def matches_where(metadata: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
+    """True when ``metadata`` satisfies every condition of ``where`` (a list means ``$in``)."""
+    for field, condition in where.items():
+        actual = metadata.get(field)
+        if isinstance(condition, Mapping):
+            if not all(_compare(actual, operator, operand) for operator, operand in condition.items()):
+                return False
+        elif isinstance(condition, list):
+            if not _compare(actual, "$in", condition):
+                return False
+        elif not _compare(actual, "$eq", condition):
+            return False
+    return True
+
+
+def validate_prefer(prefer: Any) -> list[tuple[dict[str, Any], float]]:
+    """Normalize ``prefer=``: a list of ``{"where": {...}, "trust": 0..1}`` cues (a bare filter is one cue
+    with trust 0.5). Returns ``[(where, trust)]``."""
+    cues = prefer if isinstance(prefer, list) else [prefer]
+    normalized = []
+    for cue in cues:
+        if isinstance(cue, Mapping) and "where" in cue:
+            trust = cue.get("trust", 0.5)
+            if isinstance(trust, bool) or not isinstance(trust, (int, float)) or not 0.0 <= trust <= 1.0:
+                raise InvalidArgumentError(f"prefer trust must be a number from 0 to 1, not {trust!r}")
+            normalized.append((validate_where(cue["where"]), float(trust)))
+        else:
+            normalized.append((validate_where(cue), 0.5))
+    return normalized
+
+
+# -- evidence-weighted reranking ------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class EvidenceRankConfig:
+    """How evidence grades move recall scores (added to the normalized score; ungraded sets are untouched)."""
+
+    enabled: bool = True
+    weights: Mapping[str, float] = dataclasses.field(default_factory=lambda: {
+        OFFICIAL: 0.15, CORROBORATED: 0.08, SINGLE_SOURCE: 0.0, UNVERIFIED: -0.10})
+    badges: bool = True
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "EvidenceRankConfig":
+        """``KUMIHO_EVIDENCE_RERANK=0`` turns evidence reranking off."""
+        environ = os.environ if environ is None else environ
+        return cls(enabled=environ.get("KUMIHO_EVIDENCE_RERANK", "1").strip().lower() not in ("0", "false", "no", "off"))
+
+
+def apply_evidence_weights(memories: list[dict[str, Any]], config: EvidenceRankConfig | None = None) -> list[dict[str, Any]]:
+    """Add each memory's evidence weight to its ``score`` (keeping the raw one as ``base_score``) and re-sort,
+    in place. A strict no-op when disabled or when no memory carries a grade. Score-less memories go last."""
+    config = config or EvidenceRankConfig()
+    levels = [parse_evidence(memory.get("metadata"), memory.get("tags")) for memory in memories]
+    if not config.enabled or not any(levels):
+        return memories
+    for memory, level in zip(memories, levels):
+        if memory.get("score") is None:
+            continue
+        memory.setdefault("base_score", memory["score"])
+        memory["score"] = round(memory["base_score"] + (config.weights.get(level, 0.0) if level else 0.0), 6)
+        if level:
+            memory["evidence_level"] = level
+    memories.sort(key=lambda memory: (memory.get("score") is None, -(memory.get("score") or 0.0)))
+    return memories
+
+
+def evidence_badge(level: str | None) -> str:
+    """``"[official] "``-style prefix for a prompt; empty for single_source and ungraded memories."""
+    return f"[{level}] " if level in (OFFICIAL, CORROBORATED, UNVERIFIED) else ""
+
+
+# -- optional reranking: recency and diversity ----------------------------------------------------------------
+
+def apply_recency(memories: list[dict[str, Any]], now: _dt.datetime, half_life_days: float,
+                  max_boost: float = 0.12) -> None:
+    """Add up to ``max_boost`` to recent memories (by ``event_date``, else ``created_at``), halving every
+    ``half_life_days``; re-sorts in place."""
+    for memory in memories:
+        stamp = memory.get("metadata", {}).get("event_date") or memory.get("created_at")
+        try:
+            age_days = max(0.0, (now - parse_instant(stamp)).total_seconds() / 86400.0)
+        except (InvalidArgumentError, TypeError):
+            continue
+        memory["score"] = round(memory["score"] + max_boost * 0.5 ** (age_days / half_life_days), 6)
+    memories.sort(key=lambda memory: -memory["score"])
+
+
+def _jaccard(left: set[str], right: set[str]) -> float:
+    return len(left & right) / len(left | right) if left and right else 0.0
+
+
+def apply_mmr(memories: list[dict[str, Any]], limit: int, diversity_lambda: float = 0.72) -> list[dict[str, Any]]:
+    """Maximal marginal relevance: pick ``limit`` memories trading score against word overlap (Jaccard) with
+    those already picked; ``diversity_lambda`` 1.0 is pure score."""
+    pool = [(memory, set(tokenize(memory.get("title", "") + " " + memory.get("content", "")))) for memory in memories]
+    chosen: list[tuple[dict[str, Any], set[str]]] = []
+    while pool and len(chosen) < limit:
+        best = max(pool, key=lambda entry: diversity_lambda * entry[0]["score"] - (1 - diversity_lambda) * max(
+            (_jaccard(entry[1], picked[1]) for picked in chosen), default=0.0))
+        pool.remove(best)
+        chosen.append(best)
+    return [memory for memory, _ in chosen]
+
+
+# -- sibling revisions ----------------------------------------------------------------------------------------
+
+SIBLING_STRONG_SCORE = 0.40
+SIBLING_CHAR_BUDGET = 20_000
+
+
+def bm25_light(query: str, text: str) -> float:
+    """kumiho-memory's light keyword score: mean of ln(1 + tf) over the query's distinct terms."""
+    terms = list(dict.fromkeys(tokenize(query)))
+    if not terms:
+        return 0.0
+    counts: dict[str, int] = {}
+    for term in tokenize(text):
+        counts[term] = counts.get(term, 0) + 1
+    return sum(math.log1p(counts.get(term, 0)) for term in terms) / (len(terms) + 1)
+
+
+def select_siblings(query: str, siblings: list[dict[str, Any]], *, strong_score: float = SIBLING_STRONG_SCORE,
+                    char_budget: int = SIBLING_CHAR_BUDGET, embed: Callable[[list[str]], list[list[float]]] | None = None,
+                    top_k: int = 0) -> list[dict[str, Any]]:
+    """Pick which other revisions of an item to show with it.
+
+    Keyword mode: if any sibling scores at least ``strong_score``, keep only those (best first); otherwise
+    keep all, oldest first, within ``char_budget`` characters. Cosine mode (``embed`` given): rank by
+    cosine with the query and keep those above ``strong_score``, else the best one.
+    """
+    if not siblings:
+        return []
+    if embed is not None:
+        vectors = embed([query] + [s.get("title", "") + " " + s.get("content", "") for s in siblings])
+        scored = [(cosine(vectors[0], vector), sibling) for vector, sibling in zip(vectors[1:], siblings)]
+    else:
+        scored = [(bm25_light(query, s.get("title", "") + " " + s.get("content", "")), s) for s in siblings]
+    for score, sibling in scored:
+        sibling["_score"] = round(score, 4)
+    strong = sorted((pair for pair in scored if pair[0] >= strong_score), key=lambda pair: -pair[0])
+    if strong:
+        chosen = [sibling for _, sibling in strong]
+    elif embed is not None:
+        chosen = [max(scored, key=lambda pair: pair[0])[1]]
+    else:
+        chosen, used = [], 0
+        for sibling in sorted(siblings, key=lambda s: s.get("revision", 0)):
+            size = len(sibling.get("content", ""))
+            if used + size > char_budget:
+                break
+            chosen.append(sibling)
+            used += size
+    return chosen[:top_k] if top_k > 0 else chosen
+
+
+def cosine(left: Sequence[float], right: Sequence[float]) -> float:
+    """Cosine similarity of two vectors (0 when either is zero)."""
+    dot = sum(a * b for a, b in zip(left, right))
+    norm = math.sqrt(sum(a * a for a in left)) * math.sqrt(sum(b * b for b in right))
+    return dot / norm if norm else 0.0
+
+
+# -- context for a prompt -------------------------------------------------------------------------------------
+
+CONTEXT_CHAR_BUDGET = 8000
+
+
+def build_recalled_context(memories: Sequence[Mapping[str, Any]], query: str = "", *,
+                           char_budget: int = CONTEXT_CHAR_BUDGET, badges: bool = True) -> str:
+    """Render recalled memories for a prompt: ``[badge][event date] title: content`` blocks, best first,
+    cut to ``char_budget`` characters (a memory that does not fit whole is cut with ``…[truncated]``)."""
+    blocks, used = [], 0
+    for memory in memories:
+        metadata = memory.get("metadata") or {}
+        level = memory.get("evidence_level") or parse_evidence(metadata, memory.get("tags"))
+        badge = evidence_badge(level) if badges else ""
+        when = f"[{metadata['event_date']}] " if isinstance(metadata.get("event_date"), str) else ""
+        title, content = memory.get("title") or "", memory.get("content") or memory.get("summary") or ""
+        head = f"{badge}{when}{title}"
+        block = head if content.strip() == title.strip() else f"{head}: {content}"
+        for sibling in memory.get("sibling_revisions") or ():
+            block += f"\n  (earlier, r{sibling.get('revision')}) {sibling.get('content', '')}"
+        room = char_budget - used - (2 if blocks else 0)
+        if room <= 0:
+            break
+        if len(block) > room:
+            marker = "…[truncated]"
+            if room <= len(marker):
+                break
+            block = block[: room - len(marker)] + marker
+        blocks.append(block)
+        used += len(block) + (2 if len(blocks) > 1 else 0)
+    return "\n\n".join(blocks)
+
+
+# ==========================================================================================================
+# 9. Facades: the sync Memory and the async UniversalMemoryManager
 # ==========================================================================================================
 
 MAX_CONTENT_CHARS = 1_000_000
@@ -2410,28 +3261,127 @@ class Memory:
         return [record.to_dict() for record in self._backend.items(
             self.project, space=checked_space, kind=checked_kind, include_deprecated=include_deprecated)]
 
-    def recall(self, query: str, *, limit: int = 5, space: str | None = None) -> list[dict[str, Any]]:
-        """Find the memories that best match ``query`` (BM25 over titles and content).
+    def recall(self, query: str, *, limit: int = 5, space: str | None = None,
+               space_paths: Sequence[str] | None = None, memory_types: Sequence[str] | None = None,
+               where: Mapping[str, Any] | None = None, prefer: Any = None, prefer_max_boost: float = 0.5,
+               min_score: float | None = None, as_of: str | float | _dt.datetime | None = None,
+               include_superseded: bool = False, query_time: str | float | _dt.datetime | None = None,
+               evidence_rank: EvidenceRankConfig | None = None, recency_half_life_days: float | None = None,
+               mmr_lambda: float | None = None, siblings: bool = False) -> list[dict[str, Any]]:
+        """Find the memories that best answer ``query``.
 
-        Only the latest revision of each item is considered, and nothing deprecated.
+        Words are matched with BM25 (our tokenizer and Porter stemmer) over an in-memory index, then the
+        signals a memory system has and a bag of words does not: people the query names (speaker, author,
+        entities), thread neighbours (a message is indexed with a share of the words around it), times
+        the query names (``event_date``), and typed edges from the top hits. Scores are normalized so the
+        best is 1.0, then evidence grades add their weight (``EvidenceRankConfig``).
 
         Args:
-            query: free text.
-            limit: how many results at most (1..1000).
-            space: only this space and the spaces under it.
+            query: free text. limit: how many results (1..1000).
+            space, space_paths: only these spaces and the spaces under them.
+            memory_types: only memories whose metadata ``memory_type`` (or ``type``, or item kind) is one
+                of these.
+            where: hard metadata filter, ``{field: value | [values] | {"$gte": ..., "$in": [...], ...}}``
+                (operators ``$eq $ne $gt $gte $lt $lte $in $nin $contains $exists``).
+            prefer: soft boosts, ``[{"where": {...}, "trust": 0..1}]``: each matching cue multiplies the
+                score by ``1 + trust``, capped at ``1 + prefer_max_boost``.
+            min_score: drop results scoring below this (after evidence weighting).
+            as_of: recall what was current at that instant (ISO 8601, datetime or epoch seconds).
+            include_superseded: return older and superseded revisions too (history), not one per item.
+            query_time: "now" for relative times in the query ("last week"); default ``as_of`` or the
+                clock.
+            evidence_rank: evidence weights (default ``EvidenceRankConfig()``; ``enabled=False`` turns off).
+            recency_half_life_days: if given, newer memories get up to +0.12, halving per half-life.
+            mmr_lambda: if given, diversify the results (maximal marginal relevance, 1.0 = off).
+            siblings: attach each item's other revisions that bear on the query as ``sibling_revisions``.
 
         Returns:
-            Best first: ``{kref, item_kref, title, content, score, metadata, tags, created_at, ...}``.
+            Best first: ``{kref, item_kref, revision, title, content, score, base_score, metadata, tags,
+            created_at, space, kind, deprecated, signals}`` (+ ``evidence_level``, ``graph_augmented``,
+            ``sibling_revisions`` when they apply).
         """
         query = _checked_text(query, "query", limit=MAX_CONTENT_CHARS)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECALL_LIMIT:
             raise InvalidArgumentError(f"limit must be an integer from 1 to {MAX_RECALL_LIMIT}, not {limit!r}")
-        checked_space = None if space is None else normalize_space(space)
-        terms = tokenize(query)
+        spaces = [] if space is None else [normalize_space(space)]
+        if space_paths is not None:
+            if isinstance(space_paths, str):
+                raise InvalidArgumentError("space_paths must be a list of space paths")
+            spaces.extend(normalize_space(path) for path in space_paths)
+        types = None
+        if memory_types is not None:
+            if isinstance(memory_types, str) or not all(isinstance(value, str) for value in memory_types):
+                raise InvalidArgumentError("memory_types must be a list of strings")
+            types = set(memory_types)
+        checked_where = None if where is None else validate_where(where)
+        cues = [] if prefer is None else validate_prefer(prefer)
+        for name, value in (("prefer_max_boost", prefer_max_boost), ("min_score", min_score),
+                            ("recency_half_life_days", recency_half_life_days), ("mmr_lambda", mmr_lambda)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or value < 0):
+                raise InvalidArgumentError(f"{name} must be a non-negative number, not {value!r}")
+        moment = None if as_of is None else parse_instant(as_of)
+        anchor = parse_instant(query_time) if query_time is not None else (moment or self._clock.now())
+        terms = tuple(tokenize(query))
         if not terms:
             return []
-        hits = self._backend.lexical_search(self.project, terms, space=checked_space, limit=limit)
-        return [{**record.to_dict(), "score": round(score, 6)} for record, score in hits]
+        window = parse_time_window(query, anchor)
+        pool = max(4 * limit, 40)
+        while True:
+            hits = self._backend.search(RecallQuery(
+                project=self.project, terms=terms, pool=pool, spaces=tuple(spaces) if spaces else None,
+                as_of=None if moment is None else moment.timestamp(), include_superseded=include_superseded,
+                time_window=window))
+            results = []
+            for hit in hits:
+                result = {**hit.record.to_dict(), "score": hit.score, "signals": hit.signals}
+                if hit.signals.get("graph_augmented"):
+                    result["graph_augmented"], result["hop"] = True, hit.signals.get("hop", 1)
+                metadata = result["metadata"]
+                if checked_where is not None and not matches_where(metadata, checked_where):
+                    continue
+                if types is not None and (metadata.get("memory_type") or metadata.get("type") or result["kind"]) not in types:
+                    continue
+                results.append(result)
+            if len(results) >= limit or len(hits) < pool or pool >= 4 * MAX_RECALL_LIMIT:
+                break
+            pool *= 4
+        if not results:
+            return []
+        top = max(result["score"] for result in results) or 1.0
+        for result in results:
+            boost = 1.0
+            for cue_where, trust in cues:
+                if matches_where(result["metadata"], cue_where):
+                    boost *= 1.0 + trust
+            result["score"] = round(result["score"] / top * min(boost, 1.0 + prefer_max_boost), 6)
+            result["base_score"] = result["score"]
+        results.sort(key=lambda result: -result["score"])
+        apply_evidence_weights(results, evidence_rank)
+        if recency_half_life_days:
+            apply_recency(results, anchor, recency_half_life_days)
+        if min_score is not None:
+            results = [result for result in results if result["score"] >= min_score]
+        results = apply_mmr(results, limit, mmr_lambda) if mmr_lambda is not None else results[:limit]
+        if siblings:
+            for result in results:
+                others = [r.to_dict() for r in self._backend.revisions(Kref.parse(result["item_kref"]))
+                          if str(r.kref) != result["kref"]]
+                if others:
+                    result["sibling_revisions"] = select_siblings(query, others)
+        return results
+
+    def engage(self, query: str, *, limit: int = 5, char_budget: int = CONTEXT_CHAR_BUDGET,
+               **recall_options: Any) -> dict[str, Any]:
+        """Recall and build the prompt context in one call.
+
+        Returns:
+            ``{context, results, source_krefs, count, approx_tokens}`` (``approx_tokens`` = len/4).
+        """
+        results = self.recall(query, limit=limit, **recall_options)
+        context = build_recalled_context(results, query, char_budget=char_budget)
+        return {"context": context, "results": results, "source_krefs": [r["kref"] for r in results],
+                "count": len(results), "approx_tokens": len(context) // 4}
 
     def stats(self) -> dict[str, Any]:
         """Counts for this project: ``items``, ``revisions``, ``edges``, ``spaces``, ``tags``, ..."""
@@ -2541,7 +3491,7 @@ class UniversalMemoryManager:
 
 
 # ==========================================================================================================
-# 9. Export renderings
+# 10. Export renderings
 # ==========================================================================================================
 
 def _mermaid_label(text: str) -> str:
@@ -2572,7 +3522,7 @@ def render_mermaid(item: Kref, revisions: Sequence[RevisionRecord], edges: Seque
 
 
 # ==========================================================================================================
-# 10. CLI
+# 11. CLI
 # ==========================================================================================================
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3

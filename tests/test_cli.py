@@ -68,9 +68,11 @@ def test_tag_link_edges_deprecate_forget_stats(cli):
     code, out, _ = cli("edges", a, "--direction", "incoming", "--json")
     assert [edge["source_kref"] for edge in json.loads(out)] == [b]
     assert cli("deprecate", b.split("?")[0])[0] == 0
-    assert json.loads(cli("recall", "coffee", "--json")[1]) == []
+    assert [hit["kref"] for hit in json.loads(cli("recall", "coffee", "--json")[1])] == []
     assert cli("deprecate", b.split("?")[0], "--undo")[0] == 0
-    assert len(json.loads(cli("recall", "coffee", "--json")[1])) == 1
+    hits = json.loads(cli("recall", "coffee", "--json")[1])
+    assert hits[0]["kref"] == b
+    assert [(hit["kref"], hit.get("graph_augmented")) for hit in hits[1:]] == [(a, True)]   # pulled in over the edge
     code, out, _ = cli("forget", b.split("?")[0], "--json")
     assert code == 0 and json.loads(out)["revisions"] == 1
     stats = json.loads(cli("stats", "--json")[1])
