@@ -48,6 +48,7 @@ import array
 import asyncio
 import bisect
 import contextlib
+import copy
 import dataclasses
 import datetime as _dt
 import hashlib
@@ -495,6 +496,15 @@ class Kref:
     # -- parsing and formatting ---------------------------------------------------------------------------
 
     @classmethod
+    def trusted(cls, project: str, space: str, name: str, kind: str, revision: int | None = None) -> "Kref":
+        """Build a kref from parts the store already validated (skips the checks, for hot paths)."""
+        kref = object.__new__(cls)
+        for field, value in (("project", project), ("space", space), ("name", name), ("kind", kind),
+                             ("revision", revision), ("tag", None), ("time", None), ("artifact", None)):
+            object.__setattr__(kref, field, value)
+        return kref
+
+    @classmethod
     def parse(cls, text: "str | Kref") -> "Kref":
         """Parse a kref string (a ``Kref`` passes through).
 
@@ -583,11 +593,13 @@ class Kref:
 
     def item_kref(self) -> "Kref":
         """The item this kref is in, without any selector."""
-        return Kref(self.project, self.space, self.name, self.kind)
+        return Kref.trusted(self.project, self.space, self.name, self.kind)
 
     def with_revision(self, number: int) -> "Kref":
         """The kref of revision ``number`` of this kref's item."""
-        return Kref(self.project, self.space, self.name, self.kind, revision=number)
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise InvalidKrefError(f"revision must be a positive integer, not {number!r}")
+        return Kref.trusted(self.project, self.space, self.name, self.kind, number)
 
 
 def parse_item_kref(text: "str | Kref", what: str = "item") -> Kref:
@@ -655,12 +667,17 @@ class RevisionRecord:
         """The revision's item."""
         return self.kref.item_kref()
 
-    def to_dict(self) -> dict[str, Any]:
-        """The public dict shape returned by ``Memory.get`` and ``Memory.history``."""
+    def to_dict(self, *, copy_metadata: bool = True) -> dict[str, Any]:
+        """The public dict shape returned by ``Memory.get`` and ``Memory.history``.
+
+        ``copy_metadata=False`` hands over the record's own metadata dict (for records made for one call).
+        """
+        item = self.kref.item_kref()
         return {
-            "kref": str(self.kref), "item_kref": str(self.item_kref), "revision": self.number,
+            "kref": str(self.kref), "item_kref": str(item), "revision": self.number,
             "space": self.kref.space, "kind": self.kref.kind, "title": self.title, "content": self.content,
-            "metadata": json.loads(canonical_json(dict(self.metadata))), "tags": list(self.tags),
+            "metadata": copy.deepcopy(dict(self.metadata)) if copy_metadata else self.metadata,
+            "tags": list(self.tags),
             "created_at": self.created_at, "deprecated": self.deprecated,
         }
 
@@ -1092,7 +1109,7 @@ class RecallIndex:
             slots, impacts = postings.slots, postings.impacts
             truncated = False
             for start in range(0, len(slots), chunk):
-                if len(scores) >= k:
+                if len(scores) >= k and len(slots) - start > 64:   # worth it only before a long read
                     threshold = max(threshold, raise_threshold())
                 floor = (threshold - ceiling) / weight       # impacts at or below this cannot enter the top k
                 for slot, impact in zip(slots[start:start + chunk], impacts[start:start + chunk]):
@@ -1324,12 +1341,13 @@ class RecallQuery:
     as_of: float | None = None
     include_superseded: bool = False
     time_window: tuple[float, float] | None = None
-    signals: RecallSignals = RecallSignals()
+    keep: int | None = None       # how many of the best candidates to return (default: the whole pool)
 
 
 @dataclasses.dataclass
 class ScoredRevision:
-    """A candidate from a backend: the revision, its score, and which signals touched it."""
+    """A candidate from a backend: the revision (made for this call alone), its score, and which signals
+    touched it."""
 
     record: RevisionRecord
     score: float
@@ -1604,9 +1622,11 @@ class _RecallState:
 
     def candidates(self, query: RecallQuery, eligible: Container[int]) -> list[tuple[int, float, dict[str, Any]]]:
         """Score ``eligible`` revisions for a query: words first, then the signals. Best first."""
-        signals = query.signals
+        signals = self.signals
         weights = self.index.term_weights(query.terms)
-        hits = self.index.search(weights, query.pool, eligible)
+        named = {term for term in query.terms if term in self.name_terms} if signals.who else set()
+        reorders = bool(named) or (query.time_window is not None and bool(signals.when))
+        hits = self.index.search(weights, 2 * query.pool if reorders else query.pool, eligible)
         scores = dict(hits)
         notes: dict[int, dict[str, Any]] = {doc_id: {} for doc_id in scores}
         if signals.neighbour_spread and hits:
@@ -1618,8 +1638,7 @@ class _RecallState:
                     if neighbour in eligible:
                         scores[neighbour] = scores.get(neighbour, 0.0) + signals.neighbour_spread * score
                         notes.setdefault(neighbour, {}).setdefault("neighbour_of", doc_id)
-        named = {term for term in query.terms if term in self.name_terms}
-        if named and signals.who:
+        if named:
             for doc_id in scores:
                 shared = self.doc_who.get(doc_id, frozenset()) & named
                 if shared:
@@ -1954,7 +1973,7 @@ class SQLiteGraph(GraphBackend):
         (revision_id, number, title, content, metadata, created_at, deprecated, item_deprecated,
          project, space, name, kind, head_id) = row
         return RevisionRecord(
-            kref=Kref(project, space, name, kind, revision=number), number=number, title=title,
+            kref=Kref.trusted(project, space, name, kind, number), number=number, title=title,
             content=content, metadata=json.loads(metadata), tags=self._tags_of(conn, revision_id,
                                                                                revision_id == head_id),
             created_at=created_at, deprecated=bool(deprecated or item_deprecated))
@@ -2314,7 +2333,7 @@ class SQLiteGraph(GraphBackend):
                 by_space = state.live_by_space if query.include_superseded else state.current_by_space
                 sets = [by_space[space_id] for space_id in space_ids if by_space.get(space_id)]
                 eligible = sets[0] if len(sets) == 1 else set().union(*sets)
-            ranked = state.candidates(query, eligible)[: query.pool]
+            ranked = state.candidates(query, eligible)[: query.keep or query.pool]
             records = self._revisions_by_ids(conn, [doc_id for doc_id, _, _ in ranked])
         return [ScoredRevision(records[doc_id], score, notes) for doc_id, score, notes in ranked if doc_id in records]
 
@@ -2374,7 +2393,7 @@ class SQLiteGraph(GraphBackend):
                  project, space, name, kind, head_id) = row
                 own = tags.get(revision_id, []) + ([LATEST_TAG] if revision_id == head_id else [])
                 records[revision_id] = RevisionRecord(
-                    kref=Kref(project, space, name, kind, revision=number), number=number, title=title,
+                    kref=Kref.trusted(project, space, name, kind, number), number=number, title=title,
                     content=content, metadata=json.loads(metadata), tags=tuple(sorted(own)), created_at=created_at,
                     deprecated=bool(deprecated or item_deprecated))
         return records
@@ -3326,15 +3345,16 @@ class Memory:
         if not terms:
             return []
         window = parse_time_window(query, anchor)
-        pool = max(4 * limit, 40)
+        pool = limit + 10           # room for evidence grades to reorder; signals double it when they apply
+        filtered = checked_where is not None or types is not None or mmr_lambda is not None or min_score is not None
         while True:
             hits = self._backend.search(RecallQuery(
                 project=self.project, terms=terms, pool=pool, spaces=tuple(spaces) if spaces else None,
                 as_of=None if moment is None else moment.timestamp(), include_superseded=include_superseded,
-                time_window=window))
+                time_window=window, keep=None if filtered else pool))
             results = []
             for hit in hits:
-                result = {**hit.record.to_dict(), "score": hit.score, "signals": hit.signals}
+                result = {**hit.record.to_dict(copy_metadata=False), "score": hit.score, "signals": hit.signals}
                 if hit.signals.get("graph_augmented"):
                     result["graph_augmented"], result["hop"] = True, hit.signals.get("hop", 1)
                 metadata = result["metadata"]
@@ -3343,7 +3363,7 @@ class Memory:
                 if types is not None and (metadata.get("memory_type") or metadata.get("type") or result["kind"]) not in types:
                     continue
                 results.append(result)
-            if len(results) >= limit or len(hits) < pool or pool >= 4 * MAX_RECALL_LIMIT:
+            if not filtered or len(results) >= limit or len(hits) < pool or pool >= 4 * MAX_RECALL_LIMIT:
                 break
             pool *= 4
         if not results:
