@@ -57,6 +57,7 @@ import importlib
 import itertools
 import json
 import math
+import operator
 import os
 import re
 import secrets
@@ -75,7 +76,7 @@ __all__ = [
     # errors
     "KumihoMemoryError", "InvalidArgumentError", "InvalidKrefError", "NotFoundError", "ConflictError",
     "ImportFormatError", "StoreError", "CorruptStoreError", "SchemaVersionError", "StoreBusyError",
-    "StoreClosedError", "BackendUnavailableError",
+    "StoreClosedError", "ServiceError", "BackendUnavailableError",
     # foundations
     "Clock", "SystemClock", "ManualClock", "IdFactory", "RandomIds", "SequentialIds",
     "parse_instant", "format_instant", "canonical_json", "content_hash",
@@ -149,6 +150,16 @@ class StoreBusyError(StoreError, TimeoutError):
 
 class StoreClosedError(KumihoMemoryError, RuntimeError):
     """The Memory (or backend) was used after ``close()``."""
+
+
+class ServiceError(KumihoMemoryError, ConnectionError):
+    """A model service (embeddings, LLM) failed or could not be reached; ``transient`` says whether a retry
+    later may succeed. Credentials never appear in the message."""
+
+    def __init__(self, message: str, *, transient: bool = True, status: int | None = None) -> None:
+        super().__init__(message)
+        self.transient = transient
+        self.status = status
 
 
 class BackendUnavailableError(KumihoMemoryError, ImportError):
@@ -338,6 +349,7 @@ ENVIRONMENT_VARIABLES = {
     "KUMIHO_MEMORY_PATH": "the store file (default: a per-user file, see default_store_path)",
     "KUMIHO_MEMORY_PROJECT": f"the project name (default {DEFAULT_PROJECT})",
     "KUMIHO_MEMORY_BUSY_TIMEOUT": "seconds a write waits for another process's lock (default 30)",
+    "KUMIHO_EVIDENCE_RERANK": "0 turns off evidence-weighted recall (default on)",
 }
 
 
@@ -364,6 +376,7 @@ class MemoryConfig:
     path: str | None = None
     project: str = DEFAULT_PROJECT
     busy_timeout: float = 30.0
+    evidence_rerank: bool = True
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, durable: bool = True) -> "MemoryConfig":
@@ -380,8 +393,9 @@ class MemoryConfig:
             busy_timeout = float(busy) if busy else cls.busy_timeout
         except ValueError as exc:
             raise InvalidArgumentError(f"KUMIHO_MEMORY_BUSY_TIMEOUT is not a number: {busy!r}") from exc
+        rerank = environ.get("KUMIHO_EVIDENCE_RERANK", "1").strip().lower() not in ("0", "false", "no", "off")
         return cls(path=path, project=environ.get("KUMIHO_MEMORY_PROJECT") or DEFAULT_PROJECT,
-                   busy_timeout=busy_timeout)
+                   busy_timeout=busy_timeout, evidence_rerank=rerank)
 
 
 # ==========================================================================================================
@@ -912,6 +926,7 @@ class RecallIndex:
     """
 
     TAIL_MERGE_MIN = 64
+    UPDATE_ONLY_MAX = 4096
 
     def __init__(self) -> None:
         self.term_ids: dict[str, int] = {}
@@ -1088,12 +1103,24 @@ class RecallIndex:
         scores: dict[int, float] = {}       # slot -> partial score
         exact: dict[int, float] = {}        # slot -> full score, for the best candidates so far
         missed = 0.0                         # the most any document can have lost to truncated postings
+        cut: list[tuple[set[int], float]] = []   # per truncated term: the slots read, the most any other lost
         threshold = 0.0
-        chunk = 1024
+
+        leaders: list[int] = []            # the k best partial candidates as of the last look
+        get = scores.get
+
+        touched: list[Iterable[int]] = []   # slots read since the last look
 
         def raise_threshold() -> float:
-            """Score the k best partial candidates in full; their k-th score is a safe threshold."""
-            for slot in heapq.nlargest(k, scores, key=scores.__getitem__):
+            """Score the k best partial candidates in full; their k-th score is a safe threshold. Partial
+            scores only grow, so the leaders are among the old leaders and the slots read since."""
+            nonlocal leaders
+            pool = set(leaders)
+            for batch in touched:
+                pool.update(slot for slot in batch if slot in scores)
+            touched.clear()
+            leaders = heapq.nlargest(k, pool, key=get)
+            for slot in leaders:
                 if slot not in exact:
                     exact[slot] = self._exact(slot, weights)
             return heapq.nlargest(k, exact.values())[-1] if len(exact) >= k else 0.0
@@ -1108,13 +1135,27 @@ class RecallIndex:
             ceiling = remaining[position] + missed
             slots, impacts = postings.slots, postings.impacts
             truncated = False
-            for start in range(0, len(slots), chunk):
+            touched.append(postings.tail_slots)
+            start, chunk = 0, 128            # short first reads, so a threshold exists early; then longer
+            while start < len(slots) and not truncated:
                 if len(scores) >= k and len(slots) - start > 64:   # worth it only before a long read
                     threshold = max(threshold, raise_threshold())
+                touched.append(slots[start:start + chunk])
                 floor = (threshold - ceiling) / weight       # impacts at or below this cannot enter the top k
-                for slot, impact in zip(slots[start:start + chunk], impacts[start:start + chunk]):
+                for offset, (slot, impact) in enumerate(zip(slots[start:start + chunk], impacts[start:start + chunk])):
                     if impact <= floor:
-                        missed += weight * impact             # every later posting of this term is at most this
+                        rest = start + offset
+                        if len(slots) - rest <= min(self.UPDATE_ONLY_MAX, 8 * len(scores)):
+                            # A short remainder is finished for the candidates we have (no new one can
+                            # qualify), so nothing is left to guess about this term.
+                            get = scores.get
+                            for tail_slot, tail_impact in zip(slots[rest:], impacts[rest:]):
+                                score = get(tail_slot)
+                                if score is not None:
+                                    scores[tail_slot] = score + weight * tail_impact
+                        else:
+                            missed += weight * impact         # every later posting of this term is at most this
+                            cut.append((set(slots[:rest]), weight * impact))
                         truncated = True
                         break
                     score = scores.get(slot)
@@ -1122,21 +1163,25 @@ class RecallIndex:
                         scores[slot] = score + weight * impact
                     elif slot_doc[slot] in eligible:
                         scores[slot] = weight * impact
-                if truncated:
-                    break
+                start, chunk = start + chunk, min(4096, 2 * chunk)
         if not missed:
             best_slots = heapq.nlargest(k, scores.items(), key=lambda pair: (pair[1], slot_doc[pair[0]]))
             return [(slot_doc[slot], score) for slot, score in best_slots]
         # Finish exactly: best partial first, until no partial score plus what it may lack can reach the top k.
         if len(scores) >= k:
+            touched.append(list(scores))
             threshold = max(threshold, raise_threshold())
         cutoff = threshold - missed
         hopeful = sorted((slot for slot, partial in scores.items() if partial >= cutoff),
                          key=scores.__getitem__, reverse=True)
         best: list[tuple[float, int]] = []
         for slot in hopeful:
-            if len(best) >= k and scores[slot] + missed < best[0][0]:
-                break
+            partial = scores[slot]
+            if len(best) >= k:
+                if partial + missed < best[0][0]:
+                    break                       # nothing further down can make it either
+                if partial + sum(lost for seen, lost in cut if slot not in seen) < best[0][0]:
+                    continue                    # what this one may lack cannot lift it far enough
             full = exact.get(slot)
             if full is None:
                 full = self._exact(slot, weights)
@@ -1171,6 +1216,8 @@ class RevisionDraft:
     tags: tuple[str, ...] = ()
     key: str | None = None
     item: Kref | None = None
+    vector: tuple[float, ...] | None = None      # unit-length embedding of title + content, if available
+    vector_model: str = ""
 
 
 class GraphBackend(abc.ABC):
@@ -1238,6 +1285,14 @@ class GraphBackend(abc.ABC):
     def search(self, query: RecallQuery) -> list[ScoredRevision]:
         """Score revisions for a recall (words and signals, see ``RecallQuery``); best first, at most
         ``query.pool``. By default one current revision per item, nothing deprecated or superseded."""
+
+    @abc.abstractmethod
+    def set_vector(self, revision: Kref, model: str, vector: Sequence[float]) -> None:
+        """Store (or replace) a revision's unit-length embedding."""
+
+    @abc.abstractmethod
+    def revisions_without_vector(self, project: str, limit: int) -> list[RevisionRecord]:
+        """Revisions of ``project`` that have no embedding yet (oldest first)."""
 
     @abc.abstractmethod
     def stats(self, project: str) -> dict[str, Any]:
@@ -1342,6 +1397,8 @@ class RecallQuery:
     include_superseded: bool = False
     time_window: tuple[float, float] | None = None
     keep: int | None = None       # how many of the best candidates to return (default: the whole pool)
+    query_vector: tuple[float, ...] | None = None   # unit length; turns on the semantic channel
+    semantic_weight: float = 0.3
 
 
 @dataclasses.dataclass
@@ -1370,7 +1427,6 @@ class _RecallState:
         self.space_ids: dict[tuple[str, str], int] = {}
         self.doc_item: dict[int, int] = {}
         self.doc_space: dict[int, int] = {}
-        self.doc_created: dict[int, float] = {}
         self.doc_event: dict[int, float] = {}
         self.doc_who: dict[int, frozenset[str]] = {}
         self.doc_message: set[int] = set()
@@ -1383,10 +1439,12 @@ class _RecallState:
         self.item_space: dict[int, int] = {}
         self.item_deprecated: set[int] = set()
         self.item_published: dict[int, int] = {}
-        self.item_current: dict[int, int] = {}
         self.current_by_space: dict[int, set[int]] = {}
         self.live_by_space: dict[int, set[int]] = {}
+        self.current_by_project: dict[str, set[int]] = {}
+        self.space_project: dict[int, str] = {}
         self.name_terms: dict[str, int] = {}
+        self.vectors: dict[int, array.array] = {}        # unit-length embeddings, by revision
 
     # -- loading ------------------------------------------------------------------------------------------
 
@@ -1395,6 +1453,7 @@ class _RecallState:
         key = (project, space)
         if key not in self.space_ids:
             self.space_ids[key] = len(self.space_ids)
+            self.space_project[self.space_ids[key]] = project
         return self.space_ids[key]
 
     def load(self, conn: sqlite3.Connection) -> None:
@@ -1428,15 +1487,17 @@ class _RecallState:
             if space is not None:
                 self.current_by_space.get(space, set()).discard(doc_id)
                 self.live_by_space.get(space, set()).discard(doc_id)
+                self.current_by_project.get(self.space_project[space], set()).discard(doc_id)
             previous, following = self.thread_prev.pop(doc_id, None), self.thread_next.pop(doc_id, None)
             if previous is not None and self.thread_next.get(previous) == doc_id:
                 del self.thread_next[previous]
             if following is not None and self.thread_prev.get(following) == doc_id:
                 del self.thread_prev[following]
-            for table in (self.doc_item, self.doc_created, self.doc_event, self.doc_who, self.links):
+            for table in (self.doc_item, self.doc_event, self.doc_who, self.links):
                 table.pop(doc_id, None)
             self.doc_message.discard(doc_id)
             self.doc_deprecated.discard(doc_id)
+            self.vectors.pop(doc_id, None)
             self.superseded.discard(doc_id)
 
     def refresh(self, conn: sqlite3.Connection, item_ids: Sequence[int], *, bulk: bool = False) -> None:
@@ -1451,18 +1512,17 @@ class _RecallState:
             self._forget_docs(old_docs)
             self.item_deprecated.discard(item_id)
             self.item_published.pop(item_id, None)
-            self.item_current.pop(item_id, None)
             self.item_space.pop(item_id, None)
-        rows: list[Sequence[Any]] = []
-        for chunk in ([item_ids] if bulk else self._chunks(item_ids)):
-            marks = "" if bulk else f" WHERE i.id IN ({','.join('?' * len(chunk))})"
-            rows.extend(conn.execute(
-                "SELECT i.id, i.project, i.space, i.deprecated, r.id, r.number, r.metadata, r.created_at, "
-                "r.deprecated, r.token_count FROM items i LEFT JOIN revisions r ON r.item_id = i.id"
-                + marks + " ORDER BY i.id, r.number", [] if bulk else list(chunk)).fetchall())
+        def rows() -> Iterator[Sequence[Any]]:
+            for chunk in ([item_ids] if bulk else self._chunks(item_ids)):
+                marks = "" if bulk else f" WHERE i.id IN ({','.join('?' * len(chunk))})"
+                yield from conn.execute(
+                    "SELECT i.id, i.project, i.space, i.deprecated, r.id, r.metadata, r.deprecated, r.token_count "
+                    "FROM items i LEFT JOIN revisions r ON r.item_id = i.id" + marks + " ORDER BY i.id, r.number",
+                    [] if bulk else list(chunk))
         new_docs: list[int] = []
         lengths: dict[int, int] = {}
-        for item_id, project, space, item_deprecated, doc_id, _number, metadata, created, deprecated, length in rows:
+        for item_id, project, space, item_deprecated, doc_id, metadata, deprecated, length in rows():
             space_id = self.space_id(project, space)
             self.item_space[item_id] = space_id
             self.item_docs.setdefault(item_id, [])
@@ -1471,9 +1531,8 @@ class _RecallState:
             if doc_id is None:
                 continue
             self.item_docs[item_id].append(doc_id)
-            meta = json.loads(metadata)
+            meta = json.loads(metadata) if metadata != "{}" else {}
             self.doc_item[doc_id], self.doc_space[doc_id] = item_id, space_id
-            self.doc_created[doc_id] = parse_instant(created).timestamp()
             event = event_epoch(meta)
             if event is not None:
                 self.doc_event[doc_id] = event
@@ -1489,6 +1548,7 @@ class _RecallState:
             new_docs.append(doc_id)
             lengths[doc_id] = length
         self._load_edges(conn, new_docs, bulk)
+        self._load_vectors(conn, new_docs, bulk)
         published_sql = "SELECT item_id, revision_id FROM tags WHERE tag = ?"
         if bulk:
             published = conn.execute(published_sql, (PUBLISHED_TAG,)).fetchall()
@@ -1553,6 +1613,14 @@ class _RecallState:
                 found.append(current)
         return found
 
+    def _load_vectors(self, conn: sqlite3.Connection, doc_ids: Sequence[int], bulk: bool) -> None:
+        sql = "SELECT revision_id, vector FROM vectors"
+        chunks = [()] if bulk else list(self._chunks(list(doc_ids)))
+        for chunk in chunks:
+            where = "" if bulk else f" WHERE revision_id IN ({','.join('?' * len(chunk))})"
+            for doc_id, blob in conn.execute(sql + where, list(chunk)):
+                self.vectors[doc_id] = array.array("f", blob)
+
     def _load_edges(self, conn: sqlite3.Connection, doc_ids: Sequence[int], bulk: bool) -> None:
         sql = ("SELECT e.source_id, e.target_id, e.edge_type, s.item_id, t.item_id FROM edges e "
                "JOIN revisions s ON s.id = e.source_id JOIN revisions t ON t.id = e.target_id")
@@ -1595,17 +1663,19 @@ class _RecallState:
         live = [doc for doc in self.item_docs.get(item_id, []) if doc not in self.doc_deprecated]
         current_set = self.current_by_space.setdefault(space, set())
         live_set = self.live_by_space.setdefault(space, set())
+        project_set = self.current_by_project.setdefault(self.space_project[space], set())
         for doc in self.item_docs.get(item_id, []):
             current_set.discard(doc)
             live_set.discard(doc)
+            project_set.discard(doc)
         if item_id in self.item_deprecated:
             return
         live_set.update(live)
         published = self.item_published.get(item_id)
         choice = published if published in live else (live[-1] if live else None)
         if choice is not None and choice not in self.superseded:
-            self.item_current[item_id] = choice
             current_set.add(choice)
+            project_set.add(choice)
 
     # -- queries ------------------------------------------------------------------------------------------
 
@@ -1620,13 +1690,36 @@ class _RecallState:
                 chosen.append(space_id)
         return chosen
 
+    def _nearest(self, vector: Sequence[float], k: int, eligible: Container[int]) -> list[tuple[int, float]]:
+        """The ``k`` eligible revisions whose embeddings are closest (cosine) to a unit ``vector``."""
+        query = array.array("f", vector)
+        scored = [(doc_id, sum(map(operator.mul, stored, query)))
+                  for doc_id, stored in self.vectors.items() if doc_id in eligible]
+        return heapq.nlargest(k, scored, key=lambda pair: pair[1])
+
+    @staticmethod
+    def _fuse(lexical: list[tuple[int, float]], semantic: list[tuple[int, float]],
+              weight: float) -> list[tuple[int, float]]:
+        """Weighted sum of the two channels, each scaled so its best candidate is 1; best first."""
+        lexical_top = lexical[0][1] if lexical else 1.0
+        semantic_top = semantic[0][1] if semantic and semantic[0][1] > 0 else 1.0
+        fused: dict[int, float] = {}
+        for doc_id, score in lexical:
+            fused[doc_id] = (1.0 - weight) * score / lexical_top
+        for doc_id, score in semantic:
+            fused[doc_id] = fused.get(doc_id, 0.0) + weight * max(score, 0.0) / semantic_top
+        return sorted(fused.items(), key=lambda pair: -pair[1])
+
     def candidates(self, query: RecallQuery, eligible: Container[int]) -> list[tuple[int, float, dict[str, Any]]]:
         """Score ``eligible`` revisions for a query: words first, then the signals. Best first."""
         signals = self.signals
         weights = self.index.term_weights(query.terms)
         named = {term for term in query.terms if term in self.name_terms} if signals.who else set()
         reorders = bool(named) or (query.time_window is not None and bool(signals.when))
-        hits = self.index.search(weights, 2 * query.pool if reorders else query.pool, eligible)
+        depth = 2 * query.pool if reorders else query.pool
+        hits = self.index.search(weights, depth, eligible)
+        if query.query_vector is not None and self.vectors:
+            hits = self._fuse(hits, self._nearest(query.query_vector, depth, eligible), query.semantic_weight)
         scores = dict(hits)
         notes: dict[int, dict[str, Any]] = {doc_id: {} for doc_id in scores}
         if signals.neighbour_spread and hits:
@@ -1713,6 +1806,7 @@ CREATE TABLE postings (
     PRIMARY KEY (term, revision_id)) WITHOUT ROWID;
 CREATE INDEX postings_by_revision ON postings (revision_id, term, tf);
 CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, item_id INTEGER NOT NULL);  -- what recall re-reads
+CREATE TABLE vectors (revision_id INTEGER PRIMARY KEY, model TEXT NOT NULL, vector BLOB NOT NULL);
 CREATE TABLE threads (
     project TEXT NOT NULL, space TEXT NOT NULL, thread TEXT NOT NULL, last_revision_id INTEGER NOT NULL,
     PRIMARY KEY (project, space, thread));
@@ -2125,6 +2219,9 @@ class SQLiteGraph(GraphBackend):
             for tag in dict.fromkeys(tags):
                 self._move_tag(conn, item_id, tag, revision_id, created_at)
             self._index(conn, revision_id, draft.title, draft.content)
+            if draft.vector is not None:
+                conn.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                             (revision_id, draft.vector_model, array.array("f", draft.vector).tobytes()))
             changed = [item_id]
             if item_row is None and is_message(draft.metadata):
                 changed.extend(self._thread(conn, draft, revision_id, created_at))
@@ -2252,6 +2349,7 @@ class SQLiteGraph(GraphBackend):
                 revision_ids * 2).rowcount
             self._unindex(conn, revision_ids)
             conn.execute(f"DELETE FROM artifacts WHERE revision_id IN ({marks})", revision_ids)
+            conn.execute(f"DELETE FROM vectors WHERE revision_id IN ({marks})", revision_ids)
             conn.execute(f"DELETE FROM tags WHERE revision_id IN ({marks})", revision_ids)
             conn.execute(f"DELETE FROM revisions WHERE id IN ({marks})", revision_ids)
             if kref.is_bare_item:
@@ -2329,6 +2427,8 @@ class SQLiteGraph(GraphBackend):
             space_ids = state.spaces_for(query.project, query.spaces)
             if query.as_of is not None:
                 eligible: Container[int] = self._current_at(conn, query.project, query.as_of, state, set(space_ids))
+            elif query.spaces is None and not query.include_superseded:
+                eligible = state.current_by_project.get(query.project, set())
             else:
                 by_space = state.live_by_space if query.include_superseded else state.current_by_space
                 sets = [by_space[space_id] for space_id in space_ids if by_space.get(space_id)]
@@ -2397,6 +2497,26 @@ class SQLiteGraph(GraphBackend):
                     content=content, metadata=json.loads(metadata), tags=tuple(sorted(own)), created_at=created_at,
                     deprecated=bool(deprecated or item_deprecated))
         return records
+
+    # -- embeddings ---------------------------------------------------------------------------------------
+
+    def set_vector(self, revision: Kref, model: str, vector: Sequence[float]) -> None:
+        """Store a revision's embedding (as float32)."""
+        with self._write() as conn:
+            revision_id = self._revision_id(conn, revision)
+            conn.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
+                         (revision_id, model, array.array("f", vector).tobytes()))
+            self._log_change(conn, self._item_row(conn, revision)[0])
+
+    def revisions_without_vector(self, project: str, limit: int) -> list[RevisionRecord]:
+        """Revisions of ``project`` with no stored embedding, oldest first."""
+        with self._read() as conn:
+            ids = [row[0] for row in conn.execute(
+                "SELECT r.id FROM revisions r JOIN items i ON i.id = r.item_id LEFT JOIN vectors v "
+                "ON v.revision_id = r.id WHERE i.project = ? AND v.revision_id IS NULL ORDER BY r.id LIMIT ?",
+                (project, limit))]
+            records = self._revisions_by_ids(conn, ids)
+        return [records[revision_id] for revision_id in ids if revision_id in records]
 
     # -- stats --------------------------------------------------------------------------------------------
 
@@ -2946,6 +3066,129 @@ def cosine(left: Sequence[float], right: Sequence[float]) -> float:
     return dot / norm if norm else 0.0
 
 
+# -- embeddings (optional) ------------------------------------------------------------------------------------
+
+class EmbeddingAdapter(Protocol):
+    """Anything that turns texts into vectors. A plain callable ``texts -> vectors`` works as well."""
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """Return one vector per text, in order."""
+
+
+def unit_vector(vector: Sequence[float]) -> tuple[float, ...]:
+    """``vector`` scaled to length 1.
+
+    Raises:
+        InvalidArgumentError: empty, all zeros, or not finite numbers.
+    """
+    try:
+        values = tuple(float(value) for value in vector)
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"an embedding must be a list of numbers: {exc}") from exc
+    norm = math.sqrt(sum(value * value for value in values))
+    if not values or not math.isfinite(norm) or norm == 0.0:
+        raise InvalidArgumentError("an embedding must be a non-empty, non-zero list of finite numbers")
+    return tuple(value / norm for value in values)
+
+
+def embed_function(embedder: Any) -> Callable[[list[str]], list[list[float]]]:
+    """Accept an object with ``embed(texts)`` or a callable, and return the callable.
+
+    Raises:
+        InvalidArgumentError: neither.
+    """
+    if hasattr(embedder, "embed") and callable(embedder.embed):
+        return embedder.embed
+    if callable(embedder):
+        return embedder
+    raise InvalidArgumentError(f"embedder must have embed(texts) or be callable, not {type(embedder).__name__}")
+
+
+def _redact_url(url: str) -> str:
+    """A URL without its user-info part (a password never reaches a message)."""
+    return re.sub(r"//[^/@]*@", "//***@", url)
+
+
+class OpenAICompatEmbeddingAdapter:
+    """Embeddings from any server speaking OpenAI's ``POST /v1/embeddings`` (OpenAI, Ollama, vLLM,
+    llama.cpp server), over the standard library's ``urllib``.
+
+    Args:
+        base_url: the API root including ``/v1``, e.g. ``http://localhost:11434/v1``.
+        api_key: sent as ``Authorization: Bearer``; never shown in errors or ``repr``.
+        model: the embedding model name.
+        timeout: seconds to wait for one request.
+        batch_size: texts per request.
+        retries: extra attempts for transient failures (connection errors, 429, 5xx), with backoff.
+    """
+
+    def __init__(self, base_url: str, api_key: str | None = None, model: str = "text-embedding-3-small", *,
+                 timeout: float = 30.0, batch_size: int = 64, retries: int = 2,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if not isinstance(base_url, str) or not re.match(r"^https?://", base_url):
+            raise InvalidArgumentError(f"base_url must be an http(s) URL, not {base_url!r}")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError("batch_size must be a positive integer")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.timeout = float(timeout)
+        self.batch_size = batch_size
+        self.retries = int(retries)
+        self._api_key = api_key
+        self._sleep = sleep
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatEmbeddingAdapter({_redact_url(self.base_url)!r}, model={self.model!r})"
+
+    def embed(self, texts: list[str], *, model: str = "") -> list[list[float]]:
+        """Embed ``texts`` (batched); raises ``ServiceError`` when the server fails or answers nonsense."""
+        if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
+            raise InvalidArgumentError("texts must be a list of strings")
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(self._request(list(texts[start:start + self.batch_size]), model or self.model))
+        return vectors
+
+    def _request(self, texts: list[str], model: str) -> list[list[float]]:
+        import urllib.error
+        import urllib.request
+        body = json.dumps({"model": model, "input": texts}).encode("utf-8")
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        where = f"{_redact_url(self.base_url)}/embeddings"
+        for attempt in range(self.retries + 1):
+            request = urllib.request.Request(self.base_url + "/embeddings", data=body, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    payload = json.loads(response.read().decode("utf-8"))
+                break
+            except urllib.error.HTTPError as exc:
+                detail = exc.read(300).decode("utf-8", "replace") if exc.fp else ""
+                transient = exc.code == 429 or exc.code >= 500
+                error = ServiceError(f"embedding request to {where} failed: HTTP {exc.code} {detail}".strip(),
+                                     transient=transient, status=exc.code)
+            except (urllib.error.URLError, OSError) as exc:
+                reason = getattr(exc, "reason", exc)
+                error = ServiceError(f"embedding service at {where} unreachable: {reason}", transient=True)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise ServiceError(f"embedding service at {where} answered with invalid JSON: {exc}",
+                                   transient=False) from exc
+            if not error.transient or attempt == self.retries:
+                raise error
+            self._sleep(min(8.0, 0.5 * 2 ** attempt))
+        try:
+            data = sorted(payload["data"], key=lambda entry: entry.get("index", 0))
+            vectors = [[float(value) for value in entry["embedding"]] for entry in data]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ServiceError(f"embedding service at {where} answered without data[].embedding",
+                               transient=False) from exc
+        if len(vectors) != len(texts):
+            raise ServiceError(f"embedding service at {where} returned {len(vectors)} vectors for "
+                               f"{len(texts)} texts", transient=False)
+        return vectors
+
+
 # -- context for a prompt -------------------------------------------------------------------------------------
 
 CONTEXT_CHAR_BUDGET = 8000
@@ -3049,6 +3292,10 @@ class Memory:
         backend: a ``GraphBackend`` to use instead of the embedded engine (``path`` must then be None).
         clock: time source (default the wall clock); ids: id source for new item names.
         busy_timeout: seconds a write waits for another process's lock.
+        embedder: optional ``EmbeddingAdapter`` or callable ``texts -> vectors``; turns on hybrid recall.
+            A failing embedder never fails a write: the memory is stored, and its vector is added later by
+            ``backfill_embeddings`` (or the next recall).
+        evidence_rank: default evidence weighting for ``recall`` (``EvidenceRankConfig``).
 
     Raises:
         StoreError: the file cannot be used (its subclasses say why).
@@ -3058,7 +3305,8 @@ class Memory:
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, project: str = DEFAULT_PROJECT,
                  backend: GraphBackend | None = None, clock: Clock | None = None, ids: IdFactory | None = None,
-                 busy_timeout: float = 30.0) -> None:
+                 busy_timeout: float = 30.0, embedder: Any = None,
+                 evidence_rank: EvidenceRankConfig | None = None) -> None:
         self.project = _check_pattern(project, SEGMENT_PATTERN, "project", InvalidArgumentError)
         if backend is not None and path is not None:
             raise InvalidArgumentError("give either a path or a backend, not both")
@@ -3066,11 +3314,16 @@ class Memory:
             raise InvalidArgumentError(f"busy_timeout must be a non-negative number, not {busy_timeout!r}")
         self._clock = clock or SystemClock()
         self._ids = ids or RandomIds()
+        self._embed = None if embedder is None else embed_function(embedder)
+        self.embedding_model = str(getattr(embedder, "model", "") or type(embedder).__name__) if embedder else ""
+        self.evidence_rank = evidence_rank or EvidenceRankConfig()
+        self.last_embedding_error: ServiceError | None = None
         self._backend = backend or SQLiteGraph(path, clock=self._clock, busy_timeout=busy_timeout)
 
     @classmethod
     def from_config(cls, config: MemoryConfig, **options: Any) -> "Memory":
         """Open the memory a ``MemoryConfig`` describes (extra keyword options pass through)."""
+        options.setdefault("evidence_rank", EvidenceRankConfig(enabled=config.evidence_rerank))
         return cls(config.path, project=config.project, busy_timeout=config.busy_timeout, **options)
 
     @property
@@ -3154,11 +3407,50 @@ class Memory:
             name = f"{slugify(key)}-{hashlib.sha1(key.encode('utf-8')).hexdigest()[:8]}"
         else:
             name = f"{kind}-{self._ids.new_id()}"
+        vector = self._embed_texts([title + "\n" + content])
         draft = RevisionDraft(project=self.project, space=space, kind=kind, name=name, title=title,
                               content=content, metadata=checked_metadata, tags=checked_tags, key=key,
-                              item=item_kref)
+                              item=item_kref, vector=vector[0] if vector else None,
+                              vector_model=self.embedding_model)
         record, _created = self._backend.write_revision(draft)
         return str(record.kref)
+
+    def _embed_texts(self, texts: list[str]) -> list[tuple[float, ...]] | None:
+        """Unit vectors for ``texts``, or None when there is no embedder or it failed (kept in
+        ``last_embedding_error``; the caller carries on without vectors)."""
+        if self._embed is None:
+            return None
+        try:
+            vectors = self._embed(texts)
+            if len(vectors) != len(texts):
+                raise ServiceError(f"embedder returned {len(vectors)} vectors for {len(texts)} texts",
+                                   transient=False)
+            return [unit_vector(vector) for vector in vectors]
+        except (ServiceError, InvalidArgumentError, OSError) as exc:
+            self.last_embedding_error = exc if isinstance(exc, ServiceError) else ServiceError(str(exc))
+            return None
+
+    def backfill_embeddings(self, *, batch_size: int = 64, max_revisions: int | None = None) -> int:
+        """Embed stored revisions that have no vector yet (e.g. written while the embedder was down).
+
+        Returns:
+            How many revisions got a vector. Stops early (without raising) when the embedder fails.
+        """
+        if self._embed is None:
+            raise InvalidArgumentError("this Memory has no embedder")
+        done = 0
+        while max_revisions is None or done < max_revisions:
+            wanted = batch_size if max_revisions is None else min(batch_size, max_revisions - done)
+            pending = self._backend.revisions_without_vector(self.project, wanted)
+            if not pending:
+                break
+            vectors = self._embed_texts([record.title + "\n" + record.content for record in pending])
+            if vectors is None:
+                break
+            for record, vector in zip(pending, vectors):
+                self._backend.set_vector(record.kref, self.embedding_model, vector)
+            done += len(pending)
+        return done
 
     def tag(self, kref: str, tag: str) -> dict[str, Any]:
         """Point ``tag`` at the revision ``kref`` selects, moving it off any other revision of the item.
@@ -3286,7 +3578,8 @@ class Memory:
                min_score: float | None = None, as_of: str | float | _dt.datetime | None = None,
                include_superseded: bool = False, query_time: str | float | _dt.datetime | None = None,
                evidence_rank: EvidenceRankConfig | None = None, recency_half_life_days: float | None = None,
-               mmr_lambda: float | None = None, siblings: bool = False) -> list[dict[str, Any]]:
+               mmr_lambda: float | None = None, siblings: bool = False,
+               semantic_weight: float = 0.3) -> list[dict[str, Any]]:
         """Find the memories that best answer ``query``.
 
         Words are matched with BM25 (our tokenizer and Porter stemmer) over an in-memory index, then the
@@ -3313,6 +3606,7 @@ class Memory:
             recency_half_life_days: if given, newer memories get up to +0.12, halving per half-life.
             mmr_lambda: if given, diversify the results (maximal marginal relevance, 1.0 = off).
             siblings: attach each item's other revisions that bear on the query as ``sibling_revisions``.
+            semantic_weight: with an embedder, the share of the semantic channel in the fused score (0..1).
 
         Returns:
             Best first: ``{kref, item_kref, revision, title, content, score, base_score, metadata, tags,
@@ -3341,8 +3635,15 @@ class Memory:
                 raise InvalidArgumentError(f"{name} must be a non-negative number, not {value!r}")
         moment = None if as_of is None else parse_instant(as_of)
         anchor = parse_instant(query_time) if query_time is not None else (moment or self._clock.now())
+        if isinstance(semantic_weight, bool) or not isinstance(semantic_weight, (int, float)) \
+                or not 0.0 <= semantic_weight <= 1.0:
+            raise InvalidArgumentError(f"semantic_weight must be a number from 0 to 1, not {semantic_weight!r}")
         terms = tuple(tokenize(query))
-        if not terms:
+        query_vector = None
+        if self._embed is not None and semantic_weight > 0:
+            vectors = self._embed_texts([query])
+            query_vector = vectors[0] if vectors else None
+        if not terms and query_vector is None:
             return []
         window = parse_time_window(query, anchor)
         pool = limit + 10           # room for evidence grades to reorder; signals double it when they apply
@@ -3351,7 +3652,8 @@ class Memory:
             hits = self._backend.search(RecallQuery(
                 project=self.project, terms=terms, pool=pool, spaces=tuple(spaces) if spaces else None,
                 as_of=None if moment is None else moment.timestamp(), include_superseded=include_superseded,
-                time_window=window, keep=None if filtered else pool))
+                time_window=window, keep=None if filtered else pool, query_vector=query_vector,
+                semantic_weight=float(semantic_weight)))
             results = []
             for hit in hits:
                 result = {**hit.record.to_dict(copy_metadata=False), "score": hit.score, "signals": hit.signals}
