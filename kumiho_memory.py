@@ -94,6 +94,12 @@ __all__ = [
     "GraphBackend", "RevisionDraft", "SQLiteGraph", "SCHEMA_VERSION",
     # facades
     "Memory", "UniversalMemoryManager",
+    # recall
+    "RecallSignals", "RecallQuery", "ScoredRevision", "FOLLOWS", "is_message", "thread_key", "parse_time_window",
+    "validate_where", "matches_where", "validate_prefer", "EvidenceRankConfig", "apply_evidence_weights",
+    "evidence_badge", "apply_recency", "apply_mmr", "bm25_light", "select_siblings", "cosine",
+    "EmbeddingAdapter", "OpenAICompatEmbeddingAdapter", "unit_vector", "embed_function",
+    "GraphAugmentationConfig", "GraphAugmentedRecall", "lexical_angles", "build_recalled_context",
     # export
     "render_mermaid",
     # CLI
@@ -3189,6 +3195,233 @@ class OpenAICompatEmbeddingAdapter:
         return vectors
 
 
+# -- graph-augmented recall -----------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class GraphAugmentationConfig:
+    """How ``GraphAugmentedRecall`` widens a recall (names and defaults as in kumiho-memory).
+
+    Attributes:
+        max_hops: how far to walk edges from the seeds (1 or 2).
+        edge_types: which edges to walk.
+        top_k_for_traversal: how many of the best hits seed the walk.
+        max_total: cap on results (default ``3 x limit``).
+        reformulate_queries: ask the query from other angles before merging.
+        reformulate_max_angles: at most this many extra angles.
+        traversal_timeout: seconds for the whole recall before it returns what it has.
+        hop_decay: a neighbour's score is its seed's score times this, per hop.
+    """
+
+    max_hops: int = 1
+    edge_types: tuple[str, ...] = (DERIVED_FROM, DEPENDS_ON, REFERENCED, CONTAINS, CREATED_FROM, SUPERSEDES,
+                                   SUPPORTS, CONTRADICTS)
+    top_k_for_traversal: int = 5
+    max_total: int | None = None
+    reformulate_queries: bool = True
+    reformulate_max_angles: int = 3
+    traversal_timeout: float = 30.0
+    hop_decay: float = 0.5
+
+
+async def _call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a sync function in a thread, or await a coroutine function."""
+    if asyncio.iscoroutinefunction(function):
+        return await function(*args, **kwargs)
+    return await asyncio.to_thread(function, *args, **kwargs)
+
+
+def _json_from_llm(text: str) -> Any:
+    """The first JSON value in an LLM reply (tolerates code fences and prose around it)."""
+    cleaned = re.sub(r"^```(?:json)?|```$", "", text.strip(), flags=re.M).strip()
+    for opener in ("[", "{"):
+        start = cleaned.find(opener)
+        if start >= 0:
+            with contextlib.suppress(ValueError):
+                return json.JSONDecoder().raw_decode(cleaned[start:])[0]
+    raise ValueError("no JSON in the reply")
+
+
+def lexical_angles(query: str, hits: Sequence[Mapping[str, Any]], max_angles: int) -> list[str]:
+    """Other ways to ask ``query`` without an LLM: its content words alone, then words that its first
+    hits share with each other but the query lacks (pseudo-relevance feedback)."""
+    terms = [match.group() for match in _WORD.finditer(query.casefold()) if match.group() not in STOPWORDS]
+    angles = []
+    if terms and " ".join(terms) != query.casefold().strip():
+        angles.append(" ".join(terms))
+    counts: dict[str, int] = {}
+    query_terms = set(tokenize(query))
+    for hit in hits[:3]:
+        for word in dict.fromkeys(match.group() for match in _WORD.finditer(
+                (hit.get("title", "") + " " + hit.get("content", "")).casefold())):
+            if word not in STOPWORDS and len(word) > 2 and stem(word) not in query_terms:
+                counts[word] = counts.get(word, 0) + 1
+    shared = [word for word, count in sorted(counts.items(), key=lambda pair: -pair[1]) if count >= 2][:5]
+    if shared:
+        angles.append(query + " " + " ".join(shared))
+    return angles[:max_angles]
+
+
+class GraphAugmentedRecall:
+    """Recall that asks from several angles, merges, and walks typed edges from the best hits.
+
+    Args:
+        adapter: optional LLM adapter (``async chat(messages=..., model=..., max_tokens=..., json_mode=...)``)
+            for reformulating queries and proposing edges; without one both are done lexically.
+        model: the model name passed to the adapter.
+        recall_fn: ``(query, *, limit, space_paths, memory_types) -> list[dict]`` (sync or async); default
+            ``memory.recall``.
+        config: a ``GraphAugmentationConfig``.
+        memory: the ``Memory`` whose graph is walked (required to walk edges and create them).
+    """
+
+    def __init__(self, adapter: Any = None, model: str = "", recall_fn: Callable[..., Any] | None = None,
+                 config: GraphAugmentationConfig | None = None, *, memory: "Memory | None" = None) -> None:
+        if recall_fn is None and memory is None:
+            raise InvalidArgumentError("GraphAugmentedRecall needs memory= or recall_fn=")
+        self.adapter, self.model, self.memory = adapter, model, memory
+        self.config = config or GraphAugmentationConfig()
+        self.recall_fn = recall_fn or (lambda query, **options: memory.recall(query, **options))  # type: ignore[union-attr]
+        self.last_error: str | None = None
+
+    async def _angles(self, query: str, hits: Sequence[Mapping[str, Any]]) -> list[str]:
+        if not self.config.reformulate_queries or self.config.reformulate_max_angles <= 0:
+            return []
+        if self.adapter is not None:
+            prompt = (f"Rewrite this memory search query from up to {self.config.reformulate_max_angles} "
+                      f"different angles (synonyms, the underlying need, likely wording of the answer). "
+                      f"Reply with a JSON array of strings only.\n\nQuery: {query}")
+            try:
+                reply = await self.adapter.chat(messages=[{"role": "user", "content": prompt}], model=self.model,
+                                                max_tokens=256, json_mode="array")
+                angles = [angle for angle in _json_from_llm(reply) if isinstance(angle, str) and angle.strip()]
+                return angles[: self.config.reformulate_max_angles]
+            except (KumihoMemoryError, ValueError, TypeError, OSError, asyncio.TimeoutError) as exc:
+                self.last_error = f"reformulation failed, used lexical angles: {exc}"
+        return lexical_angles(query, hits, self.config.reformulate_max_angles)
+
+    async def recall(self, query: str, *, limit: int = 5, space_paths: Sequence[str] | None = None,
+                     memory_types: Sequence[str] | None = None, max_total: int | None = None,
+                     max_hops: int | None = None, edge_types: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Recall ``query`` from several angles, merge by kref (best score), then add the edge neighbours
+        of the top hits (``graph_augmented: True``, ``hop``); if the seeds have no such edges, a second
+        recall on their titles stands in for the walk. At most ``max_total`` (default ``3 x limit``)."""
+        try:
+            return await asyncio.wait_for(
+                self._recall(query, limit, space_paths, memory_types, max_total, max_hops, edge_types),
+                timeout=self.config.traversal_timeout)
+        except asyncio.TimeoutError as exc:
+            raise ServiceError(f"graph-augmented recall took longer than {self.config.traversal_timeout:g}s",
+                               transient=True) from exc
+
+    async def _recall(self, query: str, limit: int, space_paths: Sequence[str] | None,
+                      memory_types: Sequence[str] | None, max_total: int | None, max_hops: int | None,
+                      edge_types: Sequence[str] | None) -> list[dict[str, Any]]:
+        options = {"limit": 2 * limit, "space_paths": space_paths, "memory_types": memory_types}
+        first = await _call(self.recall_fn, query, **options)
+        merged = {hit["kref"]: hit for hit in first}
+        for angle in await self._angles(query, first):
+            for hit in await _call(self.recall_fn, angle, **options):
+                if hit["kref"] not in merged or hit["score"] > merged[hit["kref"]]["score"]:
+                    merged[hit["kref"]] = {**hit, "angle": angle}
+        ranked = sorted(merged.values(), key=lambda hit: -hit["score"])[: 2 * limit]
+        extras = await self._walk(ranked, max_hops or self.config.max_hops,
+                                  set(edge_types or self.config.edge_types))
+        if not extras and ranked and self.memory is not None:
+            titles = " ".join(hit.get("title", "") for hit in ranked[:3])
+            for hit in await _call(self.recall_fn, titles, **options):
+                if hit["kref"] not in merged:
+                    extras.append({**hit, "score": round(hit["score"] * self.config.hop_decay * ranked[0]["score"], 6),
+                                   "graph_augmented": True, "hop": 2})
+        known = {hit["kref"] for hit in ranked}
+        combined = ranked + [extra for extra in extras if extra["kref"] not in known]
+        combined.sort(key=lambda hit: -hit["score"])
+        return combined[: max_total or self.config.max_total or 3 * limit]
+
+    async def _walk(self, seeds: list[dict[str, Any]], hops: int, edge_types: set[str]) -> list[dict[str, Any]]:
+        if self.memory is None:
+            return []
+        memory = self.memory
+        found: dict[str, dict[str, Any]] = {}
+        frontier = seeds[: self.config.top_k_for_traversal]
+        seen = {hit["kref"] for hit in seeds}
+        for hop in range(1, max(1, hops) + 1):
+            next_frontier = []
+            for seed in frontier:
+                edges = await asyncio.to_thread(memory.edges, seed["kref"])
+                for edge in edges:
+                    if edge["edge_type"] not in edge_types:
+                        continue
+                    other = edge["target_kref"] if edge["source_kref"] == seed["kref"] else edge["source_kref"]
+                    if edge["edge_type"] == CONTRADICTS:
+                        seed.setdefault("contested_by", []).append(other)
+                    if other in seen:
+                        continue
+                    try:
+                        record = await asyncio.to_thread(memory.get, other)
+                    except NotFoundError:
+                        continue
+                    if record["deprecated"]:
+                        continue
+                    seen.add(other)
+                    found[other] = {**record, "score": round(seed["score"] * self.config.hop_decay ** hop, 6),
+                                    "graph_augmented": True, "hop": hop,
+                                    "via": {"kref": seed["kref"], "edge_type": edge["edge_type"]}}
+                    next_frontier.append(found[other])
+            frontier = next_frontier
+        return list(found.values())
+
+    async def discover_edges(self, revision_kref: str, summary: str, *, max_queries: int = 5, max_edges: int = 3,
+                             min_score: float = 0.3, edge_type: str = REFERENCED,
+                             space_paths: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Find memories related to ``summary`` and link ``revision_kref`` to them.
+
+        Queries come from the LLM adapter (what this memory implies) or, without one, from the summary's
+        sentences. Each candidate's score is the share of its words found in the summary (0..1); those
+        below ``min_score`` and the memory's own item are dropped; the best ``max_edges`` get an edge with
+        metadata ``{reason, score, query}``.
+
+        Returns:
+            ``[{source, target, edge_type, query, score}]``.
+        """
+        if self.memory is None:
+            raise InvalidArgumentError("discover_edges needs memory=")
+        source = parse_item_kref(revision_kref)
+        summary = _checked_text(summary, "summary", limit=MAX_CONTENT_CHARS)
+        validate_edge_type(edge_type)
+        queries: list[str] = []
+        if self.adapter is not None:
+            prompt = (f"List up to {max_queries} short search queries for earlier memories this one relates to "
+                      f"(causes, dependencies, same topic). Reply with a JSON array of strings only.\n\n{summary}")
+            try:
+                reply = await self.adapter.chat(messages=[{"role": "user", "content": prompt}], model=self.model,
+                                                max_tokens=256, json_mode="array")
+                queries = [q for q in _json_from_llm(reply) if isinstance(q, str) and q.strip()][:max_queries]
+            except (KumihoMemoryError, ValueError, TypeError, OSError, asyncio.TimeoutError) as exc:
+                self.last_error = f"edge queries failed, used the summary's sentences: {exc}"
+        if not queries:
+            sentences = [part.strip() for part in re.split(r"(?<=[.!?])\s+", summary) if len(part.strip()) > 12]
+            queries = (sentences or [summary])[:max_queries]
+        summary_terms = set(tokenize(summary))
+        own_item = str(source.item_kref())
+        best: dict[str, dict[str, Any]] = {}
+        for query in queries:
+            for hit in await _call(self.recall_fn, query, limit=3, space_paths=space_paths, memory_types=None):
+                if hit["item_kref"] == own_item:
+                    continue
+                terms = set(tokenize(hit.get("title", "") + " " + hit.get("content", "")))
+                score = round(len(terms & summary_terms) / len(terms), 4) if terms else 0.0
+                if score >= min_score and score > best.get(hit["kref"], {}).get("score", -1.0):
+                    best[hit["kref"]] = {"source": str(source), "target": hit["kref"], "edge_type": edge_type,
+                                         "query": query, "score": score}
+        chosen = sorted(best.values(), key=lambda edge: -edge["score"])[:max_edges]
+        for edge in chosen:
+            await asyncio.to_thread(self.memory.link, edge["source"], edge["target"], edge_type,
+                                    {"reason": "shares words with the new memory" if self.adapter is None
+                                     else "proposed by the edge discoverer", "score": edge["score"],
+                                     "query": edge["query"]})
+        return chosen
+
+
 # -- context for a prompt -------------------------------------------------------------------------------------
 
 CONTEXT_CHAR_BUDGET = 8000
@@ -3755,50 +3988,60 @@ class UniversalMemoryManager:
     Args:
         project: used when ``memory`` is not given.
         memory: the ``Memory`` to work on; default a new in-memory one.
+        llm_adapter: optional LLM adapter used by graph-augmented recall and edge discovery.
+        graph_augmentation: a ``GraphAugmentationConfig`` (or True for the defaults) for
+            ``recall_memories(graph_augmented=True)``.
     """
 
-    def __init__(self, *, project: str = DEFAULT_PROJECT, memory: Memory | None = None) -> None:
+    def __init__(self, *, project: str = DEFAULT_PROJECT, memory: Memory | None = None, llm_adapter: Any = None,
+                 graph_augmentation: GraphAugmentationConfig | bool | None = None) -> None:
         self.memory = memory if memory is not None else Memory(project=project)
         self.project = self.memory.project
+        self.llm_adapter = llm_adapter
+        config = graph_augmentation if isinstance(graph_augmentation, GraphAugmentationConfig) else None
+        self.graph_recall = GraphAugmentedRecall(llm_adapter, config=config, memory=self.memory)
         self._owns_memory = memory is None
 
     async def recall_memories(self, query: str, *, limit: int = 5, space_paths: Sequence[str] | None = None,
-                              memory_types: Sequence[str] | None = None) -> list[dict[str, Any]]:
+                              memory_types: Sequence[str] | None = None, graph_augmented: bool = False,
+                              query_time: str | float | _dt.datetime | None = None) -> list[dict[str, Any]]:
         """Recall memories, shaped as kumiho-memory returns them.
 
         Args:
             query: free text. limit: how many results.
-            space_paths: only these spaces (and their sub-spaces); results are merged by score.
-            memory_types: only memories whose metadata ``memory_type`` (or ``type``, or the item kind) is one
-                of these.
+            space_paths: only these spaces (and their sub-spaces).
+            memory_types: only memories whose metadata ``memory_type`` (or ``type``, or item kind) is one of
+                these.
+            graph_augmented: use ``GraphAugmentedRecall`` (several angles, edge walk).
+            query_time: "now" for relative times in the query.
 
         Returns:
             Best first, each with ``kref, score, _item_kref, title, summary, type, space, created_at, tags``
             beside the ``Memory.recall`` fields.
         """
-        if memory_types is not None and (isinstance(memory_types, str) or not all(
-                isinstance(value, str) for value in memory_types)):
-            raise InvalidArgumentError("memory_types must be a list of strings")
-        if space_paths is not None and isinstance(space_paths, str):
-            raise InvalidArgumentError("space_paths must be a list of space paths")
-        return await asyncio.to_thread(self._recall, query, limit, space_paths, memory_types)
+        if graph_augmented:
+            hits = await self.graph_recall.recall(query, limit=limit, space_paths=space_paths,
+                                                  memory_types=memory_types)
+        else:
+            hits = await asyncio.to_thread(self.memory.recall, query, limit=limit, space_paths=space_paths,
+                                           memory_types=memory_types, query_time=query_time)
+        return [self._shaped(hit) for hit in hits]
 
-    def _recall(self, query: str, limit: int, space_paths: Sequence[str] | None,
-                memory_types: Sequence[str] | None) -> list[dict[str, Any]]:
-        wanted = set(memory_types) if memory_types else None
-        pool = limit if wanted is None else min(MAX_RECALL_LIMIT, limit * 4)
-        spaces: Sequence[str | None] = list(space_paths) if space_paths else [None]
-        merged: dict[str, dict[str, Any]] = {}
-        for space in spaces:
-            for hit in self.memory.recall(query, limit=pool, space=space):
-                merged.setdefault(hit["kref"], hit)
-        results = []
-        for hit in sorted(merged.values(), key=lambda h: -h["score"]):
-            memory_type = hit["metadata"].get("memory_type") or hit["metadata"].get("type") or hit["kind"]
-            if wanted is not None and memory_type not in wanted:
-                continue
-            results.append({**hit, "_item_kref": hit["item_kref"], "summary": hit["content"], "type": memory_type})
-        return results[:limit]
+    @staticmethod
+    def _shaped(hit: dict[str, Any]) -> dict[str, Any]:
+        metadata = hit.get("metadata", {})
+        memory_type = metadata.get("memory_type") or metadata.get("type") or hit.get("kind")
+        return {**hit, "_item_kref": hit["item_kref"], "summary": hit["content"], "type": memory_type}
+
+    async def discover_edges_post_consolidation(self, revision_kref: str, summary: str,
+                                                **options: Any) -> list[dict[str, Any]]:
+        """Link a new memory to related ones (``GraphAugmentedRecall.discover_edges``)."""
+        return await self.graph_recall.discover_edges(revision_kref, summary, **options)
+
+    def build_recalled_context(self, memories: Sequence[Mapping[str, Any]], query: str = "",
+                               recall_mode: str | None = None) -> str:
+        """Render recalled memories for a prompt (see the module function ``build_recalled_context``)."""
+        return build_recalled_context(memories, query)
 
     async def close(self) -> None:
         """Close the memory if this manager created it."""
@@ -3910,8 +4153,23 @@ def _cmd_remember(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
     return {"kref": kref}, kref
 
 
+def _json_argument(text: str | None, flag: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgumentError(f"{flag} is not JSON: {exc.msg}") from exc
+
+
 def _cmd_recall(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
-    results = memory.recall(args.query, limit=args.limit, space=args.space)
+    options = dict(limit=args.limit, space_paths=args.space, memory_types=args.type,
+                   where=_json_argument(args.where, "--where"), min_score=args.min_score, as_of=args.as_of,
+                   include_superseded=args.history)
+    if args.context:
+        engaged = memory.engage(args.query, **options)
+        return engaged, engaged["context"] or "(no memories match)"
+    results = memory.recall(args.query, **options)
     text = "\n".join(f"{hit['score']:8.3f}  {hit['kref']}\n          {hit['title']}" for hit in results)
     return results, text or "(no memories match)"
 
@@ -4047,7 +4305,13 @@ def build_cli_parser() -> argparse.ArgumentParser:
     sub = command("recall", _cmd_recall, "find the memories that best match a query")
     sub.add_argument("query")
     sub.add_argument("--limit", type=int, default=5)
-    sub.add_argument("--space")
+    sub.add_argument("--space", action="append", help="only this space and below (repeatable)")
+    sub.add_argument("--type", action="append", help="only this memory type (repeatable)")
+    sub.add_argument("--where", metavar="JSON", help='metadata filter, e.g. \'{"speaker": "Ann"}\'')
+    sub.add_argument("--min-score", type=float)
+    sub.add_argument("--as-of", metavar="TIME", help="recall what was current then (ISO 8601)")
+    sub.add_argument("--history", action="store_true", help="include older and superseded revisions")
+    sub.add_argument("--context", action="store_true", help="print the prompt context instead of a list")
     command("get", _cmd_get, "show one revision (any kref form)").add_argument("kref")
     command("history", _cmd_history, "list an item's revisions, oldest first").add_argument("kref")
     for name, handler, summary in (("tag", _cmd_tag, "point a tag at a revision"),
