@@ -3879,7 +3879,7 @@ class Memory:
         if not terms and query_vector is None:
             return []
         window = parse_time_window(query, anchor)
-        pool = limit + 10           # room for evidence grades to reorder; signals double it when they apply
+        pool = limit + 5            # room for evidence grades to reorder; signals double it when they apply
         filtered = checked_where is not None or types is not None or mmr_lambda is not None or min_score is not None
         while True:
             hits = self._backend.search(RecallQuery(

@@ -114,3 +114,13 @@ def test_readme_documents_every_cli_command_and_the_ci_runs_its_test_command():
     match = re.search(r"<!-- test-command -->\s*```(?:bash|sh)?\n(.+?)\n```", readme, flags=re.S)
     assert match, "README must mark its test command with <!-- test-command -->"
     assert "test-command" in ci
+
+
+def test_readme_figures_match_the_probe_results():
+    """README numbers are generated from probes/results by probes/readme_figures.py and cannot drift."""
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "probes", "readme_figures.py"), "--check"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    for name in ("locomo", "scale", "store"):
+        assert f"<!-- figures:{name} -->\n|" in readme, f"figures block {name} is empty"

@@ -1,0 +1,104 @@
+"""Regenerate the README's measured figures from probes/results/*.json.
+
+Usage: python probes/readme_figures.py [--check]
+
+Each table lives in README.md between ``<!-- figures:NAME -->`` and ``<!-- /figures:NAME -->``. Without
+--check the README is rewritten; with --check it exits 1 when the README differs from the results (the
+test suite runs this check, so README numbers cannot drift from the probes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "probes", "results")
+README = os.path.join(ROOT, "README.md")
+
+
+def _load(name: str) -> dict | None:
+    path = os.path.join(RESULTS, f"{name}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as stream:
+        return json.load(stream)
+
+
+def locomo_table(document: dict) -> str:
+    names = {"kumiho_memory": "kumiho_memory (lexical + signals, stdlib only)",
+             "kumiho_memory+minilm": "kumiho_memory hybrid (+ all-MiniLM-L6-v2)",
+             "minilm": "all-MiniLM-L6-v2 dense alone", "rank-bm25": "rank-bm25 (BM25Okapi)", "bm25s": "bm25s"}
+    rows = ["| system | recall@5 | recall@10 | recall@20 | hit@10 | query p50 |", "|---|---|---|---|---|---|"]
+    for key, label in names.items():
+        figures = document["figures"].get(key)
+        if not figures:
+            continue
+        overall = figures["all"]
+        rows.append(f"| {label} | {overall['recall@5']:.3f} | {overall['recall@10']:.3f} | {overall['recall@20']:.3f} "
+                    f"| {overall['hit@10']:.3f} | {figures['query_p50_ms']:.2f} ms |")
+    ours = document["figures"]["kumiho_memory"]
+    categories = " · ".join(f"{name} {ours[name]['recall@10']:.3f}"
+                            for name in ("single-hop", "temporal", "multi-hop", "open-domain") if name in ours)
+    return "\n".join(rows) + f"\n\nrecall@10 by category (ours): {categories}. {ours['questions']} questions."
+
+
+def scale_table(document: dict) -> str:
+    figures = document["figures"]
+    labels = {"ours": "kumiho_memory (in memory)", "ours-disk": "kumiho_memory (file store)",
+              "rank-bm25": "rank-bm25", "bm25s": "bm25s"}
+    rows = ["| system | N | query p50 | query p95 | index build | peak RSS |", "|---|---|---|---|---|---|"]
+    for key, label in labels.items():
+        for size, row in sorted(figures.get(key, {}).items(), key=lambda pair: int(pair[0])):
+            if "query_p50_ms" not in row:
+                continue
+            build = row.get("first_query_ms", 0) / 1000.0 if key.startswith("ours") else row.get("index_s", 0)
+            rows.append(f"| {label} | {int(size):,} | {row['query_p50_ms']:.2f} ms | {row['query_p95_ms']:.2f} ms "
+                        f"| {build:.1f} s | {row['peak_rss_mb']:.0f} MB |")
+    return "\n".join(rows)
+
+
+def store_table(document: dict) -> str:
+    memory, disk = document["figures"]["in_memory"], document["figures"]["on_disk"]
+    rows = ["| | in memory | on disk (durable) |", "|---|---|---|",
+            f"| writes per second (one transaction each) | {memory['writes_per_second']:,.0f} | {disk['writes_per_second']:,.0f} |",
+            f"| `get` p50 | {memory['get_p50_ms']:.3f} ms | {disk['get_p50_ms']:.3f} ms |",
+            f"| `recall` p50 | {memory['recall_p50_ms']:.3f} ms | {disk['recall_p50_ms']:.3f} ms |",
+            f"| `forget` p50 (incl. scrub) | {memory['forget_p50_ms']:.3f} ms | {disk['forget_p50_ms']:.3f} ms |"]
+    return "\n".join(rows)
+
+
+TABLES = {"locomo": ("locomo_retrieval", locomo_table), "scale": ("scale", scale_table),
+          "store": ("store_basics", store_table)}
+
+
+def render(readme: str) -> str:
+    """The README with every figures block regenerated from the results files."""
+    for name, (result, build) in TABLES.items():
+        document = _load(result)
+        if document is None:
+            continue
+        pattern = re.compile(rf"(<!-- figures:{name} -->\n).*?(\n<!-- /figures:{name} -->)", flags=re.S)
+        readme = pattern.sub(lambda match: match.group(1) + build(document) + match.group(2), readme)
+    return readme
+
+
+def main() -> int:
+    with open(README, encoding="utf-8") as stream:
+        current = stream.read()
+    updated = render(current)
+    if "--check" in sys.argv[1:]:
+        if updated != current:
+            print("README figures differ from probes/results; run: python probes/readme_figures.py",
+                  file=sys.stderr)
+            return 1
+        return 0
+    with open(README, "w", encoding="utf-8") as stream:
+        stream.write(updated)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
