@@ -2,8 +2,9 @@
 
 Copy this file into an agent project and you get a versioned memory graph that works offline with
 nothing installed: items with immutable revisions, movable tags with a time-travel history, typed edges
-between revisions, kref addresses compatible with the Kumiho SDK, and lexical recall. Give it a path and
-it is durable (SQLite in WAL mode); leave the path out and it lives in memory.
+between revisions, kref addresses compatible with the Kumiho SDK, and strong recall (BM25 with the signals a
+memory has: who, when, thread neighbours, typed edges, evidence grades; embeddings optional). Give it a path
+and it is durable (SQLite in WAL mode); leave the path out and it lives in memory.
 
 Quickstart::
 
@@ -20,15 +21,18 @@ Sections (each uses only those above it):
     3. foundations    clocks, id factories, instants, canonical JSON, hashing, lazy imports
     4. configuration  frozen settings and the environment variables they read (only when asked)
     5. data model     krefs, names, evidence levels, record types
-    6. text           tokenizer, Porter stemmer, BM25 scoring
+    6. text           tokenizer, Porter stemmer, BM25, the impact-ordered recall index
     7. storage        the graph-backend interface and the embedded SQLite engine
-    8. facades        the sync ``Memory`` and the async ``UniversalMemoryManager``
-    9. export         JSON lines and Mermaid renderings of the graph
-   10. CLI            ``main(argv=None) -> int``
+    8. recall         time words, filters, evidence weights, reranking, embeddings, graph augmentation,
+                      prompt context
+    9. facades        the sync ``Memory`` and the async ``UniversalMemoryManager``
+   10. export         JSON lines and Mermaid renderings of the graph
+   11. CLI            ``main(argv=None) -> int``
 
 Optional extras (``pip install 'kumiho-memory-onefile[EXTRA]'``), each imported only by the code that needs
 it: ``redis`` (working memory on Redis), ``kumiho`` (the Kumiho graph server), ``mcp`` (the MCP server
-script), ``embed`` (embedding adapters). None of them is needed for anything in this file today.
+script), ``embed`` (embedding adapters). None of them is needed for anything in this file today: the
+embedding adapter speaks HTTP with ``urllib``.
 
 Design rules: nothing runs at import (no files, no environment reads, no clients, no threads); time and ids
 come from injected objects so every run is reproducible; revisions are immutable once written; every write
@@ -1226,6 +1230,60 @@ class RevisionDraft:
     vector_model: str = ""
 
 
+@dataclasses.dataclass(frozen=True)
+class RecallSignals:
+    """How much each signal beyond the words counts (set a weight to 0 to turn it off).
+
+    Attributes:
+        neighbour_terms: share of the words of the messages around a message (within ``neighbour_window``
+            in its thread) indexed with it, so an answer is found by the question before it.
+        neighbour_window: how many messages each way lend their words.
+        neighbour_spread: share of a strong hit's score lent to its thread neighbours at query time.
+        who: boost factor for memories by or about a person or entity the query names.
+        when: boost factor for memories whose ``event_date`` falls in (or near) a time the query names.
+        when_scale_days: how fast the time boost fades outside the named window.
+        edges: share of a top hit's score lent to memories joined to it by one of ``edge_types``.
+        edge_seeds: how many top hits lend over edges.
+    """
+
+    neighbour_terms: float = 0.15
+    neighbour_window: int = 2
+    neighbour_spread: float = 0.0
+    who: float = 0.5
+    when: float = 1.0
+    when_scale_days: float = 3.0
+    edges: float = 0.5
+    edge_seeds: int = 5
+    edge_types: tuple[str, ...] = (DERIVED_FROM, DEPENDS_ON, REFERENCED, CONTAINS, CREATED_FROM, SUPPORTS,
+                                   CONTRADICTS, RELATED_TO, ABOUT)
+
+
+@dataclasses.dataclass(frozen=True)
+class RecallQuery:
+    """What a backend needs to score candidates for one recall (built by ``Memory.recall``)."""
+
+    project: str
+    terms: tuple[str, ...]
+    pool: int
+    spaces: tuple[str, ...] | None = None
+    as_of: float | None = None
+    include_superseded: bool = False
+    time_window: tuple[float, float] | None = None
+    keep: int | None = None       # how many of the best candidates to return (default: the whole pool)
+    query_vector: tuple[float, ...] | None = None   # unit length; turns on the semantic channel
+    semantic_weight: float = 0.3
+
+
+@dataclasses.dataclass
+class ScoredRevision:
+    """A candidate from a backend: the revision (made for this call alone), its score, and which signals
+    touched it."""
+
+    record: RevisionRecord
+    score: float
+    signals: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
 class GraphBackend(abc.ABC):
     """The graph operations ``Memory`` needs; the embedded engine and the Kumiho server implement them.
 
@@ -1361,60 +1419,6 @@ def event_epoch(metadata: Mapping[str, Any]) -> float | None:
         return parse_instant(value).timestamp()
     except InvalidArgumentError:
         return None
-
-
-@dataclasses.dataclass(frozen=True)
-class RecallSignals:
-    """How much each signal beyond the words counts (set a weight to 0 to turn it off).
-
-    Attributes:
-        neighbour_terms: share of the words of the messages around a message (within ``neighbour_window``
-            in its thread) indexed with it, so an answer is found by the question before it.
-        neighbour_window: how many messages each way lend their words.
-        neighbour_spread: share of a strong hit's score lent to its thread neighbours at query time.
-        who: boost factor for memories by or about a person or entity the query names.
-        when: boost factor for memories whose ``event_date`` falls in (or near) a time the query names.
-        when_scale_days: how fast the time boost fades outside the named window.
-        edges: share of a top hit's score lent to memories joined to it by one of ``edge_types``.
-        edge_seeds: how many top hits lend over edges.
-    """
-
-    neighbour_terms: float = 0.15
-    neighbour_window: int = 2
-    neighbour_spread: float = 0.0
-    who: float = 0.5
-    when: float = 1.0
-    when_scale_days: float = 3.0
-    edges: float = 0.5
-    edge_seeds: int = 5
-    edge_types: tuple[str, ...] = (DERIVED_FROM, DEPENDS_ON, REFERENCED, CONTAINS, CREATED_FROM, SUPPORTS,
-                                   CONTRADICTS, RELATED_TO, ABOUT)
-
-
-@dataclasses.dataclass(frozen=True)
-class RecallQuery:
-    """What a backend needs to score candidates for one recall (built by ``Memory.recall``)."""
-
-    project: str
-    terms: tuple[str, ...]
-    pool: int
-    spaces: tuple[str, ...] | None = None
-    as_of: float | None = None
-    include_superseded: bool = False
-    time_window: tuple[float, float] | None = None
-    keep: int | None = None       # how many of the best candidates to return (default: the whole pool)
-    query_vector: tuple[float, ...] | None = None   # unit length; turns on the semantic channel
-    semantic_weight: float = 0.3
-
-
-@dataclasses.dataclass
-class ScoredRevision:
-    """A candidate from a backend: the revision (made for this call alone), its score, and which signals
-    touched it."""
-
-    record: RevisionRecord
-    score: float
-    signals: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 class _RecallState:
