@@ -66,6 +66,7 @@ import os
 import re
 import secrets
 import sqlite3
+import statistics
 import sys
 import threading
 import time
@@ -1703,21 +1704,30 @@ class _RecallState:
     def _nearest(self, vector: Sequence[float], k: int, eligible: Container[int]) -> list[tuple[int, float]]:
         """The ``k`` eligible revisions whose embeddings are closest (cosine) to a unit ``vector``."""
         query = array.array("f", vector)
-        scored = [(doc_id, sum(map(operator.mul, stored, query)))
-                  for doc_id, stored in self.vectors.items() if doc_id in eligible]
+        vectors = self.vectors
+        if isinstance(eligible, (set, frozenset)) and len(eligible) < len(vectors):
+            pairs = ((doc_id, vectors[doc_id]) for doc_id in eligible if doc_id in vectors)
+        else:
+            pairs = ((doc_id, stored) for doc_id, stored in vectors.items() if doc_id in eligible)
+        scored = [(doc_id, sum(map(operator.mul, stored, query))) for doc_id, stored in pairs]
         return heapq.nlargest(k, scored, key=lambda pair: pair[1])
 
     @staticmethod
     def _fuse(lexical: list[tuple[int, float]], semantic: list[tuple[int, float]],
               weight: float) -> list[tuple[int, float]]:
-        """Weighted sum of the two channels, each scaled so its best candidate is 1; best first."""
+        """Weighted sum of the two channels, each scaled so its best candidate is 1; best first.
+
+        Embedding cosines crowd together, so they are measured from their median first: only what stands
+        out from the crowd counts.
+        """
         lexical_top = lexical[0][1] if lexical else 1.0
-        semantic_top = semantic[0][1] if semantic and semantic[0][1] > 0 else 1.0
+        middle = statistics.median(score for _, score in semantic) if semantic else 0.0
+        semantic_top = (semantic[0][1] - middle) if semantic and semantic[0][1] > middle else 1.0
         fused: dict[int, float] = {}
         for doc_id, score in lexical:
             fused[doc_id] = (1.0 - weight) * score / lexical_top
         for doc_id, score in semantic:
-            fused[doc_id] = fused.get(doc_id, 0.0) + weight * max(score, 0.0) / semantic_top
+            fused[doc_id] = fused.get(doc_id, 0.0) + weight * max(score - middle, 0.0) / semantic_top
         return sorted(fused.items(), key=lambda pair: -pair[1])
 
     def candidates(self, query: RecallQuery, eligible: Container[int]) -> list[tuple[int, float, dict[str, Any]]]:
@@ -3136,7 +3146,8 @@ class OpenAICompatEmbeddingAdapter:
                  timeout: float = 30.0, batch_size: int = 64, retries: int = 2,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         if not isinstance(base_url, str) or not re.match(r"^https?://", base_url):
-            raise InvalidArgumentError(f"base_url must be an http(s) URL, not {base_url!r}")
+            shown = _redact_url(base_url) if isinstance(base_url, str) else type(base_url).__name__
+            raise InvalidArgumentError(f"base_url must be an http(s) URL, not {shown!r}")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgumentError("batch_size must be a positive integer")
         self.base_url = base_url.rstrip("/")
@@ -3159,7 +3170,12 @@ class OpenAICompatEmbeddingAdapter:
             vectors.extend(self._request(list(texts[start:start + self.batch_size]), model or self.model))
         return vectors
 
+    def _masked(self, text: str) -> str:
+        """``text`` with the API key blotted out (servers sometimes echo it back)."""
+        return text.replace(self._api_key, "***") if self._api_key else text
+
     def _request(self, texts: list[str], model: str) -> list[list[float]]:
+        import http.client
         import urllib.error
         import urllib.request
         body = json.dumps({"model": model, "input": texts}).encode("utf-8")
@@ -3174,13 +3190,14 @@ class OpenAICompatEmbeddingAdapter:
                     payload = json.loads(response.read().decode("utf-8"))
                 break
             except urllib.error.HTTPError as exc:
-                detail = exc.read(300).decode("utf-8", "replace") if exc.fp else ""
+                detail = self._masked(exc.read(300).decode("utf-8", "replace")) if exc.fp else ""
                 transient = exc.code == 429 or exc.code >= 500
                 error = ServiceError(f"embedding request to {where} failed: HTTP {exc.code} {detail}".strip(),
                                      transient=transient, status=exc.code)
-            except (urllib.error.URLError, OSError) as exc:
-                reason = getattr(exc, "reason", exc)
-                error = ServiceError(f"embedding service at {where} unreachable: {reason}", transient=True)
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+                reason = self._masked(str(getattr(exc, "reason", exc)))
+                error = ServiceError(f"embedding service at {where} unreachable or cut off: {reason}",
+                                     transient=True)
             except (ValueError, UnicodeDecodeError) as exc:
                 raise ServiceError(f"embedding service at {where} answered with invalid JSON: {exc}",
                                    transient=False) from exc
@@ -3484,6 +3501,11 @@ def _title_from_content(content: str) -> str:
     return first_line[: TITLE_FROM_CONTENT_CHARS - 1].rstrip() + "…"
 
 
+def _embedding_text(title: str, content: str) -> str:
+    """What is embedded for a memory: its content, with the title first when it adds something."""
+    return content if title == _title_from_content(content) else f"{title}\n{content}"
+
+
 def _checked_text(value: Any, name: str, *, limit: int, allow_empty: bool = False) -> str:
     if not isinstance(value, str):
         raise InvalidArgumentError(f"{name} must be a string, not {type(value).__name__}")
@@ -3531,7 +3553,7 @@ class Memory:
         busy_timeout: seconds a write waits for another process's lock.
         embedder: optional ``EmbeddingAdapter`` or callable ``texts -> vectors``; turns on hybrid recall.
             A failing embedder never fails a write: the memory is stored, and its vector is added later by
-            ``backfill_embeddings`` (or the next recall).
+            ``backfill_embeddings``, or a few at a time by the next writes and recalls once it answers.
         evidence_rank: default evidence weighting for ``recall`` (``EvidenceRankConfig``).
 
     Raises:
@@ -3555,6 +3577,7 @@ class Memory:
         self.embedding_model = str(getattr(embedder, "model", "") or type(embedder).__name__) if embedder else ""
         self.evidence_rank = evidence_rank or EvidenceRankConfig()
         self.last_embedding_error: ServiceError | None = None
+        self._vectors_pending = False
         self._backend = backend or SQLiteGraph(path, clock=self._clock, busy_timeout=busy_timeout)
 
     @classmethod
@@ -3644,7 +3667,9 @@ class Memory:
             name = f"{slugify(key)}-{hashlib.sha1(key.encode('utf-8')).hexdigest()[:8]}"
         else:
             name = f"{kind}-{self._ids.new_id()}"
-        vector = self._embed_texts([title + "\n" + content])
+        vector = self._embed_texts([_embedding_text(title, content)])
+        if vector is not None:
+            self._catch_up_embeddings()
         draft = RevisionDraft(project=self.project, space=space, kind=kind, name=name, title=title,
                               content=content, metadata=checked_metadata, tags=checked_tags, key=key,
                               item=item_kref, vector=vector[0] if vector else None,
@@ -3659,13 +3684,24 @@ class Memory:
             return None
         try:
             vectors = self._embed(texts)
-            if len(vectors) != len(texts):
-                raise ServiceError(f"embedder returned {len(vectors)} vectors for {len(texts)} texts",
-                                   transient=False)
-            return [unit_vector(vector) for vector in vectors]
-        except (ServiceError, InvalidArgumentError, OSError) as exc:
-            self.last_embedding_error = exc if isinstance(exc, ServiceError) else ServiceError(str(exc))
+            if not isinstance(vectors, Sequence) or len(vectors) != len(texts):
+                raise ServiceError(f"embedder returned {len(vectors) if isinstance(vectors, Sequence) else vectors!r} "
+                                   f"vectors for {len(texts)} texts", transient=False)
+            unit = [unit_vector(vector) for vector in vectors]
+        except Exception as exc:  # the embedder is the caller's code: whatever it raises must not fail a write
+            self.last_embedding_error = exc if isinstance(exc, ServiceError) else ServiceError(
+                f"embedder failed: {type(exc).__name__}: {exc}", transient=False)
+            self._vectors_pending = True
             return None
+        self.last_embedding_error = None
+        return unit
+
+    def _catch_up_embeddings(self) -> None:
+        """After an embedder outage, add the missing vectors a few at a time once it answers again."""
+        if self._vectors_pending and self._embed is not None:
+            self._vectors_pending = False
+            if self.backfill_embeddings(max_revisions=32) == 32:
+                self._vectors_pending = True
 
     def backfill_embeddings(self, *, batch_size: int = 64, max_revisions: int | None = None) -> int:
         """Embed stored revisions that have no vector yet (e.g. written while the embedder was down).
@@ -3681,7 +3717,7 @@ class Memory:
             pending = self._backend.revisions_without_vector(self.project, wanted)
             if not pending:
                 break
-            vectors = self._embed_texts([record.title + "\n" + record.content for record in pending])
+            vectors = self._embed_texts([_embedding_text(record.title, record.content) for record in pending])
             if vectors is None:
                 break
             for record, vector in zip(pending, vectors):
@@ -3880,6 +3916,8 @@ class Memory:
         if self._embed is not None and semantic_weight > 0:
             vectors = self._embed_texts([query])
             query_vector = vectors[0] if vectors else None
+            if query_vector is not None:
+                self._catch_up_embeddings()
         if not terms and query_vector is None:
             return []
         window = parse_time_window(query, anchor)
