@@ -1701,8 +1701,10 @@ class _RecallState:
                 chosen.append(space_id)
         return chosen
 
-    def _nearest(self, vector: Sequence[float], k: int, eligible: Container[int]) -> list[tuple[int, float]]:
-        """The ``k`` eligible revisions whose embeddings are closest (cosine) to a unit ``vector``."""
+    def _nearest(self, vector: Sequence[float], k: int,
+                 eligible: Container[int]) -> tuple[list[tuple[int, float]], float]:
+        """The ``k`` eligible revisions whose embeddings are closest (cosine) to a unit ``vector``, and the
+        median cosine over all eligible revisions."""
         query = array.array("f", vector)
         vectors = self.vectors
         if isinstance(eligible, (set, frozenset)) and len(eligible) < len(vectors):
@@ -1710,18 +1712,19 @@ class _RecallState:
         else:
             pairs = ((doc_id, stored) for doc_id, stored in vectors.items() if doc_id in eligible)
         scored = [(doc_id, sum(map(operator.mul, stored, query))) for doc_id, stored in pairs]
-        return heapq.nlargest(k, scored, key=lambda pair: pair[1])
+        if not scored:
+            return [], 0.0
+        return heapq.nlargest(k, scored, key=lambda pair: pair[1]), statistics.median(score for _, score in scored)
 
     @staticmethod
-    def _fuse(lexical: list[tuple[int, float]], semantic: list[tuple[int, float]],
+    def _fuse(lexical: list[tuple[int, float]], semantic: list[tuple[int, float]], middle: float,
               weight: float) -> list[tuple[int, float]]:
         """Weighted sum of the two channels, each scaled so its best candidate is 1; best first.
 
-        Embedding cosines crowd together, so they are measured from their median first: only what stands
-        out from the crowd counts.
+        Embedding cosines crowd together, so they are measured from the median over all eligible memories:
+        only what stands out from the crowd counts.
         """
         lexical_top = lexical[0][1] if lexical else 1.0
-        middle = statistics.median(score for _, score in semantic) if semantic else 0.0
         semantic_top = (semantic[0][1] - middle) if semantic and semantic[0][1] > middle else 1.0
         fused: dict[int, float] = {}
         for doc_id, score in lexical:
@@ -1739,7 +1742,8 @@ class _RecallState:
         depth = 2 * query.pool if reorders else query.pool
         hits = self.index.search(weights, depth, eligible)
         if query.query_vector is not None and self.vectors:
-            hits = self._fuse(hits, self._nearest(query.query_vector, depth, eligible), query.semantic_weight)
+            nearest, middle = self._nearest(query.query_vector, depth, eligible)
+            hits = self._fuse(hits, nearest, middle, query.semantic_weight)
         scores = dict(hits)
         notes: dict[int, dict[str, Any]] = {doc_id: {} for doc_id in scores}
         if signals.neighbour_spread and hits:
@@ -1791,7 +1795,7 @@ CREATE TABLE spaces (
     project TEXT NOT NULL, path TEXT NOT NULL, created_at TEXT NOT NULL,
     PRIMARY KEY (project, path));
 CREATE TABLE items (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,     -- ids are never reused: logs and indexes may name old ones
     project TEXT NOT NULL, space TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
     key TEXT, metadata TEXT NOT NULL, created_at TEXT NOT NULL,
     deprecated INTEGER NOT NULL DEFAULT 0, deprecated_at TEXT,
@@ -1800,7 +1804,7 @@ CREATE TABLE items (
     UNIQUE (project, space, name, kind));
 CREATE UNIQUE INDEX items_by_key ON items (project, space, key) WHERE key IS NOT NULL;
 CREATE TABLE revisions (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     item_id INTEGER NOT NULL, number INTEGER NOT NULL,
     title TEXT NOT NULL, content TEXT NOT NULL, metadata TEXT NOT NULL, content_hash TEXT NOT NULL,
     created_at TEXT NOT NULL, deprecated INTEGER NOT NULL DEFAULT 0, deprecated_at TEXT,
@@ -2341,12 +2345,14 @@ class SQLiteGraph(GraphBackend):
         with self._write() as conn:
             item_id = self._item_row(conn, kref)[0]
             stamp = self._now() if deprecated else None
+            # deprecated_at keeps the first deprecation: deprecating again changes nothing.
+            sql = ("UPDATE {table} SET deprecated = ?, deprecated_at = CASE WHEN deprecated = 1 AND ? = 1 "
+                   "THEN deprecated_at ELSE ? END WHERE id = ?")
             if kref.is_bare_item:
-                conn.execute("UPDATE items SET deprecated = ?, deprecated_at = ? WHERE id = ?",
-                             (int(deprecated), stamp, item_id))
+                conn.execute(sql.format(table="items"), (int(deprecated), int(deprecated), stamp, item_id))
             else:
-                conn.execute("UPDATE revisions SET deprecated = ?, deprecated_at = ? WHERE id = ?",
-                             (int(deprecated), stamp, self._revision_id(conn, kref)))
+                conn.execute(sql.format(table="revisions"),
+                             (int(deprecated), int(deprecated), stamp, self._revision_id(conn, kref)))
             self._log_change(conn, item_id)
 
     def forget(self, kref: Kref) -> dict[str, Any]:
@@ -2364,6 +2370,11 @@ class SQLiteGraph(GraphBackend):
                 f"SELECT DISTINCT r.item_id FROM edges e JOIN revisions r ON r.id IN (e.source_id, e.target_id) "
                 f"WHERE e.source_id IN ({marks}) OR e.target_id IN ({marks})", revision_ids * 2)]
             self._log_change(conn, item_id, *linked_items)
+            # A thread whose last message is forgotten continues from the message before it.
+            conn.execute(f"UPDATE threads SET last_revision_id = coalesce((SELECT e.target_id FROM edges e WHERE "
+                         f"e.source_id = threads.last_revision_id AND e.edge_type = '{FOLLOWS}' AND e.target_id NOT IN "
+                         f"({marks})), -1) WHERE last_revision_id IN ({marks})", revision_ids * 2)
+            conn.execute("DELETE FROM threads WHERE last_revision_id = -1")
             edge_count = conn.execute(
                 f"DELETE FROM edges WHERE source_id IN ({marks}) OR target_id IN ({marks})",
                 revision_ids * 2).rowcount
@@ -3954,7 +3965,7 @@ class Memory:
             result["score"] = round(result["score"] / top * min(boost, 1.0 + prefer_max_boost), 6)
             result["base_score"] = result["score"]
         results.sort(key=lambda result: -result["score"])
-        apply_evidence_weights(results, evidence_rank)
+        apply_evidence_weights(results, evidence_rank or self.evidence_rank)
         if recency_half_life_days:
             apply_recency(results, anchor, recency_half_life_days)
         if min_score is not None:
