@@ -66,7 +66,6 @@ import os
 import re
 import secrets
 import sqlite3
-import statistics
 import sys
 import threading
 import time
@@ -1272,7 +1271,7 @@ class RecallQuery:
     time_window: tuple[float, float] | None = None
     keep: int | None = None       # how many of the best candidates to return (default: the whole pool)
     query_vector: tuple[float, ...] | None = None   # unit length; turns on the semantic channel
-    semantic_weight: float = 0.3
+    semantic_weight: float = 0.2
 
 
 @dataclasses.dataclass
@@ -1701,10 +1700,8 @@ class _RecallState:
                 chosen.append(space_id)
         return chosen
 
-    def _nearest(self, vector: Sequence[float], k: int,
-                 eligible: Container[int]) -> tuple[list[tuple[int, float]], float]:
-        """The ``k`` eligible revisions whose embeddings are closest (cosine) to a unit ``vector``, and the
-        median cosine over all eligible revisions."""
+    def _nearest(self, vector: Sequence[float], k: int, eligible: Container[int]) -> list[tuple[int, float]]:
+        """The ``k`` eligible revisions whose embeddings are closest (cosine) to a unit ``vector``."""
         query = array.array("f", vector)
         vectors = self.vectors
         if isinstance(eligible, (set, frozenset)) and len(eligible) < len(vectors):
@@ -1712,25 +1709,19 @@ class _RecallState:
         else:
             pairs = ((doc_id, stored) for doc_id, stored in vectors.items() if doc_id in eligible)
         scored = [(doc_id, sum(map(operator.mul, stored, query))) for doc_id, stored in pairs]
-        if not scored:
-            return [], 0.0
-        return heapq.nlargest(k, scored, key=lambda pair: pair[1]), statistics.median(score for _, score in scored)
+        return heapq.nlargest(k, scored, key=lambda pair: pair[1])
 
     @staticmethod
-    def _fuse(lexical: list[tuple[int, float]], semantic: list[tuple[int, float]], middle: float,
+    def _fuse(lexical: list[tuple[int, float]], semantic: list[tuple[int, float]],
               weight: float) -> list[tuple[int, float]]:
-        """Weighted sum of the two channels, each scaled so its best candidate is 1; best first.
-
-        Embedding cosines crowd together, so they are measured from the median over all eligible memories:
-        only what stands out from the crowd counts.
-        """
+        """Weighted sum of the two channels, each scaled so its best candidate is 1; best first."""
         lexical_top = lexical[0][1] if lexical else 1.0
-        semantic_top = (semantic[0][1] - middle) if semantic and semantic[0][1] > middle else 1.0
+        semantic_top = semantic[0][1] if semantic and semantic[0][1] > 0 else 1.0
         fused: dict[int, float] = {}
         for doc_id, score in lexical:
             fused[doc_id] = (1.0 - weight) * score / lexical_top
         for doc_id, score in semantic:
-            fused[doc_id] = fused.get(doc_id, 0.0) + weight * max(score - middle, 0.0) / semantic_top
+            fused[doc_id] = fused.get(doc_id, 0.0) + weight * max(score, 0.0) / semantic_top
         return sorted(fused.items(), key=lambda pair: -pair[1])
 
     def candidates(self, query: RecallQuery, eligible: Container[int]) -> list[tuple[int, float, dict[str, Any]]]:
@@ -1742,8 +1733,7 @@ class _RecallState:
         depth = 2 * query.pool if reorders else query.pool
         hits = self.index.search(weights, depth, eligible)
         if query.query_vector is not None and self.vectors:
-            nearest, middle = self._nearest(query.query_vector, depth, eligible)
-            hits = self._fuse(hits, nearest, middle, query.semantic_weight)
+            hits = self._fuse(hits, self._nearest(query.query_vector, depth, eligible), query.semantic_weight)
         scores = dict(hits)
         notes: dict[int, dict[str, Any]] = {doc_id: {} for doc_id in scores}
         if signals.neighbour_spread and hits:
@@ -3863,7 +3853,7 @@ class Memory:
                include_superseded: bool = False, query_time: str | float | _dt.datetime | None = None,
                evidence_rank: EvidenceRankConfig | None = None, recency_half_life_days: float | None = None,
                mmr_lambda: float | None = None, siblings: bool = False,
-               semantic_weight: float = 0.3) -> list[dict[str, Any]]:
+               semantic_weight: float = 0.2) -> list[dict[str, Any]]:
         """Find the memories that best answer ``query``.
 
         Words are matched with BM25 (our tokenizer and Porter stemmer) over an in-memory index, then the
