@@ -1271,6 +1271,7 @@ class RecallQuery:
     time_window: tuple[float, float] | None = None
     keep: int | None = None       # how many of the best candidates to return (default: the whole pool)
     query_vector: tuple[float, ...] | None = None   # unit length; turns on the semantic channel
+    follow_edges: bool = True     # let top hits lend score over typed edges
     semantic_weight: float = 0.2
 
 
@@ -1761,7 +1762,7 @@ class _RecallState:
                     if boost > 1e-3:
                         scores[doc_id] *= 1.0 + boost
                         notes[doc_id]["when"] = round(boost, 4)
-        if signals.edges:
+        if signals.edges and query.follow_edges:
             seeds = heapq.nlargest(signals.edge_seeds, scores.items(), key=lambda pair: pair[1])
             for doc_id, score in seeds:
                 for other, edge_type in self.links.get(doc_id, ()):
@@ -3302,7 +3303,8 @@ class GraphAugmentedRecall:
             raise InvalidArgumentError("GraphAugmentedRecall needs memory= or recall_fn=")
         self.adapter, self.model, self.memory = adapter, model, memory
         self.config = config or GraphAugmentationConfig()
-        self.recall_fn = recall_fn or (lambda query, **options: memory.recall(query, **options))  # type: ignore[union-attr]
+        self.recall_fn = recall_fn or (  # the walk below replaces recall's own edge signal
+            lambda query, **options: memory.recall(query, follow_edges=False, **options))  # type: ignore[union-attr]
         self.last_error: str | None = None
 
     async def _angles(self, query: str, hits: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -3316,20 +3318,23 @@ class GraphAugmentedRecall:
                 reply = await self.adapter.chat(messages=[{"role": "user", "content": prompt}], model=self.model,
                                                 max_tokens=256, json_mode="array")
                 angles = [angle for angle in _json_from_llm(reply) if isinstance(angle, str) and angle.strip()]
+                if not angles:
+                    raise ValueError("the reply held no query strings")
                 return angles[: self.config.reformulate_max_angles]
-            except (KumihoMemoryError, ValueError, TypeError, OSError, asyncio.TimeoutError) as exc:
-                self.last_error = f"reformulation failed, used lexical angles: {exc}"
+            except Exception as exc:  # the adapter is the caller's code: any failure falls back to lexical angles
+                self.last_error = f"reformulation failed, used lexical angles: {type(exc).__name__}: {exc}"
         return lexical_angles(query, hits, self.config.reformulate_max_angles)
 
     async def recall(self, query: str, *, limit: int = 5, space_paths: Sequence[str] | None = None,
                      memory_types: Sequence[str] | None = None, max_total: int | None = None,
-                     max_hops: int | None = None, edge_types: Sequence[str] | None = None) -> list[dict[str, Any]]:
+                     max_hops: int | None = None, edge_types: Sequence[str] | None = None,
+                     query_time: str | float | _dt.datetime | None = None) -> list[dict[str, Any]]:
         """Recall ``query`` from several angles, merge by kref (best score), then add the edge neighbours
         of the top hits (``graph_augmented: True``, ``hop``); if the seeds have no such edges, a second
         recall on their titles stands in for the walk. At most ``max_total`` (default ``3 x limit``)."""
         try:
             return await asyncio.wait_for(
-                self._recall(query, limit, space_paths, memory_types, max_total, max_hops, edge_types),
+                self._recall(query, limit, space_paths, memory_types, max_total, max_hops, edge_types, query_time),
                 timeout=self.config.traversal_timeout)
         except asyncio.TimeoutError as exc:
             raise ServiceError(f"graph-augmented recall took longer than {self.config.traversal_timeout:g}s",
@@ -3337,8 +3342,10 @@ class GraphAugmentedRecall:
 
     async def _recall(self, query: str, limit: int, space_paths: Sequence[str] | None,
                       memory_types: Sequence[str] | None, max_total: int | None, max_hops: int | None,
-                      edge_types: Sequence[str] | None) -> list[dict[str, Any]]:
-        options = {"limit": 2 * limit, "space_paths": space_paths, "memory_types": memory_types}
+                      edge_types: Sequence[str] | None, query_time: Any = None) -> list[dict[str, Any]]:
+        options: dict[str, Any] = {"limit": 2 * limit, "space_paths": space_paths, "memory_types": memory_types}
+        if query_time is not None:
+            options["query_time"] = query_time
         first = await _call(self.recall_fn, query, **options)
         merged = {hit["kref"]: hit for hit in first}
         for angle in await self._angles(query, first):
@@ -3346,9 +3353,9 @@ class GraphAugmentedRecall:
                 if hit["kref"] not in merged or hit["score"] > merged[hit["kref"]]["score"]:
                     merged[hit["kref"]] = {**hit, "angle": angle}
         ranked = sorted(merged.values(), key=lambda hit: -hit["score"])[: 2 * limit]
-        extras = await self._walk(ranked, max_hops or self.config.max_hops,
-                                  set(edge_types or self.config.edge_types))
-        if not extras and ranked and self.memory is not None:
+        extras, had_edges = await self._walk(ranked, max_hops or self.config.max_hops,
+                                             set(edge_types or self.config.edge_types))
+        if not had_edges and ranked and self.memory is not None:
             titles = " ".join(hit.get("title", "") for hit in ranked[:3])
             for hit in await _call(self.recall_fn, titles, **options):
                 if hit["kref"] not in merged:
@@ -3359,10 +3366,14 @@ class GraphAugmentedRecall:
         combined.sort(key=lambda hit: -hit["score"])
         return combined[: max_total or self.config.max_total or 3 * limit]
 
-    async def _walk(self, seeds: list[dict[str, Any]], hops: int, edge_types: set[str]) -> list[dict[str, Any]]:
+    async def _walk(self, seeds: list[dict[str, Any]], hops: int,
+                    edge_types: set[str]) -> tuple[list[dict[str, Any]], bool]:
+        """Neighbours of the seeds over ``edge_types`` (current revisions only), and whether any seed had
+        such an edge at all."""
         if self.memory is None:
-            return []
+            return [], False
         memory = self.memory
+        had_edges = False
         found: dict[str, dict[str, Any]] = {}
         frontier = seeds[: self.config.top_k_for_traversal]
         seen = {hit["kref"] for hit in seeds}
@@ -3373,6 +3384,7 @@ class GraphAugmentedRecall:
                 for edge in edges:
                     if edge["edge_type"] not in edge_types:
                         continue
+                    had_edges = True
                     other = edge["target_kref"] if edge["source_kref"] == seed["kref"] else edge["source_kref"]
                     if edge["edge_type"] == CONTRADICTS:
                         seed.setdefault("contested_by", []).append(other)
@@ -3380,17 +3392,18 @@ class GraphAugmentedRecall:
                         continue
                     try:
                         record = await asyncio.to_thread(memory.get, other)
+                        current = await asyncio.to_thread(memory.get, record["item_kref"])
                     except NotFoundError:
                         continue
-                    if record["deprecated"]:
-                        continue
+                    if record["deprecated"] or current["kref"] != record["kref"]:
+                        continue                     # retired, or an older revision of its belief
                     seen.add(other)
-                    found[other] = {**record, "score": round(seed["score"] * self.config.hop_decay ** hop, 6),
+                    found[other] = {**record, "score": round(seed["score"] * self.config.hop_decay, 6),
                                     "graph_augmented": True, "hop": hop,
                                     "via": {"kref": seed["kref"], "edge_type": edge["edge_type"]}}
                     next_frontier.append(found[other])
             frontier = next_frontier
-        return list(found.values())
+        return list(found.values()), had_edges
 
     async def discover_edges(self, revision_kref: str, summary: str, *, max_queries: int = 5, max_edges: int = 3,
                              min_score: float = 0.3, edge_type: str = REFERENCED,
@@ -3418,8 +3431,8 @@ class GraphAugmentedRecall:
                 reply = await self.adapter.chat(messages=[{"role": "user", "content": prompt}], model=self.model,
                                                 max_tokens=256, json_mode="array")
                 queries = [q for q in _json_from_llm(reply) if isinstance(q, str) and q.strip()][:max_queries]
-            except (KumihoMemoryError, ValueError, TypeError, OSError, asyncio.TimeoutError) as exc:
-                self.last_error = f"edge queries failed, used the summary's sentences: {exc}"
+            except Exception as exc:  # the adapter is the caller's code: fall back to the summary's sentences
+                self.last_error = f"edge queries failed, used the summary's sentences: {type(exc).__name__}: {exc}"
         if not queries:
             sentences = [part.strip() for part in re.split(r"(?<=[.!?])\s+", summary) if len(part.strip()) > 12]
             queries = (sentences or [summary])[:max_queries]
@@ -3853,7 +3866,7 @@ class Memory:
                include_superseded: bool = False, query_time: str | float | _dt.datetime | None = None,
                evidence_rank: EvidenceRankConfig | None = None, recency_half_life_days: float | None = None,
                mmr_lambda: float | None = None, siblings: bool = False,
-               semantic_weight: float = 0.2) -> list[dict[str, Any]]:
+               semantic_weight: float = 0.2, follow_edges: bool = True) -> list[dict[str, Any]]:
         """Find the memories that best answer ``query``.
 
         Words are matched with BM25 (our tokenizer and Porter stemmer) over an in-memory index, then the
@@ -3881,6 +3894,8 @@ class Memory:
             mmr_lambda: if given, diversify the results (maximal marginal relevance, 1.0 = off).
             siblings: attach each item's other revisions that bear on the query as ``sibling_revisions``.
             semantic_weight: with an embedder, the share of the semantic channel in the fused score (0..1).
+            follow_edges: let the top hits pull in their typed-edge neighbours (``GraphAugmentedRecall``
+                turns this off and walks the graph itself).
 
         Returns:
             Best first: ``{kref, item_kref, revision, title, content, score, base_score, metadata, tags,
@@ -3929,7 +3944,7 @@ class Memory:
                 project=self.project, terms=terms, pool=pool, spaces=tuple(spaces) if spaces else None,
                 as_of=None if moment is None else moment.timestamp(), include_superseded=include_superseded,
                 time_window=window, keep=None if filtered else pool, query_vector=query_vector,
-                semantic_weight=float(semantic_weight)))
+                semantic_weight=float(semantic_weight), follow_edges=bool(follow_edges)))
             results = []
             for hit in hits:
                 result = {**hit.record.to_dict(copy_metadata=False), "score": hit.score, "signals": hit.signals}
@@ -4064,7 +4079,7 @@ class UniversalMemoryManager:
         """
         if graph_augmented:
             hits = await self.graph_recall.recall(query, limit=limit, space_paths=space_paths,
-                                                  memory_types=memory_types)
+                                                  memory_types=memory_types, query_time=query_time)
         else:
             hits = await asyncio.to_thread(self.memory.recall, query, limit=limit, space_paths=space_paths,
                                            memory_types=memory_types, query_time=query_time)
