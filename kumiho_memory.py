@@ -104,6 +104,10 @@ __all__ = [
     "evidence_badge", "apply_recency", "apply_mmr", "bm25_light", "select_siblings", "cosine",
     "EmbeddingAdapter", "OpenAICompatEmbeddingAdapter", "unit_vector", "embed_function",
     "GraphAugmentationConfig", "GraphAugmentedRecall", "lexical_angles", "build_recalled_context",
+    # privacy, belief revision and consolidation
+    "CredentialDetectedError", "PIIRedactor", "normalize_statement", "statement_subjects", "belief_similarity",
+    "canonical_source", "REVISION_OUTCOMES", "ExtractiveSummarizer", "MemorySummarizer", "render_summary",
+    "RetryQueue",
     # export
     "render_mermaid",
     # CLI
@@ -1310,6 +1314,10 @@ class GraphBackend(abc.ABC):
         """List items of a project, optionally within a space (and its sub-spaces) or of one kind."""
 
     @abc.abstractmethod
+    def item_by_key(self, project: str, space: str, key: str) -> ItemRecord | None:
+        """The item holding a supersession key in a space, or None."""
+
+    @abc.abstractmethod
     def revisions(self, item: Kref) -> list[RevisionRecord]:
         """Every revision of an item, oldest first."""
 
@@ -1456,6 +1464,7 @@ class _RecallState:
         self.space_project: dict[int, str] = {}
         self.name_terms: dict[str, int] = {}
         self.vectors: dict[int, array.array] = {}        # unit-length embeddings, by revision
+        self.contested: dict[int, set[int]] = {}         # revision -> revisions that CONTRADICT it
 
     # -- loading ------------------------------------------------------------------------------------------
 
@@ -1509,6 +1518,7 @@ class _RecallState:
             self.doc_message.discard(doc_id)
             self.doc_deprecated.discard(doc_id)
             self.vectors.pop(doc_id, None)
+            self.contested.pop(doc_id, None)
             self.superseded.discard(doc_id)
 
     def refresh(self, conn: sqlite3.Connection, item_ids: Sequence[int], *, bulk: bool = False) -> None:
@@ -1650,6 +1660,8 @@ class _RecallState:
             elif edge_type == SUPERSEDES:
                 if source_item != target_item:
                     self.superseded.add(target)
+            if edge_type == CONTRADICTS:
+                self.contested.setdefault(target, set()).add(source)
             elif edge_type in linkable:
                 for one, other in ((source, target), (target, source)):
                     entries = self.links.setdefault(one, [])
@@ -1773,6 +1785,10 @@ class _RecallState:
                         scores[other] = lent
                         notes[other].setdefault("via", {"kref_id": doc_id, "edge_type": edge_type})
         ranked = sorted(scores.items(), key=lambda pair: (-pair[1], -pair[0]))
+        for doc_id, _ in ranked:
+            challengers = {other for other in self.contested.get(doc_id, ()) if other in self.doc_item}
+            if challengers:
+                notes.setdefault(doc_id, {})["contested_by_ids"] = sorted(challengers)
         return [(doc_id, score, notes.get(doc_id, {})) for doc_id, score in ranked]
 
 
@@ -2168,6 +2184,13 @@ class SQLiteGraph(GraphBackend):
             rows = conn.execute(sql + " ORDER BY space, name, kind", params).fetchall()
         return [self._item_from_row(row) for row in rows]
 
+    def item_by_key(self, project: str, space: str, key: str) -> ItemRecord | None:
+        """The item holding ``key`` in ``project``/``space``, or None."""
+        with self._read() as conn:
+            row = conn.execute(_ITEM_SELECT + " WHERE project = ? AND space = ? AND key = ?",
+                               (project, space, key)).fetchone()
+        return None if row is None else self._item_from_row(row)
+
     def revisions(self, item: Kref) -> list[RevisionRecord]:
         """Every revision of an item, oldest first."""
         with self._read() as conn:
@@ -2456,7 +2479,14 @@ class SQLiteGraph(GraphBackend):
                 sets = [by_space[space_id] for space_id in space_ids if by_space.get(space_id)]
                 eligible = sets[0] if len(sets) == 1 else set().union(*sets)
             ranked = state.candidates(query, eligible)[: query.keep or query.pool]
-            records = self._revisions_by_ids(conn, [doc_id for doc_id, _, _ in ranked])
+            wanted = {doc_id for doc_id, _, _ in ranked}
+            for _, _, notes in ranked:
+                wanted.update(notes.get("contested_by_ids", ()))
+            records = self._revisions_by_ids(conn, sorted(wanted))
+            for _, _, notes in ranked:
+                if "contested_by_ids" in notes:
+                    notes["contested_by"] = [str(records[other].kref) for other in notes.pop("contested_by_ids")
+                                             if other in records]
         return [ScoredRevision(records[doc_id], score, notes) for doc_id, score, notes in ranked if doc_id in records]
 
     def _recall_state(self, conn: sqlite3.Connection) -> _RecallState:
@@ -3386,8 +3416,8 @@ class GraphAugmentedRecall:
                         continue
                     had_edges = True
                     other = edge["target_kref"] if edge["source_kref"] == seed["kref"] else edge["source_kref"]
-                    if edge["edge_type"] == CONTRADICTS:
-                        seed.setdefault("contested_by", []).append(other)
+                    if edge["edge_type"] == CONTRADICTS and other not in seed.setdefault("contested_by", []):
+                        seed["contested_by"].append(other)
                     if other in seen:
                         continue
                     try:
@@ -3457,6 +3487,70 @@ class GraphAugmentedRecall:
         return chosen
 
 
+# -- belief revision: when a new statement revises an old one ---------------------------------------------------
+
+STACK_SIMILARITY = 0.55          # weighted word overlap above which a statement restates the same belief
+GROUNDING_STALE_TAG = "grounding:stale"
+GROUNDING_FANOUT = 20
+_CAPITALIZED = re.compile(r"\b[A-Z][\w'-]*")
+
+
+def normalize_statement(text: str) -> str:
+    """Text compared for equivalence: casefolded, whitespace collapsed, outer punctuation dropped."""
+    return " ".join(text.casefold().split()).strip(" .!?;:,")
+
+
+def statement_subjects(text: str) -> set[str]:
+    """The named things a statement is about: stems of its capitalized words that are not stopwords."""
+    subjects = set()
+    for match in _CAPITALIZED.finditer(text):
+        word = match.group().casefold().rstrip("'s").rstrip("'")
+        if word and word not in STOPWORDS:
+            subjects.update(tokenize(word))
+    return subjects
+
+
+def belief_similarity(left: str, right: str) -> float:
+    """How much two statements share, 0..1: the overlap coefficient of their index terms, with the named
+    things they are about counting double. Statements about different named subjects score 0."""
+    left_subjects, right_subjects = statement_subjects(left), statement_subjects(right)
+    if left_subjects and right_subjects and not left_subjects & right_subjects:
+        return 0.0
+    def weights(text: str, subjects: set[str]) -> dict[str, float]:
+        return {term: (2.0 if term in subjects else 1.0) for term in tokenize(text)}
+    left_weights, right_weights = weights(left, left_subjects), weights(right, right_subjects)
+    if not left_weights or not right_weights:
+        return 0.0
+    shared = sum(min(left_weights[term], right_weights[term]) for term in left_weights.keys() & right_weights.keys())
+    return shared / min(sum(left_weights.values()), sum(right_weights.values()))
+
+
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*://")
+_SECOND_LEVEL = {"co", "com", "org", "net", "gov", "ac", "edu"}
+
+
+def canonical_source(source: str) -> str:
+    """One name per independent source, so "Wikipedia", "wikipedia.org" and
+    "https://en.wikipedia.org/wiki/X" count once: URLs and domains become their registrable name
+    (``wikipedia``), other names their lowercase slug (``press-release:acme`` keeps its prefix).
+    """
+    text = source.strip().casefold()
+    host = None
+    if _SCHEME.match(text):
+        host = _SCHEME.sub("", text).split("/", 1)[0].split("@")[-1].split(":")[0]
+    elif re.fullmatch(r"[a-z0-9-]+(\.[a-z0-9-]+)+(/.*)?", text):
+        host = text.split("/", 1)[0]
+    if host:
+        labels = [label for label in host.split(".") if label]
+        if len(labels) >= 3 and labels[-2] in _SECOND_LEVEL and len(labels[-1]) == 2:
+            return labels[-3]
+        return labels[-2] if len(labels) >= 2 else labels[0]
+    return re.sub(r"[^a-z0-9:]+", "-", text).strip("-") or text
+
+
+REVISION_OUTCOMES = ("vacuous", "revised", "created")
+
+
 # -- context for a prompt -------------------------------------------------------------------------------------
 
 CONTEXT_CHAR_BUDGET = 8000
@@ -3491,7 +3585,706 @@ def build_recalled_context(memories: Sequence[Mapping[str, Any]], query: str = "
 
 
 # ==========================================================================================================
-# 9. Facades: the sync Memory and the async UniversalMemoryManager
+# 10. Privacy and consolidation: PII placeholders, credential guards, summaries, the retry queue
+# ==========================================================================================================
+
+# -- privacy: PII placeholders and credential guards ----------------------------------------------------------
+#
+# Two different jobs. PII (emails, phones, SSNs, card numbers, IPv4) is personal but legitimate content: it is
+# rewritten, never refused. Credentials are never legitimate memory content: they are cut out of text bound
+# for an LLM, and text bound for the store is refused when it holds one. Every rewrite runs to a fixed point
+# (repeat until nothing matches) so that applying it twice is the same as once, and so that nothing a pattern
+# recognises survives, even where removing one match exposes another.
+
+_REDACTED = "[redacted]"
+_PII_KINDS = ("EMAIL", "CREDIT_CARD", "SSN", "PHONE", "IP_ADDRESS")  # also the tie-break order on overlaps
+_MAX_CREDENTIAL_PASSES = 64  # far above what any text needs; past it we fail closed instead of looping
+
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+# Digit patterns use [0-9], not \d, so that Luhn and normalisation see ASCII digits only. Each pattern is
+# fenced by look-arounds that refuse to start or stop inside a longer number, word or dotted run: that is what
+# keeps versions (1.2.3.4.5), ISO timestamps, UUIDs and long ids whole. The fences also make the engine try
+# only the start of a run, which keeps every pattern linear on long input.
+_PII_PATTERNS: dict[str, re.Pattern[str]] = {
+    "EMAIL": re.compile(r"(?<![\w.%+-])[\w.%+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}(?![\w-])"),
+    "CREDIT_CARD": re.compile(
+        r"(?<![\w.-])(?<![0-9][ -])"
+        r"(?:[0-9]{4}([ -])[0-9]{4}\1[0-9]{4}\1[0-9]{4}(?!\1[0-9])"  # 4-4-4-4 (Visa, Mastercard, ...)
+        r"|[0-9]{4}([ -])[0-9]{6}\2[0-9]{5}(?!\2[0-9])"  # 4-6-5 (Amex)
+        r"|[0-9]{16})"  # a bare run: only counted when it passes Luhn
+        r"(?![\w-]|\.[0-9])"),
+    "SSN": re.compile(r"(?<![\w.-])[0-9]{3}-[0-9]{2}-[0-9]{4}(?![\w-]|\.[0-9])"),
+    "PHONE": re.compile(
+        r"(?<![\w.+-])"
+        r"(?:(?:\+?1[-. ]?)?"
+        r"(?:\([0-9]{3}\)[-. ]?[0-9]{3}[-. ][0-9]{4}"
+        r"|[0-9]{3}-[0-9]{3}-[0-9]{4}"
+        r"|[0-9]{3}\.[0-9]{3}\.[0-9]{4}"
+        # Space-separated groups look like any list of numbers, so they need a real area code (2-9).
+        r"|[2-9][0-9]{2} [0-9]{3} [0-9]{4})"
+        r"|\+1[0-9]{10})"
+        r"(?![\w-]|\.[0-9])"),
+    "IP_ADDRESS": re.compile(rf"(?<![\w.])(?:{_OCTET}\.){{3}}{_OCTET}(?!\w|\.[0-9])"),
+}
+_PLACEHOLDER = re.compile(r"\[(EMAIL|CREDIT_CARD|SSN|PHONE|IP_ADDRESS)_([0-9]{3,})\]")
+_NON_DIGIT = re.compile(r"[^0-9]")
+_UNBROKEN_RUN = re.compile(r"[A-Za-z0-9]{20}")
+
+
+def _luhn_valid(digits: str) -> bool:
+    """Whether a digit string passes the Luhn checksum every payment card number carries."""
+    total = 0
+    for position, char in enumerate(reversed(digits)):
+        value = int(char)
+        if position % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def _pii_key(kind: str, value: str) -> str:
+    """The identity of a PII value, so that spellings of one value share a placeholder."""
+    if kind == "EMAIL":
+        return value.lower()
+    if kind == "IP_ADDRESS":
+        return value
+    digits = _NON_DIGIT.sub("", value)
+    return digits[-10:] if kind == "PHONE" else digits  # +1 555... and 555... are one number
+
+
+def _pii_matches(text: str) -> list[tuple[int, int, str]]:
+    """Non-overlapping ``(start, end, kind)`` PII matches, leftmost first, ties to the ``_PII_KINDS`` order."""
+    found = []
+    for rank, kind in enumerate(_PII_KINDS):
+        for match in _PII_PATTERNS[kind].finditer(text):
+            value = match.group()
+            if kind == "CREDIT_CARD" and value.isdigit() and not _luhn_valid(value):
+                continue
+            found.append((match.start(), rank, match.end(), kind))
+    chosen: list[tuple[int, int, str]] = []
+    reached = 0
+    for start, _, end, kind in sorted(found):
+        if start >= reached:
+            chosen.append((start, end, kind))
+            reached = end
+    return chosen
+
+
+def _rewrite_pii(text: str, replacement: Callable[[str, str], str]) -> str:
+    """Replace every PII match with ``replacement(kind, value)`` until none is left.
+
+    Terminates: no pattern can match inside a bracketed replacement, so each pass turns at least one
+    character of original text into replacement text.
+    """
+    while True:
+        matches = _pii_matches(text)
+        if not matches:
+            return text
+        pieces, cursor = [], 0
+        for start, end, kind in matches:
+            pieces.append(text[cursor:start])
+            pieces.append(replacement(kind, text[start:end]))
+            cursor = end
+        pieces.append(text[cursor:])
+        text = "".join(pieces)
+
+
+# Credential rules. Each names a kind (used in messages instead of the secret), a pattern, and how to find
+# the secret inside a match: a rule whose pattern has a ``secret`` group keeps its label ("Bearer ",
+# "password=", "postgres://user:...@host") and redacts only that group, which keeps JSON and URLs readable.
+
+def _whole_or_secret(match: re.Match[str]) -> tuple[int, int] | None:
+    """The ``secret`` group's span when the pattern has one, else the whole match."""
+    return match.span("secret") if "secret" in match.re.groupindex else match.span()
+
+
+def _random_looking(match: re.Match[str]) -> tuple[int, int] | None:
+    """Accept a key-shaped suffix only if it looks generated: a digit, or a 20+ run without separators.
+
+    Hyphenated names such as ``rk-release-notes-for-version`` share the shape but not the randomness.
+    """
+    value = match.group("secret")
+    if any(char.isdigit() for char in value) or _UNBROKEN_RUN.search(value):
+        return match.span()
+    return None
+
+
+def _bearer_token(match: re.Match[str]) -> tuple[int, int] | None:
+    """Accept ``Bearer x`` when x is token-like (a digit, or 20+ chars), not prose ("the bearer of news")."""
+    token = match.group("secret")
+    if len(token) >= 8 and (len(token) >= 20 or any(char.isdigit() for char in token)):
+        return match.span("secret")
+    return None
+
+
+def _assigned_secret(match: re.Match[str]) -> tuple[int, int] | None:
+    """Accept ``password: value`` when the value could be a secret rather than prose or a placeholder.
+
+    Quoted values of 8+ characters count (the quotes show it is a literal). Bare values must also contain a
+    digit or a symbol, or be one 16+ letter run, because "Password: required" and ``token = get_token()`` are
+    ordinary text and code. Masks (``********``) and earlier redactions never count.
+    """
+    quoted = match.group("quoted") is not None
+    value = match.group("quoted") if quoted else match.group("bare")
+    if len(value) < 8 or len(set(value)) == 1 or value.strip("[]<>*").lower() == "redacted":
+        return None
+    if not quoted:
+        has_non_letter = any(not (char.isalpha() or char in "._-") for char in value)
+        if not (has_non_letter or (value.isalpha() and len(value) >= 16)):
+            return None
+    return match.span("quoted" if quoted else "bare")
+
+
+@dataclasses.dataclass(frozen=True)
+class _CredentialRule:
+    """One kind of credential: its name for messages, its pattern, and where the secret sits in a match."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    secret_span: Callable[[re.Match[str]], tuple[int, int] | None] = _whole_or_secret
+
+    def spans(self, text: str) -> Iterator[tuple[int, int]]:
+        """The spans of ``text`` to redact for this rule, in order and non-overlapping."""
+        for match in self.pattern.finditer(text):
+            span = self.secret_span(match)
+            if span is not None:
+                yield span
+
+
+_BARE_STOP = r"\s\"'`,;&<>(){}\[\]"  # a bare value ends at space, quotes, list/URL separators and brackets
+_CREDENTIAL_RULES: tuple[_CredentialRule, ...] = (
+    # First, so that the whole block (to its END line, or to the end of a cut-off text) goes at once.
+    _CredentialRule("a private key (PEM block)", re.compile(
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
+        r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.S)),
+    _CredentialRule("an AWS access key id", re.compile(
+        r"(?<![A-Za-z0-9])(?:AKIA|ABIA|ACCA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")),
+    _CredentialRule("a GitHub token", re.compile(
+        r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})")),
+    _CredentialRule("a Google API key", re.compile(r"(?<![A-Za-z0-9_-])AIza[A-Za-z0-9_-]{35,}")),
+    _CredentialRule("a Slack token", re.compile(r"(?<![A-Za-z0-9_-])xox[baprs]-[A-Za-z0-9-]{10,}")),
+    _CredentialRule("a JSON Web Token", re.compile(
+        r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")),
+    _CredentialRule("an API key with an sk-/pk-/rk-/ak- prefix", re.compile(
+        r"(?<![A-Za-z0-9_-])(?:sk|pk|rk|ak)-(?P<secret>[A-Za-z0-9_-]{20,})"), _random_looking),
+    _CredentialRule("a database URL with an inline password", re.compile(
+        r"(?i)\b(?:postgres(?:ql)?|mysql|mongodb|rediss?|amqps?)(?:\+[a-z0-9]+)?://"
+        r"[^\s:/@]*:(?P<secret>(?!\[redacted\]@)[^\s/@]+)@")),
+    _CredentialRule("a bearer token", re.compile(
+        r"\b(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/-]*[A-Za-z0-9_~+/-]=*)"), _bearer_token),
+    # A label naming a secret (api_key, client_secret, DB_PASSWORD, accessToken, ...) assigned a value. Only
+    # the singular "token" counts: "max_tokens: 4096" is configuration.
+    _CredentialRule("a password or secret assigned to a field", re.compile(
+        r"(?i)(?<![\w.-])[\w.-]*?"
+        r"(?:api[_-]?keys?|secrets?|token|passw(?:or)?ds?|credentials?)(?:[_-]?(?:access[_-]?)?key)?"
+        r"[\"']?[ \t]*[:=]{1,2}[ \t]*"
+        r"(?:(?P<q>[\"'])(?P<quoted>(?:(?!(?P=q))[^\n]){8,})(?P=q)"
+        rf"|(?P<bare>[^{_BARE_STOP}$=](?:[^{_BARE_STOP}]*[^{_BARE_STOP}.:!?])?))"), _assigned_secret),
+)
+
+
+def _privacy_text(text: Any) -> str:
+    """``text`` itself, checked to be a string."""
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"text must be a string, not {type(text).__name__}")
+    return text
+
+
+class CredentialDetectedError(KumihoMemoryError, ValueError):
+    """Text that must not hold a secret (a stored summary, an LLM prompt) holds one.
+
+    The message and ``kinds`` name what kind of credential was seen, e.g. ``"an AWS access key id"``; neither
+    ever contains the secret or any piece of it.
+    """
+
+    def __init__(self, message: str, kinds: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.kinds = tuple(kinds)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # keep ``kinds`` across pickling (multiprocessing, queues)
+        return type(self), (str(self), self.kinds)
+
+
+class PIIRedactor:
+    """Rewrites personal data and removes credentials from text; stateless, so one instance can be shared.
+
+    PII (email, US phone, SSN, card number, IPv4) becomes a placeholder; credentials (cloud and API keys,
+    tokens, private keys, passwords in URLs or assignments) become ``[redacted]`` or make
+    ``reject_credentials`` raise. Every rewrite is idempotent: applying it twice gives the same text as once.
+    """
+
+    def redact(self, text: str) -> str:
+        """Replace PII with numbered placeholders such as ``[EMAIL_001]`` and ``[PHONE_002]``.
+
+        Within one call the same value always gets the same placeholder (an email in any letter case, a phone
+        number with or without ``+1`` and separators), and numbering starts after any placeholder already in
+        the text, so two people never share a number.
+
+        Args:
+            text: any text.
+
+        Returns:
+            The text with every email, phone, SSN, card number and IPv4 address replaced.
+
+        Raises:
+            InvalidArgumentError: ``text`` is not a string.
+        """
+        text = _privacy_text(text)
+        counters = dict.fromkeys(_PII_KINDS, 0)
+        for kind, number in _PLACEHOLDER.findall(text):
+            counters[kind] = max(counters[kind], int(number))
+        assigned: dict[tuple[str, str], str] = {}
+
+        def placeholder(kind: str, value: str) -> str:
+            key = (kind, _pii_key(kind, value))
+            if key not in assigned:
+                counters[kind] += 1
+                assigned[key] = f"[{kind}_{counters[kind]:03d}]"
+            return assigned[key]
+
+        return _rewrite_pii(text, placeholder)
+
+    def anonymize_summary(self, text: str) -> str:
+        """Replace PII with its kind: ``[email]``, ``[phone]``, ``[ssn]``, ``[credit_card]``, ``[ip_address]``.
+
+        Args:
+            text: any text, typically a summary about to be stored.
+
+        Returns:
+            The text with every PII value replaced by its kind in brackets.
+
+        Raises:
+            InvalidArgumentError: ``text`` is not a string.
+        """
+        return _rewrite_pii(_privacy_text(text), lambda kind, value: f"[{kind.lower()}]")
+
+    def find_credentials(self, text: str) -> list[str]:
+        """Name the kinds of credential in ``text``, for messages (never the secrets themselves).
+
+        Args:
+            text: any text.
+
+        Returns:
+            Kinds such as ``"an AWS access key id"``, each once, in a fixed order; empty when none is found.
+
+        Raises:
+            InvalidArgumentError: ``text`` is not a string.
+        """
+        text = _privacy_text(text)
+        return [rule.kind for rule in _CREDENTIAL_RULES if next(rule.spans(text), None) is not None]
+
+    def redact_credentials(self, text: str) -> str:
+        """Replace every credential with ``[redacted]``; whole PEM private-key blocks go first.
+
+        Labels are kept where they help a reader: ``Bearer [redacted]``, ``"password": "[redacted]"``,
+        ``postgres://app:[redacted]@db/main``. Afterwards ``find_credentials`` finds nothing.
+
+        Args:
+            text: any text.
+
+        Returns:
+            The text without credentials (just ``[redacted]`` in the unreachable case that rewriting does
+            not settle, so a secret can never slip through).
+
+        Raises:
+            InvalidArgumentError: ``text`` is not a string.
+        """
+        text = _privacy_text(text)
+        for _ in range(_MAX_CREDENTIAL_PASSES):
+            before = text
+            for rule in _CREDENTIAL_RULES:
+                spans = list(rule.spans(text))
+                for start, end in reversed(spans):  # right to left keeps earlier spans' offsets valid
+                    text = text[:start] + _REDACTED + text[end:]
+            if text == before:
+                return text
+        return _REDACTED
+
+    def reject_credentials(self, text: str) -> None:
+        """Raise if ``text`` holds a credential; for text about to be stored, where silently editing is wrong.
+
+        Args:
+            text: any text.
+
+        Raises:
+            CredentialDetectedError: a credential was found; the message names its kind, not its value.
+            InvalidArgumentError: ``text`` is not a string.
+        """
+        kinds = self.find_credentials(text)
+        if kinds:
+            raise CredentialDetectedError(
+                f"text holds {' and '.join(kinds)}; remove it (PIIRedactor.redact_credentials) before storing "
+                "or sending it", kinds)
+
+    def scrub_for_llm(self, text: str) -> str:
+        """Make text safe to send to an LLM: cut credentials, anonymize PII, then check; fail closed.
+
+        Args:
+            text: any text, e.g. a conversation transcript about to be summarized.
+
+        Returns:
+            The scrubbed text, or just ``[redacted]`` if anything still looks like a credential after
+            scrubbing (better an empty prompt than a leaked key).
+
+        Raises:
+            InvalidArgumentError: ``text`` is not a string.
+        """
+        scrubbed = self.anonymize_summary(self.redact_credentials(text))
+        return _REDACTED if self.find_credentials(scrubbed) else scrubbed
+
+
+# -- summarizing a conversation -------------------------------------------------------------------------------
+
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+_DECISION_CUE = re.compile(r"\b(decided|decide|we'll|we will|i'll|i will|going to|let's|let us|agreed|chose|choose|"
+                           r"settled on|plan to|switch(?:ed)? to)\b", re.I)
+_FACT_CUE = re.compile(r"\b(is|are|was|were|has|have|had|prefer|prefers|like|likes|love|loves|use|uses|live|lives|"
+                       r"work|works|own|owns|need|needs|always|never|my|our)\b", re.I)
+_REASON = re.compile(r"\b(?:because|since|so that|as)\b\s+(.+)$", re.I)
+_ENTITY = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)\b")
+
+
+def _sentences(text: str) -> list[str]:
+    return [part.strip() for part in _SENTENCE_SPLIT.split(" ".join(text.split())) if part.strip()]
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+class ExtractiveSummarizer:
+    """Summarize a conversation with no LLM: sentences and facts taken from the transcript itself.
+
+    Returns the same structure as ``MemorySummarizer.summarize_conversation``: ``{type, title, summary,
+    events[{event, when, event_date, participants, consequence}], knowledge{facts[{claim, certainty}],
+    decisions[{decision, reason}], actions[], open_questions[]}, classification{topics, entities}}``.
+
+    Args:
+        summary_sentences: how many salient sentences make the summary.
+        clock: anchors relative time words ("yesterday") when messages carry no timestamp.
+    """
+
+    def __init__(self, *, summary_sentences: int = 4, clock: Clock | None = None) -> None:
+        self.summary_sentences = summary_sentences
+        self.clock = clock or SystemClock()
+
+    async def summarize_conversation(self, messages: Sequence[Mapping[str, Any]], *,
+                                     context: str | None = None, strict: bool = False) -> dict[str, Any]:
+        """The structured summary of ``messages`` (``[{role, content, timestamp?}]``)."""
+        return self.summarize(messages)
+
+    def summarize(self, messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Sync form of ``summarize_conversation``."""
+        turns = [(str(m.get("role", "user")), str(m.get("content", "")), m.get("timestamp")) for m in messages
+                 if str(m.get("content", "")).strip()]
+        sentences = [(role, sentence, stamp) for role, text, stamp in turns for sentence in _sentences(text)]
+        frequency: dict[str, int] = {}
+        for _, sentence, _ in sentences:
+            for term in set(tokenize(sentence)):
+                frequency[term] = frequency.get(term, 0) + 1
+
+        def salience(entry: tuple[int, tuple[str, str, Any]]) -> float:
+            position, (role, sentence, _) = entry
+            terms = set(tokenize(sentence))
+            weight = sum(frequency[term] for term in terms) / (len(terms) + 2) if terms else 0.0
+            return weight * (1.2 if role == "user" else 1.0) + (0.5 if position == 0 else 0.0)
+
+        ranked = sorted(enumerate(sentences), key=salience, reverse=True)[: self.summary_sentences]
+        summary = " ".join(sentence for _, (_, sentence, _) in sorted(ranked))
+        first_user = next((text for role, text, _ in turns if role == "user"), turns[0][1] if turns else "")
+        title = _short((_sentences(first_user) or [first_user or "Conversation"])[0], 80)
+        facts, decisions, events, questions = [], [], [], []
+        for role, sentence, stamp in sentences:
+            if sentence.endswith("?"):
+                if role == "user":
+                    questions.append(sentence)
+                continue
+            if _DECISION_CUE.search(sentence):
+                reason = _REASON.search(sentence)
+                decisions.append({"decision": _short(sentence, 240), "reason": reason.group(1) if reason else ""})
+            elif role == "user" and _FACT_CUE.search(sentence):
+                facts.append({"claim": _short(sentence, 240), "certainty": "stated"})
+            anchor = parse_instant(stamp) if isinstance(stamp, str) else self.clock.now()
+            window = parse_time_window(sentence, anchor)
+            if window is not None:
+                when = _dt.datetime.fromtimestamp(window[0], UTC).date().isoformat()
+                events.append({"event": _short(sentence, 240), "when": when, "event_date": when,
+                               "participants": [role], "consequence": ""})
+        entities: dict[str, int] = {}
+        for _, text, _ in turns:
+            for match in _ENTITY.finditer(text):
+                name = match.group(1)
+                if name.casefold() not in STOPWORDS and len(name) > 2:
+                    entities[name] = entities.get(name, 0) + 1
+        words: dict[str, int] = {}
+        for _, text, _ in turns:
+            for word in _WORD.findall(text.casefold()):
+                if word not in STOPWORDS and len(word) > 3 and not word.isdigit():
+                    words[word] = words.get(word, 0) + 1
+        topics = [word for word, count in sorted(words.items(), key=lambda pair: (-pair[1], pair[0])) if count > 1][:5]
+        return {"type": "conversation", "title": title, "summary": summary,
+                "events": events[:10],
+                "knowledge": {"facts": facts[:10], "decisions": decisions[:10], "actions": [],
+                              "open_questions": questions[:5]},
+                "classification": {"topics": topics,
+                                   "entities": [name for name, _ in sorted(entities.items(), key=lambda p: -p[1])][:10]}}
+
+    async def generate_implications(self, messages: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Without an LLM there are no hypothetical questions to add."""
+        return []
+
+
+_SUMMARY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "type": {"type": "string"}, "title": {"type": "string"}, "summary": {"type": "string"},
+        "events": {"type": "array", "items": {"type": "object", "properties": {
+            "event": {"type": "string"}, "when": {"type": "string"}, "event_date": {"type": "string"},
+            "participants": {"type": "array", "items": {"type": "string"}}, "consequence": {"type": "string"}}}},
+        "knowledge": {"type": "object", "properties": {
+            "facts": {"type": "array", "items": {"type": "object", "properties": {
+                "claim": {"type": "string"}, "certainty": {"type": "string"}}}},
+            "decisions": {"type": "array", "items": {"type": "object", "properties": {
+                "decision": {"type": "string"}, "reason": {"type": "string"}}}},
+            "actions": {"type": "array", "items": {"type": "object"}},
+            "open_questions": {"type": "array", "items": {"type": "string"}}}},
+        "classification": {"type": "object", "properties": {
+            "topics": {"type": "array", "items": {"type": "string"}},
+            "entities": {"type": "array", "items": {"type": "string"}}}},
+    },
+    "required": ["title", "summary"],
+}
+
+
+class MemorySummarizer:
+    """Summarize a conversation with an LLM adapter into the seed's structure, plus prospective questions.
+
+    Args:
+        adapter: an LLM adapter (``async chat(...)``).
+        model: the model for summaries; light_model: the model for implications (default ``model``).
+        fallback: what to use when the LLM fails (default an ``ExtractiveSummarizer``).
+    """
+
+    def __init__(self, adapter: Any, *, model: str = "", light_model: str = "",
+                 fallback: ExtractiveSummarizer | None = None) -> None:
+        if adapter is None or not hasattr(adapter, "chat"):
+            raise InvalidArgumentError("MemorySummarizer needs an adapter with async chat(...)")
+        self.adapter, self.model, self.light_model = adapter, model, light_model or model
+        self.fallback = fallback or ExtractiveSummarizer()
+
+    @staticmethod
+    def _transcript(messages: Sequence[Mapping[str, Any]]) -> str:
+        return "\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" for m in messages)
+
+    async def summarize_conversation(self, messages: Sequence[Mapping[str, Any]], *,
+                                     context: str | None = None, strict: bool = False) -> dict[str, Any]:
+        """The structured summary; on an LLM failure the extractive one, with ``error`` set (or raise when
+        ``strict``)."""
+        system = ("You summarize a conversation for an agent's long-term memory. Reply with JSON: type, title "
+                  "(<= 80 chars), summary (<= 3 sentences), events [{event, when, event_date (ISO date), "
+                  "participants, consequence}], knowledge {facts [{claim, certainty}], decisions [{decision, "
+                  "reason}], actions, open_questions}, classification {topics, entities}. Only what was said.")
+        try:
+            reply = await self.adapter.chat(messages=[{"role": "user", "content": self._transcript(messages)}],
+                                            model=self.model, system=system, max_tokens=2560,
+                                            json_mode={"name": "conversation_summary", "schema": _SUMMARY_SCHEMA})
+            result = _json_from_llm(reply)
+            if not isinstance(result, dict) or not isinstance(result.get("summary"), str):
+                raise ValueError("the reply has no summary")
+            return result
+        except (KumihoMemoryError, ValueError, TypeError, OSError, asyncio.TimeoutError) as exc:
+            if strict:
+                raise ServiceError(f"conversation summarization failed: {exc}", transient=True) from exc
+            fallback = self.fallback.summarize(messages)
+            fallback["error"] = f"conversation summarization failed, used the extractive summary: {exc}"
+            return fallback
+
+    async def generate_implications(self, messages: Sequence[Mapping[str, Any]]) -> list[str]:
+        """3-5 questions a future user might ask that this conversation answers (prospective indexing)."""
+        prompt = ("List 3 to 5 short questions (<= 20 words each) that someone might ask later and that this "
+                  "conversation answers. Reply with a JSON array of strings.\n\n" + self._transcript(messages))
+        try:
+            reply = await self.adapter.chat(messages=[{"role": "user", "content": prompt}], model=self.light_model,
+                                            max_tokens=400, json_mode="array")
+            questions = _json_from_llm(reply)
+            return [q.strip() for q in questions if isinstance(q, str) and q.strip()][:5]
+        except (KumihoMemoryError, ValueError, TypeError, OSError, asyncio.TimeoutError):
+            return []
+
+
+def render_summary(summary: Mapping[str, Any], implications: Sequence[str] = ()) -> str:
+    """The text stored for a consolidated conversation: summary, key events, facts, decisions, and the
+    questions it answers (indexed with it, so recall bridges vocabulary gaps)."""
+    parts = [str(summary.get("summary", "")).strip()]
+    events = summary.get("events") or []
+    if events:
+        parts.append("Key events:\n" + "\n".join(
+            f"- [{e.get('when') or e.get('event_date') or '?'}] {e.get('event', '')}"
+            + (f" -> {e['consequence']}" if e.get("consequence") else "") for e in events if isinstance(e, Mapping)))
+    knowledge = summary.get("knowledge") or {}
+    facts = knowledge.get("facts") or []
+    if facts:
+        parts.append("Key facts:\n" + "\n".join(f"- {f.get('claim', '')}" for f in facts if isinstance(f, Mapping)))
+    decisions = knowledge.get("decisions") or []
+    if decisions:
+        parts.append("Decisions:\n" + "\n".join(
+            f"- {d.get('decision', '')}" + (f" (reason: {d['reason']})" if d.get("reason") else "")
+            for d in decisions if isinstance(d, Mapping)))
+    if implications:
+        parts.append("Questions this answers:\n" + "\n".join(f"- {q}" for q in implications))
+    return "\n\n".join(part for part in parts if part)
+
+
+# -- a durable queue for work that must not be lost -----------------------------------------------------------
+
+class RetryQueue:
+    """Consolidations that could not be stored yet, kept in a JSON-lines file until they are.
+
+    Each line is ``{"id", "timestamp", "attempts", "payload"}``. Writes are appended and fsynced; a flush
+    rewrites the file atomically. Payloads that fail for a reason a retry cannot fix (bad input) are
+    moved to ``parked.jsonl`` with the reason instead of being retried forever.
+
+    Args:
+        queue_dir: the folder for ``pending.jsonl`` and ``parked.jsonl`` (created on first write); default
+            ``$KUMIHO_RETRY_QUEUE_DIR`` when read by ``from_env``, else ``~/.kumiho/retry_queue``.
+        clock: time source for timestamps.
+    """
+
+    def __init__(self, queue_dir: str | os.PathLike[str] | None = None, *, clock: Clock | None = None,
+                 ids: IdFactory | None = None) -> None:
+        base = os.fspath(queue_dir) if queue_dir is not None else os.path.join(os.path.expanduser("~"), ".kumiho",
+                                                                               "retry_queue")
+        self.pending_path = os.path.join(base, "pending.jsonl")
+        self.parked_path = os.path.join(base, "parked.jsonl")
+        self.clock = clock or SystemClock()
+        self.ids = ids or RandomIds()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> "RetryQueue":
+        """A queue in ``$KUMIHO_RETRY_QUEUE_DIR`` when set."""
+        environ = os.environ if environ is None else environ
+        return cls(environ.get("KUMIHO_RETRY_QUEUE_DIR") or None, **options)
+
+    def _read(self, path: str) -> list[dict[str, Any]]:
+        try:
+            with open(path, encoding="utf-8") as stream:
+                lines = stream.readlines()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreError(f"cannot read retry queue {path!r}: {exc}") from exc
+        entries = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                entries.append(json.loads(line))
+            except json.JSONDecodeError:
+                if number != len(lines):       # only a torn last line (a crash mid-append) is tolerated
+                    raise StoreError(f"retry queue {path!r} line {number} is damaged; move the file aside") from None
+        return entries
+
+    def _append(self, path: str, entry: Mapping[str, Any]) -> None:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "a", encoding="utf-8") as stream:
+                stream.write(canonical_json(dict(entry)) + "\n")
+                stream.flush()
+                os.fsync(stream.fileno())
+        except OSError as exc:
+            raise StoreError(f"cannot write retry queue {path!r}: {exc}") from exc
+
+    def _rewrite(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        temporary = self.pending_path + ".tmp"
+        try:
+            os.makedirs(os.path.dirname(self.pending_path), exist_ok=True)
+            with open(temporary, "w", encoding="utf-8") as stream:
+                stream.writelines(canonical_json(dict(entry)) + "\n" for entry in entries)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.replace(temporary, self.pending_path)
+        except OSError as exc:
+            raise StoreError(f"cannot write retry queue {self.pending_path!r}: {exc}") from exc
+
+    def count(self) -> int:
+        """How many payloads wait."""
+        with self._lock:
+            return len(self._read(self.pending_path))
+
+    def enqueue(self, payload: Mapping[str, Any]) -> str:
+        """Persist a payload (durable when this returns); return its id."""
+        entry_id = self.ids.new_id()
+        with self._lock:
+            self._append(self.pending_path, {"id": entry_id, "timestamp": format_instant(self.clock.now()),
+                                             "attempts": 0, "payload": json.loads(canonical_json(dict(payload)))})
+        return entry_id
+
+    def drain(self) -> list[dict[str, Any]]:
+        """The waiting entries (the queue is unchanged)."""
+        with self._lock:
+            return self._read(self.pending_path)
+
+    def parked(self) -> list[dict[str, Any]]:
+        """Entries set aside because retrying cannot help, with their ``reason``."""
+        with self._lock:
+            return self._read(self.parked_path)
+
+    def clear(self) -> int:
+        """Drop every waiting entry; return how many there were."""
+        with self._lock:
+            count = len(self._read(self.pending_path))
+            self._rewrite([])
+            return count
+
+    async def flush(self, store: Callable[[dict[str, Any]], Any], *, max_retries: int = 2,
+                    sleep: Callable[[float], Any] = asyncio.sleep) -> dict[str, int]:
+        """Replay each payload through ``store`` (sync or async), trying a transient failure up to
+        ``max_retries`` more times with a short backoff. Stored ones leave the queue; transiently failing
+        ones stay (``attempts`` counted) for the next flush; permanently failing ones (bad input, a
+        non-transient ``ServiceError``) are parked with the reason, never retried forever.
+
+        Returns:
+            ``{succeeded, failed, dropped}`` (``failed`` stay queued; ``dropped`` were parked).
+        """
+        counts = {"succeeded": 0, "failed": 0, "dropped": 0}
+        for entry in self.drain():
+            error: Exception | None = None
+            for attempt in range(max_retries + 1):
+                try:
+                    await _call(store, entry["payload"])
+                    error = None
+                    break
+                except (InvalidArgumentError, ServiceError, StoreError, NotFoundError) as exc:
+                    error = exc
+                    if not _is_transient(exc):
+                        break
+                    if attempt < max_retries:
+                        await sleep(min(2.0, 0.1 * 2 ** attempt))
+            with self._lock:
+                remaining = [e for e in self._read(self.pending_path) if e["id"] != entry["id"]]
+                if error is None:
+                    counts["succeeded"] += 1
+                elif _is_transient(error):
+                    remaining.append({**entry, "attempts": entry.get("attempts", 0) + max_retries + 1,
+                                      "last_error": f"{type(error).__name__}: {error}"})
+                    counts["failed"] += 1
+                else:
+                    self._append(self.parked_path, {**entry, "reason": f"{type(error).__name__}: {error}"})
+                    counts["dropped"] += 1
+                self._rewrite(remaining)
+        return counts
+
+
+def _is_transient(error: BaseException) -> bool:
+    """Whether retrying later may succeed: store trouble and transient service errors, not bad input."""
+    if isinstance(error, ServiceError):
+        return error.transient
+    return isinstance(error, (StoreError, OSError)) and not isinstance(error, (CorruptStoreError, SchemaVersionError))
+
+
+# ==========================================================================================================
+# 11. Facades: the sync Memory and the async UniversalMemoryManager
 # ==========================================================================================================
 
 MAX_CONTENT_CHARS = 1_000_000
@@ -3513,6 +4306,13 @@ def _title_from_content(content: str) -> str:
     if len(first_line) <= TITLE_FROM_CONTENT_CHARS:
         return first_line
     return first_line[: TITLE_FROM_CONTENT_CHARS - 1].rstrip() + "…"
+
+
+def _earned_trust(memory: Mapping[str, Any]) -> bool:
+    """Official, corroborated, or backed by at least two distinct canonical sources."""
+    level = parse_evidence(memory.get("metadata"), memory.get("tags"))
+    sources = set((memory.get("metadata") or {}).get("sources") or [])
+    return level in (OFFICIAL, CORROBORATED) or len(sources) >= 2
 
 
 def _embedding_text(title: str, content: str) -> str:
@@ -3624,7 +4424,7 @@ class Memory:
     def remember(self, content: str, *, space: str = "notes", title: str | None = None, kind: str = "memory",
                  metadata: Mapping[str, Any] | None = None, tags: Sequence[str] | None = None,
                  item: str | None = None, key: str | None = None, evidence_level: str | None = None,
-                 source: str | None = None) -> str:
+                 source: str | None = None, stack: bool = False) -> str:
         """Store a memory as a new immutable revision and return its kref.
 
         Args:
@@ -3638,10 +4438,18 @@ class Memory:
             key: a supersession key: the item in ``space`` holding this key gets the revision (created on
                 first use); content identical to its latest revision adds nothing and returns that kref.
             evidence_level: one of ``EVIDENCE_LEVELS``; stored as metadata and as an ``evidence:`` tag.
-            source: where the memory came from; stored as metadata ``source``.
+                ``official`` is the operator's flag; nothing else ever grades a memory official.
+            source: where the memory came from; stored as metadata ``source`` (and, canonicalized, in
+                ``sources``). A memory with a source and no level is ``single_source``; a belief restated by
+                at least two independent sources (and contradicted by none) becomes ``corroborated``.
+            stack: revise the matching belief in ``space`` when this restates it (see ``revise``),
+                else create a new item. Unrelated memories never stack.
 
-        Without ``item`` or ``key`` every call creates a new item: raw capture never merges. A revision
-        added to an existing item gets a ``SUPERSEDES`` edge to the item's previous latest revision.
+        Without ``item``, ``key`` or ``stack`` every call creates a new item: raw capture never merges. A
+        revision added to an existing item gets a ``SUPERSEDES`` edge to the item's previous latest
+        revision, and memories that depend on the old revision are tagged ``grounding:stale``. A belief
+        graded official is never revised by a claim that is not: such a claim becomes a new unverified
+        item with a ``CONTRADICTS`` edge to it.
 
         Returns:
             The revision kref, ``kref://project/space/name.kind?r=N``.
@@ -3676,6 +4484,72 @@ class Memory:
             if not isinstance(event_date, str):
                 raise InvalidArgumentError("metadata['event_date'] must be an ISO 8601 string")
             parse_instant(event_date)
+        return self._store_belief(content=content, space=space, title=title, kind=kind, metadata=checked_metadata,
+                                  tags=checked_tags, item_kref=item_kref, key=key, stack=bool(stack))["kref"]
+
+    def _store_belief(self, *, content: str, space: str, title: str, kind: str, metadata: dict[str, Any],
+                      tags: tuple[str, ...], item_kref: Kref | None, key: str | None, stack: bool,
+                      decide: bool = False) -> dict[str, Any]:
+        """Decide how a validated statement enters the graph, then write it: ``{outcome, kref, ...}``.
+
+        The table of decisions (target = the item named by ``item``/``key``, or the best stacking match):
+
+            target is official, claim is not        -> created: new unverified item, CONTRADICTS target
+            same text (normalized), no new source   -> vacuous: nothing written, the target's kref
+            key given, or item given without decide -> revised: new revision on the target
+            restates the target (similarity >= STACK_SIMILARITY) -> revised
+            otherwise                               -> created: a new item
+        """
+        target: dict[str, Any] | None = None
+        if item_kref is not None:
+            target = self.get(str(item_kref))
+        elif key is not None:
+            held = self._backend.item_by_key(self.project, space, key)
+            if held is not None and held.latest_revision is not None:
+                target = self.get(str(held.kref))
+        elif stack:
+            target = self._stacking_match(content, space, kind)
+        level = metadata.get("evidence_level")
+        source = metadata.get("source")
+        if source is not None:
+            metadata.setdefault("sources", [canonical_source(source)])
+            if level is None:
+                level = metadata["evidence_level"] = SINGLE_SOURCE     # first stored occurrence with a source
+                tags = tuple(dict.fromkeys(tags + (evidence_tag(SINGLE_SOURCE),)))
+        outcome, extra = "created", {}
+        if target is not None:
+            target_level = parse_evidence(target["metadata"], target["tags"])
+            if target_level == OFFICIAL and level != OFFICIAL:
+                return self._store_contradiction(content, space, title, kind, metadata, tags, target)
+            old_sources = set(target["metadata"].get("sources") or [])
+            new_sources = set(metadata.get("sources") or []) - old_sources
+            explicit_append = item_kref is not None and not decide     # remember(item=...) always appends
+            if not explicit_append and not new_sources and \
+                    normalize_statement(target["content"]) == normalize_statement(content):
+                return {"outcome": "vacuous", "kref": target["kref"]}
+            restates = key is not None or explicit_append or \
+                belief_similarity(target["content"], content) >= STACK_SIMILARITY
+            if restates:
+                outcome = "revised"
+                item_kref, key = Kref.parse(target["item_kref"]), None
+                sources = sorted(old_sources | set(metadata.get("sources") or []))
+                if sources:
+                    metadata["sources"] = sources
+                if len(sources) >= 2 and level in (None, SINGLE_SOURCE, UNVERIFIED) and \
+                        not self._backend.edges(Kref.parse(target["kref"]), edge_type=CONTRADICTS):
+                    metadata["evidence_level"] = CORROBORATED
+                    tags = tuple(t for t in tags if not t.startswith(EVIDENCE_TAG_PREFIX)) + (evidence_tag(CORROBORATED),)
+                extra["previous_kref"] = target["kref"]
+            elif item_kref is not None or key is not None:
+                item_kref, key = None, None      # an unrelated statement never stacks onto the named item
+        kref = self._write(content=content, space=space, title=title, kind=kind, metadata=metadata, tags=tags,
+                           item_kref=item_kref, key=key)
+        if outcome == "revised":
+            extra["grounding_stale"] = self._mark_dependents_stale(extra["previous_kref"])
+        return {"outcome": outcome, "kref": kref, **extra}
+
+    def _write(self, *, content: str, space: str, title: str, kind: str, metadata: dict[str, Any],
+               tags: tuple[str, ...], item_kref: Kref | None, key: str | None) -> str:
         # Raw items are named by id alone: a name drawn from the text would outlive a forgotten revision.
         if key is not None:
             name = f"{slugify(key)}-{hashlib.sha1(key.encode('utf-8')).hexdigest()[:8]}"
@@ -3685,11 +4559,83 @@ class Memory:
         if vector is not None:
             self._catch_up_embeddings()
         draft = RevisionDraft(project=self.project, space=space, kind=kind, name=name, title=title,
-                              content=content, metadata=checked_metadata, tags=checked_tags, key=key,
-                              item=item_kref, vector=vector[0] if vector else None,
-                              vector_model=self.embedding_model)
+                              content=content, metadata=metadata, tags=tags, key=key, item=item_kref,
+                              vector=vector[0] if vector else None, vector_model=self.embedding_model)
         record, _created = self._backend.write_revision(draft)
         return str(record.kref)
+
+    def _stacking_match(self, content: str, space: str, kind: str) -> dict[str, Any] | None:
+        """The current memory in exactly ``space`` (same kind) that this statement most likely restates."""
+        best, best_score = None, STACK_SIMILARITY
+        for hit in self.recall(content[:2000], limit=5, space=space or None, follow_edges=False):
+            if hit["space"] != space or hit["kind"] != kind:
+                continue
+            score = belief_similarity(hit["content"], content)
+            if score >= best_score:
+                best, best_score = hit, score
+        return best
+
+    def _store_contradiction(self, content: str, space: str, title: str, kind: str, metadata: dict[str, Any],
+                             tags: tuple[str, ...], official: Mapping[str, Any]) -> dict[str, Any]:
+        """A claim against an official belief: kept, as a new unverified item that CONTRADICTS it."""
+        metadata = {**metadata, "evidence_level": UNVERIFIED, "conflicts_with": official["kref"]}
+        tags = tuple(t for t in tags if not t.startswith(EVIDENCE_TAG_PREFIX)) + (evidence_tag(UNVERIFIED),)
+        kref = self._write(content=content, space=space, title=title, kind=kind, metadata=metadata, tags=tags,
+                           item_kref=None, key=None)
+        self.link(kref, official["kref"], CONTRADICTS, {"basis": "official-pin"})
+        return {"outcome": "created", "kref": kref, "contradicts": official["kref"]}
+
+    def _mark_dependents_stale(self, superseded_kref: str) -> list[str]:
+        """Tag what depends on a superseded revision ``grounding:stale`` (at most ``GROUNDING_FANOUT``)."""
+        marked = []
+        for entry in self.analyze_impact(superseded_kref)[:GROUNDING_FANOUT]:
+            with contextlib.suppress(NotFoundError):
+                self._backend.set_tag(Kref.parse(entry["kref"]), GROUNDING_STALE_TAG)
+                marked.append(entry["kref"])
+        return marked
+
+    def revise(self, target: str, content: str, *, space: str | None = None, **remember_options: Any) -> dict[str, Any]:
+        """Offer a new statement of a belief and let the store decide (AGM revision without an LLM).
+
+        Args:
+            target: an item kref, or a supersession key (then ``space`` names its space).
+            content: the new statement. remember_options: as for ``remember`` (title, metadata, source, ...).
+
+        Returns:
+            ``{"outcome": "vacuous" | "revised" | "created", "kref": ...}``: ``vacuous`` when the content is
+            equivalent (nothing written), ``revised`` when it restates or updates the target's belief (a new
+            revision with SUPERSEDES), ``created`` when it is a different belief (a new item), plus
+            ``contradicts`` when the target is official and the claim is not.
+        """
+        for forbidden in ("item", "key", "stack"):
+            if forbidden in remember_options:
+                raise InvalidArgumentError(f"revise() takes the target, not {forbidden}=")
+        if isinstance(target, str) and target.startswith(KREF_SCHEME):
+            item_kref = parse_item_kref(target).item_kref()
+            held = self.get(str(item_kref))
+            return self._remember_decision(content, space=held["space"] if space is None else space,
+                                           item_kref=item_kref, key=None, **remember_options)
+        if space is None:
+            raise InvalidArgumentError("revise(key, ...) needs space= (keys are unique per space)")
+        return self._remember_decision(content, space=space, item_kref=None, key=_checked_text(target, "key", limit=512),
+                                       **remember_options)
+
+    def _remember_decision(self, content: str, *, space: str, item_kref: Kref | None, key: str | None,
+                           title: str | None = None, kind: str = "memory", metadata: Mapping[str, Any] | None = None,
+                           tags: Sequence[str] | None = None, evidence_level: str | None = None,
+                           source: str | None = None) -> dict[str, Any]:
+        content = _checked_text(content, "content", limit=MAX_CONTENT_CHARS)
+        space = normalize_space(space)
+        title = _title_from_content(content) if title is None else _checked_text(title, "title", limit=MAX_TITLE_CHARS)
+        kind = _check_pattern(kind, KIND_PATTERN, "kind", InvalidArgumentError)
+        checked_metadata, checked_tags = _checked_metadata(metadata), _checked_tags(tags)
+        if evidence_level is not None:
+            checked_tags = tuple(dict.fromkeys(checked_tags + (evidence_tag(evidence_level),)))
+            checked_metadata["evidence_level"] = evidence_level
+        if source is not None:
+            checked_metadata["source"] = _checked_text(source, "source", limit=2000)
+        return self._store_belief(content=content, space=space, title=title, kind=kind, metadata=checked_metadata,
+                                  tags=checked_tags, item_kref=item_kref, key=key, stack=False, decide=True)
 
     def _embed_texts(self, texts: list[str]) -> list[tuple[float, ...]] | None:
         """Unit vectors for ``texts``, or None when there is no embedder or it failed (kept in
@@ -3805,6 +4751,69 @@ class Memory:
         return self._backend.add_artifact(parse_item_kref(kref), checked_name, checked_location,
                                           _checked_metadata(metadata)).to_dict()
 
+    def set_evidence(self, kref: str, level: str, *, reason: str = "", source: str | None = None) -> str:
+        """Grade (or regrade) a belief explicitly: a new revision with the same content and the new
+        ``evidence_level`` (both carriers), so the history shows what was believed, when and why.
+
+        This is the operator's call: the only way to demote, and with ``level="official"`` the only way
+        besides ``remember(evidence_level="official")`` to grade a memory official.
+
+        Returns:
+            The new revision's kref.
+        """
+        evidence_tag(level)
+        current = self.get(kref)
+        metadata = {**current["metadata"], "evidence_level": level}
+        if reason:
+            metadata["evidence_reason"] = _checked_text(reason, "reason", limit=2000)
+        if source is not None:
+            metadata["source"] = _checked_text(source, "source", limit=2000)
+            metadata["sources"] = sorted(set(metadata.get("sources") or []) | {canonical_source(source)})
+        tags = tuple(t for t in current["tags"] if t not in (LATEST_TAG,) and not t.startswith(EVIDENCE_TAG_PREFIX))
+        return self._write(content=current["content"], space=current["space"], title=current["title"],
+                           kind=current["kind"], metadata=metadata, tags=tags + (evidence_tag(level),),
+                           item_kref=Kref.parse(current["item_kref"]), key=None)
+
+    def contradictions(self) -> list[dict[str, Any]]:
+        """Every CONTRADICTS pair in this project, for review (nothing is ever deleted here).
+
+        Returns:
+            ``[{source_kref, target_kref, edge_type, metadata, created_at, source, target}]`` where ``source``
+            and ``target`` are the two revisions as ``get`` returns them.
+        """
+        pairs, seen = [], set()
+        for item in self.items(include_deprecated=True):
+            for edge in self.edges(item["item_kref"], edge_type=CONTRADICTS):
+                key = (edge["source_kref"], edge["target_kref"])
+                if key in seen:
+                    continue
+                seen.add(key)
+                with contextlib.suppress(NotFoundError):
+                    pairs.append({**edge, "source": self.get(edge["source_kref"]), "target": self.get(edge["target_kref"])})
+        return pairs
+
+    def analyze_impact(self, kref: str, *, max_depth: int = 8) -> list[dict[str, Any]]:
+        """Everything that transitively depends on a revision (incoming DEPENDS_ON and DERIVED_FROM edges).
+
+        Returns:
+            Breadth first: ``[{kref, depth, edge_type, via}]``.
+        """
+        start = str(Kref.parse(self.get(kref)["kref"]))
+        found, frontier = {}, [start]
+        for depth in range(1, max_depth + 1):
+            following = []
+            for node in frontier:
+                for edge in self.edges(node, direction="incoming"):
+                    if edge["edge_type"] in (DEPENDS_ON, DERIVED_FROM) and edge["source_kref"] not in found \
+                            and edge["source_kref"] != start:
+                        found[edge["source_kref"]] = {"kref": edge["source_kref"], "depth": depth,
+                                                      "edge_type": edge["edge_type"], "via": node}
+                        following.append(edge["source_kref"])
+            frontier = following
+            if not frontier:
+                break
+        return list(found.values())
+
     # -- reading ------------------------------------------------------------------------------------------
 
     def get(self, kref: str) -> dict[str, Any]:
@@ -3866,7 +4875,8 @@ class Memory:
                include_superseded: bool = False, query_time: str | float | _dt.datetime | None = None,
                evidence_rank: EvidenceRankConfig | None = None, recency_half_life_days: float | None = None,
                mmr_lambda: float | None = None, siblings: bool = False,
-               semantic_weight: float = 0.2, follow_edges: bool = True) -> list[dict[str, Any]]:
+               semantic_weight: float = 0.2, follow_edges: bool = True,
+               influence_only: bool = False) -> list[dict[str, Any]]:
         """Find the memories that best answer ``query``.
 
         Words are matched with BM25 (our tokenizer and Porter stemmer) over an in-memory index, then the
@@ -3896,6 +4906,8 @@ class Memory:
             semantic_weight: with an embedder, the share of the semantic channel in the fused score (0..1).
             follow_edges: let the top hits pull in their typed-edge neighbours (``GraphAugmentedRecall``
                 turns this off and walks the graph itself).
+            influence_only: only memories that earned trust (official, corroborated, or backed by two
+                distinct canonical sources), so one injected memory cannot drive an action.
 
         Returns:
             Best first: ``{kref, item_kref, revision, title, content, score, base_score, metadata, tags,
@@ -3938,7 +4950,8 @@ class Memory:
             return []
         window = parse_time_window(query, anchor)
         pool = limit + 5            # room for evidence grades to reorder; signals double it when they apply
-        filtered = checked_where is not None or types is not None or mmr_lambda is not None or min_score is not None
+        filtered = checked_where is not None or types is not None or mmr_lambda is not None or min_score is not None \
+            or influence_only
         while True:
             hits = self._backend.search(RecallQuery(
                 project=self.project, terms=terms, pool=pool, spaces=tuple(spaces) if spaces else None,
@@ -3955,6 +4968,13 @@ class Memory:
                     continue
                 if types is not None and (metadata.get("memory_type") or metadata.get("type") or result["kind"]) not in types:
                     continue
+                if influence_only and not _earned_trust(result):
+                    continue
+                if GROUNDING_STALE_TAG in result["tags"]:
+                    result["grounding_stale"] = True
+                contested = hit.signals.get("contested_by")
+                if contested:
+                    result["contested_by"] = contested
                 results.append(result)
             if not filtered or len(results) >= limit or len(hits) < pool or pool >= 4 * MAX_RECALL_LIMIT:
                 break
@@ -4114,7 +5134,7 @@ class UniversalMemoryManager:
 
 
 # ==========================================================================================================
-# 10. Export renderings
+# 12. Export renderings
 # ==========================================================================================================
 
 def _mermaid_label(text: str) -> str:
@@ -4145,7 +5165,7 @@ def render_mermaid(item: Kref, revisions: Sequence[RevisionRecord], edges: Seque
 
 
 # ==========================================================================================================
-# 11. CLI
+# 13. CLI
 # ==========================================================================================================
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
