@@ -23,11 +23,13 @@ Sections (each uses only those above it):
     5. data model     krefs, names, evidence levels, record types
     6. text           tokenizer, Porter stemmer, BM25, the impact-ordered recall index
     7. storage        the graph-backend interface and the embedded SQLite engine
-    8. recall         time words, filters, evidence weights, reranking, embeddings, graph augmentation,
-                      prompt context
-    9. facades        the sync ``Memory`` and the async ``UniversalMemoryManager``
-   10. export         JSON lines and Mermaid renderings of the graph
-   11. CLI            ``main(argv=None) -> int``
+    8. working memory session buffers: in process (or in the store file) and on Redis, session ids
+    9. recall         time words, filters, evidence weights, reranking, embeddings, LLM adapters, graph
+                      augmentation, belief similarity, prompt context
+   10. privacy        PII placeholders, credential guards, conversation summaries, the retry queue
+   11. facades        the sync ``Memory`` and the async ``UniversalMemoryManager``
+   12. export         JSON lines and Mermaid renderings of the graph
+   13. CLI            ``main(argv=None) -> int``
 
 Optional extras (``pip install 'kumiho-memory-onefile[EXTRA]'``), each imported only by the code that needs
 it: ``redis`` (working memory on Redis), ``kumiho`` (the Kumiho graph server), ``mcp`` (the MCP server
@@ -104,6 +106,11 @@ __all__ = [
     "evidence_badge", "apply_recency", "apply_mmr", "bm25_light", "select_siblings", "cosine",
     "EmbeddingAdapter", "OpenAICompatEmbeddingAdapter", "unit_vector", "embed_function",
     "GraphAugmentationConfig", "GraphAugmentedRecall", "lexical_angles", "build_recalled_context",
+    "LLMAdapter", "OpenAICompatAdapter", "AnthropicAdapter", "parse_llm_json",
+    # working memory
+    "WorkingMemoryBuffer", "InProcessBuffer", "RedisMemoryBuffer", "WorkingMemoryConfig", "MessageTooLargeError",
+    "resolve_session_id", "WORKING_MEMORY_TTL", "MAX_MESSAGE_BYTES", "MESSAGE_ROLES", "SESSION_SEQUENCE_TTL",
+    "ACTIVE_SESSION_TTL", "SESSION_GENERATION_TTL", "DEFAULT_SESSION_CONTEXT", "SESSION_SOURCES",
     # privacy, belief revision and consolidation
     "CredentialDetectedError", "PIIRedactor", "normalize_statement", "statement_subjects", "belief_similarity",
     "canonical_source", "REVISION_OUTCOMES", "ExtractiveSummarizer", "MemorySummarizer", "render_summary",
@@ -364,6 +371,11 @@ ENVIRONMENT_VARIABLES = {
     "KUMIHO_MEMORY_PROJECT": f"the project name (default {DEFAULT_PROJECT})",
     "KUMIHO_MEMORY_BUSY_TIMEOUT": "seconds a write waits for another process's lock (default 30)",
     "KUMIHO_EVIDENCE_RERANK": "0 turns off evidence-weighted recall (default on)",
+    "KUMIHO_WORKING_MEMORY_TTL": "seconds a working-memory session lives after its last use (default 3600)",
+    "KUMIHO_REDIS_URL": "Redis URL for working memory (redis://, rediss:// for TLS, password in the URL)",
+    "REDIS_URL": "fallback for KUMIHO_REDIS_URL",
+    "KUMIHO_SESSION_ID": "the host's session id, used by resolve_session_id when no user is named",
+    "KUMIHO_RETRY_QUEUE_DIR": "folder of the retry queue for consolidations (default ~/.kumiho/retry_queue)",
 }
 
 
@@ -2815,7 +2827,1102 @@ def _record_instant(record: Mapping[str, Any], field: str) -> str:
 
 
 # ==========================================================================================================
-# 8. Recall: what the query means, filters, evidence, reranking, context
+# 8. Working memory
+# ==========================================================================================================
+#
+# A session's short-term memory: the messages of one conversation, kept for a sliding hour until
+# consolidation turns them into long-term memories. Both buffers address their data with kumiho-memory's
+# Redis key schema, so the in-process buffer is a faithful stand-in for Redis and the Redis buffer can share a
+# server with the reference implementation:
+#
+#     kumiho:memory:[TENANT:]PROJECT:sessions:SESSION:messages   list of JSON {role, content, timestamp, metadata}
+#     kumiho:memory:[TENANT:]PROJECT:sessions:SESSION:metadata   hash of strings (user_id, context, ...)
+#     kumiho:memory:[TENANT:]session_seq:USER:YYYYMMDD           counter, 48 h
+#     kumiho:memory:[TENANT:]session_gen:BASE                    counter, 24 h
+#     kumiho:memory:[TENANT:]active_session:CONTEXT:USER         session id, 24 h, claimed with SET NX
+#
+# A session's list and hash share one sliding TTL: adding a message, setting metadata and reading a non-empty
+# list all push both expiries to ``default_ttl`` from now. Tenants and projects may not be named like the
+# fixed key segments, so no two (tenant, project, session) triples can ever share a key.
+
+WORKING_MEMORY_TTL = 3600                 # seconds a session lives after its last write or non-empty read
+MAX_MESSAGE_BYTES = 64 * 1024             # per message content, and per message metadata, in UTF-8 bytes
+MESSAGE_ROLES = ("user", "assistant", "system", "tool")
+SESSION_SEQUENCE_TTL = 48 * 3600
+ACTIVE_SESSION_TTL = 24 * 3600
+SESSION_GENERATION_TTL = 24 * 3600
+DEFAULT_SESSION_CONTEXT = "mcp"
+SESSION_SOURCES = ("request", "host-env", "active-pointer", "generated")
+
+# Read only by WorkingMemoryConfig.from_env and RedisMemoryBuffer's constructor (merge into
+# ENVIRONMENT_VARIABLES):
+
+_KEY_ROOT = "kumiho:memory"
+_RESERVED_KEY_SEGMENTS = frozenset({"sessions", "session_seq", "session_gen", "active_session"})
+_WM_IDENTIFIER = re.compile(r"^[^\s\x00-\x1f\x7f]{1,256}$")            # session ids, user ids: no blanks
+_WM_CONTEXT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")         # no ':' so pointer keys stay unambiguous
+_WM_DATE = re.compile(r"^\d{8}$")
+_REDIS_RETRY_DELAY = 0.05                 # the reference retries a failed Redis call once, after 50 ms
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+# Delete a key only while it still holds the value the caller expects (one atomic step on the server).
+_DELETE_IF_EQUAL = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class MessageTooLargeError(InvalidArgumentError):
+    """A message (its content or its metadata) is over ``MAX_MESSAGE_BYTES``; nothing was stored.
+
+    Attributes:
+        size: the size in UTF-8 bytes. limit: the limit in bytes.
+    """
+
+    def __init__(self, what: str, size: int, limit: int = MAX_MESSAGE_BYTES) -> None:
+        super().__init__(f"{what} is {size} bytes (UTF-8), over the {limit}-byte limit ({limit // 1024} KiB); "
+                         f"nothing was stored: split it, or keep the bulk as an artifact")
+        self.size = size
+        self.limit = limit
+
+
+def _wm_segment(value: Any, what: str) -> str:
+    """A tenant or project name: a kref segment that is not one of the fixed key segments."""
+    text = _check_pattern(value, SEGMENT_PATTERN, what, InvalidArgumentError)
+    if text in _RESERVED_KEY_SEGMENTS:
+        raise InvalidArgumentError(f"{what} may not be {text!r}: that name is a fixed part of working-memory keys")
+    return text
+
+
+def _wm_identifier(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not _WM_IDENTIFIER.match(value):
+        raise InvalidArgumentError(f"{what} must be 1-256 characters without spaces or control characters, "
+                                   f"not {value!r}")
+    return value
+
+
+def _wm_context(value: Any) -> str:
+    return _check_pattern(value, _WM_CONTEXT, "context", InvalidArgumentError)
+
+
+def _wm_seconds(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(f"{what} must be a whole number of seconds >= 1, not {value!r}")
+    return value
+
+
+def _wm_count(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(f"{what} must be a whole number >= 0, not {value!r}")
+    return value
+
+
+def _utf8_size(text: str, what: str) -> int:
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(f"{what} is not valid Unicode text ({exc.reason})") from exc
+
+
+def _text(value: Any) -> str:
+    """A Redis reply as text (clients without ``decode_responses`` answer bytes)."""
+    return value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def _decode_message(record: str, session_id: str) -> dict[str, Any]:
+    """One stored message as ``{role, content, timestamp, metadata}``.
+
+    Raises:
+        StoreError: the stored record is not a JSON object (another program wrote under our key).
+    """
+    try:
+        value = json.loads(record)
+    except ValueError as exc:
+        raise StoreError(f"a working-memory message of session {session_id!r} is not JSON; another program "
+                         f"may be writing under kumiho's keys") from exc
+    if not isinstance(value, dict):
+        raise StoreError(f"a working-memory message of session {session_id!r} is not a JSON object")
+    metadata = value.get("metadata")
+    return {"role": str(value.get("role", "")), "content": str(value.get("content", "")),
+            "timestamp": str(value.get("timestamp", "")),
+            "metadata": metadata if isinstance(metadata, dict) else {}}
+
+
+class _KeySchema:
+    """The reference's key names, under one tenant (or none)."""
+
+    def __init__(self, tenant: str | None) -> None:
+        self.root = f"{_KEY_ROOT}:{tenant}" if tenant else _KEY_ROOT
+
+    def sessions(self, project: str) -> str:
+        return f"{self.root}:{project}:sessions:"
+
+    def messages(self, project: str, session_id: str) -> str:
+        return f"{self.sessions(project)}{session_id}:messages"
+
+    def metadata(self, project: str, session_id: str) -> str:
+        return f"{self.sessions(project)}{session_id}:metadata"
+
+    def sequence(self, user_canonical_id: str, date_str: str) -> str:
+        return f"{self.root}:session_seq:{user_canonical_id}:{date_str}"
+
+    def generation(self, base: str) -> str:
+        return f"{self.root}:session_gen:{base}"
+
+    def active(self, context: str, user_id: str) -> str:
+        return f"{self.root}:active_session:{context}:{user_id}"
+
+
+class WorkingMemoryBuffer(abc.ABC):
+    """Per-session message buffers, session metadata, session pointers and counters, all with expiry.
+
+    The public methods (async, named as in kumiho-memory's ``RedisMemoryBuffer``) validate their arguments,
+    build keys and shape results here, once; a backend implements only the ten storage primitives at the end
+    of this class, which behave like the Redis commands named in their docstrings. Use it with
+    ``async with``, or call ``close()``.
+
+    Args:
+        clock: time for message timestamps (and, on the in-process buffer, for expiry).
+        default_ttl: seconds a session lives after its last write or non-empty read.
+        tenant: keeps this tenant's keys apart from every other tenant's; None for no tenant segment.
+    """
+
+    def __init__(self, *, clock: Clock | None = None, default_ttl: int = WORKING_MEMORY_TTL,
+                 tenant: str | None = None) -> None:
+        self.clock: Clock = clock or SystemClock()
+        self.default_ttl = _wm_seconds(default_ttl, "default_ttl")
+        self.tenant = None if tenant is None else _wm_segment(tenant, "tenant")
+        self._keys = _KeySchema(self.tenant)
+
+    # -- messages ----------------------------------------------------------------------------------------
+
+    async def add_message(self, *, project: str, session_id: str, role: str, content: str,
+                          metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Append a message to a session and slide the session's expiry.
+
+        Args:
+            project: the project the session belongs to. session_id: the session.
+            role: one of ``MESSAGE_ROLES``. content: the text, at most ``MAX_MESSAGE_BYTES`` in UTF-8.
+            metadata: JSON-serializable details kept with the message (at most ``MAX_MESSAGE_BYTES``).
+
+        Returns:
+            ``{"message_id": "SESSION:N", "message_count": N, "created_bucket": N == 1}``.
+
+        Raises:
+            MessageTooLargeError: the content or metadata is too large (nothing is stored).
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        project = _wm_segment(project, "project")
+        session_id = _wm_identifier(session_id, "session_id")
+        if role not in MESSAGE_ROLES:
+            raise InvalidArgumentError(f"role must be one of {', '.join(MESSAGE_ROLES)}, not {role!r}")
+        if not isinstance(content, str):
+            raise InvalidArgumentError(f"content must be text, not {type(content).__name__}")
+        size = _utf8_size(content, "message content")
+        if size > MAX_MESSAGE_BYTES:
+            raise MessageTooLargeError("message content", size)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise InvalidArgumentError(f"metadata must be a mapping, not {type(metadata).__name__}")
+        metadata_json = canonical_json(dict(metadata or {}))
+        metadata_size = _utf8_size(metadata_json, "message metadata")
+        if metadata_size > MAX_MESSAGE_BYTES:
+            raise MessageTooLargeError("message metadata", metadata_size)
+        record = canonical_json({"role": role, "content": content, "timestamp": format_instant(self.clock.now()),
+                                 "metadata": json.loads(metadata_json)})
+        count = await self._append(self._keys.messages(project, session_id),
+                                   self._keys.metadata(project, session_id), record, self.default_ttl)
+        return {"message_id": f"{session_id}:{count}", "message_count": count, "created_bucket": count == 1}
+
+    async def get_messages(self, *, project: str, session_id: str, limit: int = 10,
+                           offset: int = 0) -> dict[str, Any]:
+        """Read the last ``limit`` messages before the newest ``offset`` ones, oldest first.
+
+        A read of a non-empty session slides its expiry.
+
+        Args:
+            project: the project. session_id: the session.
+            limit: how many messages at most. offset: how many of the newest messages to pass over.
+
+        Returns:
+            ``{"messages": [{role, content, timestamp, metadata}], "message_count": total in the session,
+            "ttl_remaining": seconds until the session expires, or None when it holds nothing}``.
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        project = _wm_segment(project, "project")
+        session_id = _wm_identifier(session_id, "session_id")
+        limit = _wm_count(limit, "limit")
+        offset = _wm_count(offset, "offset")
+        # LRANGE -limit-offset .. -1-offset; LRANGE 1 0 is the empty range, for limit 0.
+        start, stop = (-limit - offset, -1 - offset) if limit else (1, 0)
+        records, count, ttl_remaining = await self._read_list(
+            self._keys.messages(project, session_id), self._keys.metadata(project, session_id), start, stop,
+            self.default_ttl)
+        return {"messages": [_decode_message(record, session_id) for record in records],
+                "message_count": count, "ttl_remaining": ttl_remaining if count else None}
+
+    async def clear_session(self, *, project: str, session_id: str) -> int:
+        """Delete a session's messages and metadata.
+
+        Args:
+            project: the project. session_id: the session.
+
+        Returns:
+            How many messages were removed (0 when the session did not exist).
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        project = _wm_segment(project, "project")
+        session_id = _wm_identifier(session_id, "session_id")
+        return await self._delete_session(self._keys.messages(project, session_id),
+                                          self._keys.metadata(project, session_id))
+
+    async def list_sessions(self, project: str, limit: int = 20) -> list[str]:
+        """List the sessions of a project that hold messages.
+
+        Args:
+            project: the project. limit: how many session ids at most.
+
+        Returns:
+            Session ids in ascending order (minted ids sort by user, then date and sequence).
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        prefix = self._keys.sessions(_wm_segment(project, "project"))
+        limit = _wm_count(limit, "limit")
+        suffix = ":messages"
+        keys = await self._scan_lists(prefix, suffix)
+        return sorted(key[len(prefix):-len(suffix)] for key in keys)[:limit]
+
+    # -- session metadata -------------------------------------------------------------------------------
+
+    async def set_session_metadata(self, *, project: str, session_id: str, metadata: Mapping[str, str]) -> None:
+        """Merge fields into a session's metadata (like Redis HSET) and slide the session's expiry.
+
+        Args:
+            project: the project. session_id: the session.
+            metadata: field names to string values, e.g. ``{"user_id": "ann", "context": "personal"}``.
+
+        Raises:
+            InvalidArgumentError: a field name or value is not a string. ServiceError / StoreError: the backend
+                failed.
+        """
+        project = _wm_segment(project, "project")
+        session_id = _wm_identifier(session_id, "session_id")
+        if not isinstance(metadata, Mapping):
+            raise InvalidArgumentError(f"metadata must be a mapping, not {type(metadata).__name__}")
+        fields: dict[str, str] = {}
+        for name, value in metadata.items():
+            if not isinstance(name, str) or not name or not isinstance(value, str):
+                raise InvalidArgumentError(f"session metadata maps non-empty names to strings; {name!r}: {value!r} "
+                                           f"is not that (store structured values as JSON text)")
+            fields[name] = value
+        size = _utf8_size(canonical_json(fields), "session metadata")
+        if size > MAX_MESSAGE_BYTES:
+            raise MessageTooLargeError("session metadata", size)
+        if fields:
+            await self._merge_hash(self._keys.metadata(project, session_id),
+                                   self._keys.messages(project, session_id), fields, self.default_ttl)
+
+    async def get_session_metadata(self, *, project: str, session_id: str) -> dict[str, str]:
+        """Return a session's metadata fields (``{}`` when it has none).
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        project = _wm_segment(project, "project")
+        session_id = _wm_identifier(session_id, "session_id")
+        return await self._read_hash(self._keys.metadata(project, session_id))
+
+    # -- session ids: sequences, generations, active pointers --------------------------------------------
+
+    async def next_session_sequence(self, *, user_canonical_id: str, date_str: str,
+                                    ttl_seconds: int = SESSION_SEQUENCE_TTL) -> int:
+        """Return the next number (1, 2, ...) of a user's sessions on one day.
+
+        Args:
+            user_canonical_id: the user as it appears in minted ids (``user-<hash>``).
+            date_str: ``YYYYMMDD``. ttl_seconds: how long the counter lives after its last use.
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        user = _wm_identifier(user_canonical_id, "user_canonical_id")
+        if not isinstance(date_str, str) or not _WM_DATE.match(date_str):
+            raise InvalidArgumentError(f"date_str must be YYYYMMDD, not {date_str!r}")
+        return await self._increment(self._keys.sequence(user, date_str), _wm_seconds(ttl_seconds, "ttl_seconds"))
+
+    async def get_session_generation(self, base: str) -> int:
+        """Return how many times the session ``base`` was consolidated lately (0 if never, or 24 h ago).
+
+        Raises:
+            InvalidArgumentError: a malformed base. ServiceError / StoreError: the backend failed.
+        """
+        value = await self._get_string(self._keys.generation(_wm_identifier(base, "base")))
+        return int(value) if value is not None else 0
+
+    async def bump_session_generation(self, base: str) -> int:
+        """Count one more consolidation of the session ``base`` and return the new generation.
+
+        Raises:
+            InvalidArgumentError: a malformed base. ServiceError / StoreError: the backend failed.
+        """
+        return await self._increment(self._keys.generation(_wm_identifier(base, "base")), SESSION_GENERATION_TTL)
+
+    async def get_active_session(self, *, context: str, user_id: str) -> str | None:
+        """Return the session id a user's pointer names in a context, or None.
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        return await self._get_string(self._keys.active(_wm_context(context), _wm_identifier(user_id, "user_id")))
+
+    async def set_active_session(self, *, context: str, user_id: str, session_id: str,
+                                 ttl_seconds: int = ACTIVE_SESSION_TTL, nx: bool = False) -> bool:
+        """Point a user's active session in a context at ``session_id``.
+
+        Args:
+            context: e.g. ``mcp`` or ``personal``. user_id: the user. session_id: the session.
+            ttl_seconds: how long the pointer lives.
+            nx: claim only if no pointer exists (atomic: of racing claims exactly one wins).
+
+        Returns:
+            True when the pointer was written; False when ``nx`` and another session holds it.
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        key = self._keys.active(_wm_context(context), _wm_identifier(user_id, "user_id"))
+        return await self._set_string(key, _wm_identifier(session_id, "session_id"),
+                                      _wm_seconds(ttl_seconds, "ttl_seconds"), bool(nx))
+
+    async def clear_active_session(self, *, context: str, user_id: str, only_if: str | None = None) -> bool:
+        """Remove a user's active-session pointer in a context.
+
+        Args:
+            context: the context. user_id: the user.
+            only_if: remove it only while it still names this session (atomic compare-and-delete).
+
+        Returns:
+            True when a pointer was removed.
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        key = self._keys.active(_wm_context(context), _wm_identifier(user_id, "user_id"))
+        expected = None if only_if is None else _wm_identifier(only_if, "only_if")
+        return await self._delete_string(key, expected)
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release the backend; closing twice is harmless."""
+
+    async def __aenter__(self) -> "WorkingMemoryBuffer":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+    # -- storage primitives (what a backend implements) ---------------------------------------------------
+
+    @abc.abstractmethod
+    async def _append(self, list_key: str, hash_key: str, record: str, ttl: int) -> int:
+        """RPUSH ``record``; EXPIRE both keys ``ttl``; return the new length."""
+
+    @abc.abstractmethod
+    async def _read_list(self, list_key: str, hash_key: str, start: int, stop: int,
+                         ttl: int) -> tuple[list[str], int, int | None]:
+        """LRANGE start stop and LLEN; when the list is non-empty EXPIRE both keys ``ttl``.
+        Return (records, length, seconds left or None)."""
+
+    @abc.abstractmethod
+    async def _merge_hash(self, hash_key: str, list_key: str, fields: dict[str, str], ttl: int) -> None:
+        """HSET ``fields``; EXPIRE both keys ``ttl``."""
+
+    @abc.abstractmethod
+    async def _read_hash(self, hash_key: str) -> dict[str, str]:
+        """HGETALL."""
+
+    @abc.abstractmethod
+    async def _delete_session(self, list_key: str, hash_key: str) -> int:
+        """LLEN then DEL both keys, atomically; return the length."""
+
+    @abc.abstractmethod
+    async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
+        """Every live key that starts with ``prefix`` and ends with ``suffix`` (SCAN MATCH)."""
+
+    @abc.abstractmethod
+    async def _increment(self, key: str, ttl: int) -> int:
+        """INCR then EXPIRE ``ttl``, atomically; return the new value."""
+
+    @abc.abstractmethod
+    async def _get_string(self, key: str) -> str | None:
+        """GET."""
+
+    @abc.abstractmethod
+    async def _set_string(self, key: str, value: str, ttl: int, nx: bool) -> bool:
+        """SET key value EX ttl [NX]; return whether it was written."""
+
+    @abc.abstractmethod
+    async def _delete_string(self, key: str, only_if: str | None) -> bool:
+        """DEL, or delete only while the value equals ``only_if`` (atomically); return whether it was."""
+
+
+async def resolve_session_id(buffer: WorkingMemoryBuffer, *, user_id: str | None = None, context: str | None = None,
+                             session_id: str | None = None, environ: Mapping[str, str] | None = None,
+                             clock: Clock | None = None, project: str | None = None) -> tuple[str, str]:
+    """Decide which session a message belongs to, in the reference's order.
+
+    1. ``session_id`` given (a hosted request's id): it, source ``"request"``.
+    2. No ``user_id``: ``KUMIHO_SESSION_ID`` from ``environ``, plus ``:c<N>`` once the session was
+       consolidated N times (see ``bump_session_generation``), source ``"host-env"``.
+    3. The user's active pointer for ``(context or "mcp", user_id)``, source ``"active-pointer"``.
+    4. A new id ``CONTEXT:user-<sha256(user_id)[:10]>:YYYYMMDD:NNN`` claimed with an atomic NX pointer; a
+       caller that loses the race adopts the winner's id. Source ``"generated"``.
+
+    Args:
+        buffer: the working memory holding pointers and counters.
+        user_id: the user, if known. context: the pointer's context (default ``"mcp"``).
+        session_id: an explicit session id. environ: where ``KUMIHO_SESSION_ID`` is read (default
+            ``os.environ``, read at call time). clock: the date for minted ids (default the buffer's clock).
+        project: when given, a newly minted session is stamped with ``{user_id, context}`` metadata there.
+
+    Returns:
+        ``(session_id, source)`` with source one of ``SESSION_SOURCES``.
+
+    Raises:
+        InvalidArgumentError: no identity at all (no session id, no user, no ``KUMIHO_SESSION_ID``), or a
+            malformed one.
+        ServiceError: the pointer kept changing under three claims in a row (retry).
+    """
+    if session_id:
+        return _wm_identifier(session_id, "session_id"), "request"
+    if not user_id:
+        environ = os.environ if environ is None else environ
+        base = (environ.get("KUMIHO_SESSION_ID") or "").strip()
+        if not base:
+            raise InvalidArgumentError("no session identity: pass session_id= or user_id=, or set KUMIHO_SESSION_ID")
+        base = _wm_identifier(base, "KUMIHO_SESSION_ID")
+        generation = await buffer.get_session_generation(base)
+        return (f"{base}:c{generation}" if generation else base), "host-env"
+    user_id = _wm_identifier(user_id, "user_id")
+    context = _wm_context(context or DEFAULT_SESSION_CONTEXT)
+    pointer = await buffer.get_active_session(context=context, user_id=user_id)
+    if pointer:
+        return pointer, "active-pointer"
+    date_str = f"{(clock or buffer.clock).now():%Y%m%d}"
+    canonical = "user-" + hashlib.sha256(user_id.encode("utf-8")).hexdigest()[:10]
+    for _attempt in range(3):
+        sequence = await buffer.next_session_sequence(user_canonical_id=canonical, date_str=date_str)
+        candidate = f"{context}:{canonical}:{date_str}:{sequence:03d}"
+        if await buffer.set_active_session(context=context, user_id=user_id, session_id=candidate, nx=True):
+            if project is not None:
+                await buffer.set_session_metadata(project=project, session_id=candidate,
+                                                  metadata={"user_id": user_id, "context": context})
+            return candidate, "generated"
+        winner = await buffer.get_active_session(context=context, user_id=user_id)
+        if winner:                                   # lost the race: adopt the winner's session
+            return winner, "generated"
+    raise ServiceError(f"could not claim a session for user {user_id!r} in context {context!r}: the pointer "
+                       f"changed under three claims in a row; retry", transient=True)
+
+
+# -- the in-process buffer: a small Redis keyspace in SQLite -----------------------------------------------
+
+_WM_SCHEMA = """
+CREATE TABLE IF NOT EXISTS wm_keys (
+    key TEXT PRIMARY KEY, kind TEXT NOT NULL, value TEXT NOT NULL, expires_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS wm_keys_by_expiry ON wm_keys (expires_at);
+CREATE TABLE IF NOT EXISTS wm_lists (
+    key TEXT NOT NULL, position INTEGER NOT NULL, value TEXT NOT NULL,
+    PRIMARY KEY (key, position)) WITHOUT ROWID;
+"""
+
+
+class _SQLiteKeyspace:
+    """Lists, hashes, strings and counters with expiry, in two SQLite tables (``wm_keys``, ``wm_lists``).
+
+    Blocking and thread-safe: one connection, one lock, one transaction per operation; operations that read
+    then write take SQLite's write lock first (``BEGIN IMMEDIATE``) so they are atomic across processes too.
+    Expired keys are invisible to reads and purged by the next write (time comes from the injected clock).
+    """
+
+    def __init__(self, path: str | None, clock: Clock, busy_timeout: float) -> None:
+        self.path = ":memory:" if path is None or path == ":memory:" else path
+        self._clock = clock
+        self._busy_timeout = busy_timeout
+        self._lock = threading.Lock()
+        if self.path != ":memory:":
+            # Creates the graph schema in a new file, and refuses a foreign or newer file, before we add ours.
+            SQLiteGraph(self.path, clock=clock, busy_timeout=busy_timeout).close()
+        try:
+            conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
+        self._conn: sqlite3.Connection | None = conn
+        try:
+            conn.execute("PRAGMA secure_delete = ON")       # a cleared message leaves no bytes behind
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in _WM_SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("COMMIT")
+        except KumihoMemoryError:
+            self.close()
+            raise
+        except sqlite3.Error as exc:
+            self.close()
+            raise self._error(exc) from exc
+
+    def _error(self, exc: sqlite3.Error) -> StoreError:
+        where = "in-memory working memory" if self.path == ":memory:" else f"working memory in {self.path!r}"
+        if _busy(exc):
+            return StoreBusyError(f"{where} stayed locked by another process for {self._busy_timeout:g}s ({exc}); "
+                                  f"retry, or raise busy_timeout")
+        return StoreError(f"{where}: {exc}")
+
+    @contextlib.contextmanager
+    def transaction(self, *, write: bool) -> Iterator[tuple[sqlite3.Connection, float]]:
+        """One transaction and the clock's reading for it; a write first purges expired keys."""
+        with self._lock:
+            if self._conn is None:
+                raise StoreClosedError("this working-memory buffer is closed")
+            conn = self._conn
+            now = self._clock.now().timestamp()
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+            try:
+                if write:
+                    conn.execute("DELETE FROM wm_lists WHERE key IN "
+                                 "(SELECT key FROM wm_keys WHERE expires_at <= ?)", (now,))
+                    conn.execute("DELETE FROM wm_keys WHERE expires_at <= ?", (now,))
+                yield conn, now
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._error(exc) from exc
+                raise
+
+    @staticmethod
+    def _live(conn: sqlite3.Connection, key: str, now: float) -> tuple[str, float] | None:
+        row = conn.execute("SELECT value, expires_at FROM wm_keys WHERE key = ? AND expires_at > ?",
+                           (key, now)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    @staticmethod
+    def _touch(conn: sqlite3.Connection, keys: Sequence[str], now: float, ttl: int) -> None:
+        conn.executemany("UPDATE wm_keys SET expires_at = ? WHERE key = ?", [(now + ttl, key) for key in keys])
+
+    def append(self, list_key: str, hash_key: str, record: str, ttl: int) -> int:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, list_key, now)
+            length = int(live[0]) if live else 0
+            conn.execute("INSERT INTO wm_lists VALUES (?, ?, ?)", (list_key, length, record))
+            conn.execute("INSERT OR REPLACE INTO wm_keys VALUES (?, 'list', ?, ?)",
+                         (list_key, str(length + 1), now + ttl))
+            self._touch(conn, [hash_key], now, ttl)
+            return length + 1
+
+    def read_list(self, list_key: str, hash_key: str, start: int, stop: int,
+                  ttl: int) -> tuple[list[str], int, int | None]:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, list_key, now)
+            length = int(live[0]) if live else 0
+            if not length:
+                return [], 0, None
+            first = max(start + length if start < 0 else start, 0)
+            last = min(stop + length if stop < 0 else stop, length - 1)
+            rows = conn.execute("SELECT value FROM wm_lists WHERE key = ? AND position BETWEEN ? AND ? "
+                                "ORDER BY position", (list_key, first, last)).fetchall() if first <= last else []
+            self._touch(conn, [list_key, hash_key], now, ttl)
+            return [row[0] for row in rows], length, ttl
+
+    def merge_hash(self, hash_key: str, list_key: str, fields: dict[str, str], ttl: int) -> None:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, hash_key, now)
+            merged = {**(json.loads(live[0]) if live else {}), **fields}
+            conn.execute("INSERT OR REPLACE INTO wm_keys VALUES (?, 'hash', ?, ?)",
+                         (hash_key, canonical_json(merged), now + ttl))
+            self._touch(conn, [list_key], now, ttl)
+
+    def read_hash(self, hash_key: str) -> dict[str, str]:
+        with self.transaction(write=False) as (conn, now):
+            live = self._live(conn, hash_key, now)
+            return dict(json.loads(live[0])) if live else {}
+
+    def delete_session(self, list_key: str, hash_key: str) -> int:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, list_key, now)
+            conn.execute("DELETE FROM wm_lists WHERE key = ?", (list_key,))
+            conn.execute("DELETE FROM wm_keys WHERE key IN (?, ?)", (list_key, hash_key))
+            removed = int(live[0]) if live else 0
+        self._checkpoint()
+        return removed
+
+    def _checkpoint(self) -> None:
+        """Fold the WAL into the file and truncate it, so deleted text leaves the WAL's bytes too (best effort:
+        a reader in another connection may keep the WAL; the next checkpoint then finishes the job)."""
+        if self.path == ":memory:":
+            return
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+    def scan(self, prefix: str, suffix: str) -> list[str]:
+        # Every key starting with the prefix sorts in [prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)).
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        with self.transaction(write=False) as (conn, now):
+            rows = conn.execute("SELECT key FROM wm_keys WHERE key >= ? AND key < ? AND kind = 'list' "
+                                "AND expires_at > ?", (prefix, upper, now)).fetchall()
+        return [row[0] for row in rows if row[0].endswith(suffix)]
+
+    def increment(self, key: str, ttl: int) -> int:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, key, now)
+            value = (int(live[0]) if live else 0) + 1
+            conn.execute("INSERT OR REPLACE INTO wm_keys VALUES (?, 'string', ?, ?)", (key, str(value), now + ttl))
+            return value
+
+    def get_string(self, key: str) -> str | None:
+        with self.transaction(write=False) as (conn, now):
+            live = self._live(conn, key, now)
+            return live[0] if live else None
+
+    def set_string(self, key: str, value: str, ttl: int, nx: bool) -> bool:
+        with self.transaction(write=True) as (conn, now):
+            if nx and self._live(conn, key, now):
+                return False
+            conn.execute("INSERT OR REPLACE INTO wm_keys VALUES (?, 'string', ?, ?)", (key, value, now + ttl))
+            return True
+
+    def delete_string(self, key: str, only_if: str | None) -> bool:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, key, now)
+            if live is None or (only_if is not None and live[0] != only_if):
+                return False
+            conn.execute("DELETE FROM wm_keys WHERE key = ?", (key,))
+            return True
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    if self.path != ":memory:":
+                        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                self._conn.close()
+                self._conn = None
+
+
+class InProcessBuffer(WorkingMemoryBuffer):
+    """The default working memory: in this process's memory, or kept in the store file so a restart keeps
+    the messages not yet consolidated.
+
+    With a ``path`` the buffer adds two tables (``wm_keys``, ``wm_lists``) to the kumiho_memory store file at
+    that path, over its own SQLite connection (WAL, busy timeout, one transaction per operation). A new file
+    is created as a kumiho_memory store first, so ``Memory(path)`` and ``InProcessBuffer(path)`` may be opened
+    in either order; a file of another program is refused. Blocking work runs in a worker thread.
+
+    Args:
+        path: the store file, or None to keep everything in memory.
+        clock: time for timestamps and expiry (a ``ManualClock`` makes TTLs testable).
+        default_ttl: seconds a session lives after its last write or non-empty read.
+        tenant: keeps this tenant's sessions apart from every other tenant's.
+        busy_timeout: seconds a write waits for another process's lock before ``StoreBusyError``.
+
+    Raises:
+        StoreError: the file cannot be used (``CorruptStoreError`` for a file of another program).
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, clock: Clock | None = None,
+                 default_ttl: int = WORKING_MEMORY_TTL, tenant: str | None = None,
+                 busy_timeout: float = 30.0) -> None:
+        super().__init__(clock=clock, default_ttl=default_ttl, tenant=tenant)
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) or busy_timeout < 0:
+            raise InvalidArgumentError(f"busy_timeout must be a non-negative number, not {busy_timeout!r}")
+        self._space = _SQLiteKeyspace(None if path is None else os.fspath(path), self.clock, float(busy_timeout))
+
+    @property
+    def path(self) -> str:
+        """The store file, or ``":memory:"``."""
+        return self._space.path
+
+    def __repr__(self) -> str:
+        return f"InProcessBuffer({self.path!r}, tenant={self.tenant!r}, default_ttl={self.default_ttl})"
+
+    async def close(self) -> None:
+        """Checkpoint and close the connection; closing twice is harmless, using it afterwards raises
+        ``StoreClosedError``."""
+        await asyncio.to_thread(self._space.close)
+
+    async def _append(self, list_key: str, hash_key: str, record: str, ttl: int) -> int:
+        return await asyncio.to_thread(self._space.append, list_key, hash_key, record, ttl)
+
+    async def _read_list(self, list_key: str, hash_key: str, start: int, stop: int,
+                         ttl: int) -> tuple[list[str], int, int | None]:
+        return await asyncio.to_thread(self._space.read_list, list_key, hash_key, start, stop, ttl)
+
+    async def _merge_hash(self, hash_key: str, list_key: str, fields: dict[str, str], ttl: int) -> None:
+        await asyncio.to_thread(self._space.merge_hash, hash_key, list_key, fields, ttl)
+
+    async def _read_hash(self, hash_key: str) -> dict[str, str]:
+        return await asyncio.to_thread(self._space.read_hash, hash_key)
+
+    async def _delete_session(self, list_key: str, hash_key: str) -> int:
+        return await asyncio.to_thread(self._space.delete_session, list_key, hash_key)
+
+    async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
+        return await asyncio.to_thread(self._space.scan, prefix, suffix)
+
+    async def _increment(self, key: str, ttl: int) -> int:
+        return await asyncio.to_thread(self._space.increment, key, ttl)
+
+    async def _get_string(self, key: str) -> str | None:
+        return await asyncio.to_thread(self._space.get_string, key)
+
+    async def _set_string(self, key: str, value: str, ttl: int, nx: bool) -> bool:
+        return await asyncio.to_thread(self._space.set_string, key, value, ttl, nx)
+
+    async def _delete_string(self, key: str, only_if: str | None) -> bool:
+        return await asyncio.to_thread(self._space.delete_string, key, only_if)
+
+
+# -- the Redis buffer ---------------------------------------------------------------------------------------
+
+def _url_secrets(url: str) -> list[str]:
+    """The password in a URL's user-info or ``password=`` query field, raw and decoded (to scrub messages)."""
+    import urllib.parse
+    found: list[str] = []
+    userinfo = re.search(r"//([^/@]*)@", url)
+    if userinfo and ":" in userinfo.group(1):
+        found.append(userinfo.group(1).split(":", 1)[1])
+    found += re.findall(r"[?&]password=([^&#]*)", url)
+    return [secret for raw in found if raw for secret in {raw, urllib.parse.unquote(raw)}]
+
+
+class _RedisCommands:
+    """Runs raw commands on a redis-py client, sync or asyncio: one retry after 50 ms for a lost connection,
+    errors mapped to ``ServiceError`` with every known password scrubbed from the message.
+
+    An asyncio client that this buffer built is rebuilt when the running event loop changes (redis-py binds
+    connections to a loop); a caller's asyncio client is used as given.
+    """
+
+    def __init__(self, redis_module: Any, client: Any, factory: Callable[[], Any] | None, where: str,
+                 secrets_to_hide: Sequence[str]) -> None:
+        self._errors = redis_module.exceptions
+        self._client = client
+        self._factory = factory
+        self._sync = isinstance(client, redis_module.Redis)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.where = where
+        self._secrets = sorted(set(secrets_to_hide), key=len, reverse=True)
+
+    def scrub(self, text: str) -> str:
+        """``text`` with URLs' user-info and every known password replaced by ``***``."""
+        text = _redact_url(text)
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _current_client(self) -> Any:
+        if self._client is None:
+            raise StoreClosedError("this working-memory buffer is closed")
+        if self._sync:
+            return self._client
+        loop = asyncio.get_running_loop()
+        if self._loop is not None and self._loop is not loop and self._factory is not None:
+            self._client = self._factory()          # the old client's connections belong to the old loop
+        self._loop = loop
+        return self._client
+
+    async def run(self, *commands: tuple[Any, ...], transaction: bool = False) -> list[Any]:
+        """Run commands (in one MULTI/EXEC when ``transaction``) and return their replies.
+
+        Raises:
+            ServiceError: transient for a lost connection or timeout (after one retry); permanent for refused
+                credentials or a command the server rejects.
+        """
+        retried = False
+        while True:
+            try:
+                client = self._current_client()
+                if self._sync:
+                    return await asyncio.to_thread(self._run_sync, client, commands, transaction)
+                if len(commands) == 1 and not transaction:
+                    return [await client.execute_command(*commands[0])]
+                async with client.pipeline(transaction=transaction) as pipe:
+                    for command in commands:
+                        pipe.execute_command(*command)
+                    return list(await pipe.execute())
+            except (self._errors.AuthenticationError, self._errors.NoPermissionError) as exc:
+                raise ServiceError(f"Redis at {self.where} refused the credentials ({self.scrub(str(exc))}); "
+                                   f"check the user and password in the Redis URL", transient=False) from exc
+            except (self._errors.ConnectionError, self._errors.TimeoutError, OSError) as exc:
+                if retried:
+                    raise ServiceError(f"Redis at {self.where} is unreachable ({self.scrub(str(exc))}); working "
+                                       f"memory is unavailable until it answers, retry later",
+                                       transient=True) from exc
+                retried = True
+                await asyncio.sleep(_REDIS_RETRY_DELAY)
+            except self._errors.RedisError as exc:
+                name = _text(commands[0][0]) if commands else "?"
+                raise ServiceError(f"Redis at {self.where} rejected {name} ({self.scrub(str(exc))})",
+                                   transient=False) from exc
+
+    @staticmethod
+    def _run_sync(client: Any, commands: Sequence[tuple[Any, ...]], transaction: bool) -> list[Any]:
+        if len(commands) == 1 and not transaction:
+            return [client.execute_command(*commands[0])]
+        pipe = client.pipeline(transaction=transaction)
+        try:
+            for command in commands:
+                pipe.execute_command(*command)
+            return list(pipe.execute())
+        finally:
+            pipe.reset()
+
+    async def close(self) -> None:
+        """Close a client this buffer built (a caller's client stays open); harmless twice."""
+        client, self._client = self._client, None
+        if client is None or self._factory is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if self._loop is None or self._loop is running:
+            closer = getattr(client, "aclose", None) or client.close
+            with contextlib.suppress(self._errors.RedisError, OSError):
+                await closer()
+
+
+def _glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+class RedisMemoryBuffer(WorkingMemoryBuffer):
+    """Working memory on Redis (redis-py, imported here), under the reference's key schema.
+
+    Pointer claims are ``SET NX EX`` and the conditional pointer delete is a server-side script, so racing
+    callers (in any number of processes) agree on one session. A call that loses its connection is retried
+    once after 50 ms, then raises ``ServiceError(transient=True)``. Passwords never appear in an error
+    message or in ``repr``.
+
+    Args:
+        redis_url: ``redis://[:password@]host:port/db``, ``rediss://...`` for TLS, or ``unix://path``;
+            default ``KUMIHO_REDIS_URL``, then ``REDIS_URL``, from ``environ``.
+        default_ttl: seconds a session lives after its last use (default ``WORKING_MEMORY_TTL``).
+        tenant_hint, tenant_id: the tenant segment of every key (``tenant_id`` wins).
+        client: a ready ``redis.asyncio.Redis`` or ``redis.Redis`` (sync calls run in a worker thread)
+            instead of a URL; it is not closed by ``close()``.
+        clock: time for message timestamps (expiry is Redis's own).
+        environ: where the URL variables are read (default ``os.environ``, read here only).
+        connection_options: extra keyword arguments for ``redis.asyncio.from_url`` (e.g. ``ssl_ca_certs``).
+
+    Raises:
+        BackendUnavailableError: redis-py is not installed (the message names the pip line).
+        InvalidArgumentError: no URL anywhere, a URL that is not Redis's, or both a URL and a client.
+    """
+
+    def __init__(self, redis_url: str | None = None, *, default_ttl: int | None = None,
+                 tenant_hint: str | None = None, tenant_id: str | None = None, client: Any = None,
+                 clock: Clock | None = None, environ: Mapping[str, str] | None = None,
+                 connection_options: Mapping[str, Any] | None = None) -> None:
+        super().__init__(clock=clock, default_ttl=WORKING_MEMORY_TTL if default_ttl is None else default_ttl,
+                         tenant=tenant_id or tenant_hint)
+        redis_module = _require("redis", extra="redis")
+        if client is not None and redis_url is not None:
+            raise InvalidArgumentError("give either redis_url or client, not both")
+        if client is not None:
+            kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
+            where = (f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+                     if "host" in kwargs else str(kwargs.get("path") or "the given client"))
+            hidden = [str(kwargs["password"])] if kwargs.get("password") else []
+            self._commands = _RedisCommands(redis_module, client, None, where, hidden)
+            return
+        environ = os.environ if environ is None else environ
+        url = redis_url or environ.get("KUMIHO_REDIS_URL") or environ.get("REDIS_URL")
+        if not url:
+            raise InvalidArgumentError("no Redis URL: pass redis_url= or client=, or set KUMIHO_REDIS_URL "
+                                       "(or REDIS_URL)")
+        hidden = _url_secrets(url)
+        where = _redact_url(url)
+        for secret in hidden:
+            where = where.replace(secret, "***")
+        if not url.startswith(_REDIS_SCHEMES):
+            raise InvalidArgumentError(f"not a Redis URL: {where!r} (use redis://, rediss:// or unix://)")
+        factory = self._client_factory(url, dict(connection_options or {}))
+        try:
+            built = factory()
+        except (ValueError, TypeError) as exc:
+            message = str(exc)
+            for secret in hidden:
+                message = message.replace(secret, "***")
+            raise InvalidArgumentError(f"bad Redis URL {where!r}: {_redact_url(message)}") from None
+        self._commands = _RedisCommands(redis_module, built, factory, where, hidden)
+
+    @staticmethod
+    def _client_factory(url: str, options: dict[str, Any]) -> Callable[[], Any]:
+        """A closure that builds asyncio clients (it keeps the URL out of ``vars(buffer)``)."""
+        asyncio_redis = _require("redis.asyncio", extra="redis")
+        retry_module = _require("redis.asyncio.retry", extra="redis")
+        backoff = _require("redis.backoff", extra="redis")
+        # Our own single retry replaces redis-py's default backoff, so an outage is reported in ~50 ms.
+        options.setdefault("retry", retry_module.Retry(backoff.NoBackoff(), 0))
+        options.setdefault("socket_connect_timeout", 5.0)
+        options.setdefault("socket_timeout", 5.0)
+        options["decode_responses"] = True
+        return lambda: asyncio_redis.from_url(url, **options)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> "RedisMemoryBuffer":
+        """A buffer configured by ``KUMIHO_REDIS_URL``/``REDIS_URL`` and ``KUMIHO_WORKING_MEMORY_TTL``.
+
+        Raises:
+            InvalidArgumentError: a variable is malformed, or no URL is set.
+        """
+        config = WorkingMemoryConfig.from_env(environ)
+        options.setdefault("default_ttl", config.ttl)
+        return cls(config.redis_url, environ={}, **options)
+
+    def __repr__(self) -> str:
+        return f"RedisMemoryBuffer({self._commands.where!r}, tenant={self.tenant!r}, default_ttl={self.default_ttl})"
+
+    async def close(self) -> None:
+        """Close the client this buffer built (a caller's client stays open); closing twice is harmless."""
+        await self._commands.close()
+
+    async def _append(self, list_key: str, hash_key: str, record: str, ttl: int) -> int:
+        replies = await self._commands.run(("RPUSH", list_key, record), ("EXPIRE", list_key, ttl),
+                                           ("EXPIRE", hash_key, ttl), transaction=True)
+        return int(replies[0])
+
+    async def _read_list(self, list_key: str, hash_key: str, start: int, stop: int,
+                         ttl: int) -> tuple[list[str], int, int | None]:
+        length, records = await self._commands.run(("LLEN", list_key), ("LRANGE", list_key, start, stop),
+                                                   transaction=True)
+        if not int(length):
+            return [], 0, None
+        replies = await self._commands.run(("EXPIRE", list_key, ttl), ("EXPIRE", hash_key, ttl),
+                                           ("TTL", list_key), transaction=True)
+        remaining = int(replies[2])
+        return [_text(record) for record in records], int(length), remaining if remaining >= 0 else None
+
+    async def _merge_hash(self, hash_key: str, list_key: str, fields: dict[str, str], ttl: int) -> None:
+        pairs = [part for name, value in fields.items() for part in (name, value)]
+        await self._commands.run(("HSET", hash_key, *pairs), ("EXPIRE", hash_key, ttl), ("EXPIRE", list_key, ttl),
+                                 transaction=True)
+
+    async def _read_hash(self, hash_key: str) -> dict[str, str]:
+        (reply,) = await self._commands.run(("HGETALL", hash_key))
+        if isinstance(reply, Mapping):
+            return {_text(name): _text(value) for name, value in reply.items()}
+        flat = list(reply or [])
+        return {_text(flat[index]): _text(flat[index + 1]) for index in range(0, len(flat) - 1, 2)}
+
+    async def _delete_session(self, list_key: str, hash_key: str) -> int:
+        replies = await self._commands.run(("LLEN", list_key), ("DEL", list_key, hash_key), transaction=True)
+        return int(replies[0])
+
+    async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
+        pattern = f"{_glob_escape(prefix)}*{_glob_escape(suffix)}"
+        found: set[str] = set()
+        cursor = 0
+        while True:
+            (reply,) = await self._commands.run(("SCAN", cursor, "MATCH", pattern, "COUNT", 1000))
+            cursor = int(_text(reply[0]))
+            found.update(_text(key) for key in reply[1])
+            if cursor == 0:
+                return sorted(found)
+
+    async def _increment(self, key: str, ttl: int) -> int:
+        replies = await self._commands.run(("INCR", key), ("EXPIRE", key, ttl), transaction=True)
+        return int(replies[0])
+
+    async def _get_string(self, key: str) -> str | None:
+        (reply,) = await self._commands.run(("GET", key))
+        return None if reply is None else _text(reply)
+
+    async def _set_string(self, key: str, value: str, ttl: int, nx: bool) -> bool:
+        command: tuple[Any, ...] = ("SET", key, value, "EX", ttl) + (("NX",) if nx else ())
+        (reply,) = await self._commands.run(command)
+        return reply is True or (reply is not None and reply is not False and _text(reply) == "OK")
+
+    async def _delete_string(self, key: str, only_if: str | None) -> bool:
+        if only_if is None:
+            (reply,) = await self._commands.run(("DEL", key))
+        else:
+            (reply,) = await self._commands.run(("EVAL", _DELETE_IF_EQUAL, 1, key, only_if))
+        return int(reply) > 0
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkingMemoryConfig:
+    """Which working memory to open, and its TTL; the defaults live here.
+
+    Attributes:
+        ttl: seconds a session lives after its last use.
+        redis_url: a Redis URL (then ``open_buffer`` returns a ``RedisMemoryBuffer``); never shown in ``repr``.
+        tenant: the tenant segment of every key, or None.
+    """
+
+    ttl: int = WORKING_MEMORY_TTL
+    redis_url: str | None = dataclasses.field(default=None, repr=False)
+    tenant: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "WorkingMemoryConfig":
+        """Read ``KUMIHO_WORKING_MEMORY_TTL`` and ``KUMIHO_REDIS_URL`` (else ``REDIS_URL``).
+
+        Args:
+            environ: the mapping to read; default ``os.environ``.
+
+        Raises:
+            InvalidArgumentError: the TTL is not a whole number of seconds >= 1.
+        """
+        environ = os.environ if environ is None else environ
+        text = (environ.get("KUMIHO_WORKING_MEMORY_TTL") or "").strip()
+        try:
+            ttl = int(text) if text else WORKING_MEMORY_TTL
+        except ValueError:
+            raise InvalidArgumentError(
+                f"KUMIHO_WORKING_MEMORY_TTL is not a whole number of seconds: {text!r}") from None
+        if ttl < 1:
+            raise InvalidArgumentError(f"KUMIHO_WORKING_MEMORY_TTL must be >= 1, not {ttl}")
+        url = environ.get("KUMIHO_REDIS_URL") or environ.get("REDIS_URL") or None
+        return cls(ttl=ttl, redis_url=url)
+
+    def open_buffer(self, path: str | os.PathLike[str] | None = None, *,
+                    clock: Clock | None = None) -> WorkingMemoryBuffer:
+        """Open the buffer this config describes: Redis when ``redis_url`` is set, else in-process.
+
+        Args:
+            path: the store file the in-process buffer keeps its tables in (None: in memory).
+            clock: time source for the buffer.
+
+        Raises:
+            BackendUnavailableError: Redis is configured but redis-py is not installed.
+            StoreError: the store file cannot be used.
+        """
+        if self.redis_url:
+            return RedisMemoryBuffer(self.redis_url, default_ttl=self.ttl, tenant_id=self.tenant, clock=clock,
+                                     environ={})
+        return InProcessBuffer(path, clock=clock, default_ttl=self.ttl, tenant=self.tenant)
+
+
+# ==========================================================================================================
+# 9. Recall: what the query means, filters, evidence, reranking, context
 # ==========================================================================================================
 
 MONTHS = {name: number for number, names in enumerate(
@@ -3248,6 +4355,637 @@ class OpenAICompatEmbeddingAdapter:
         return vectors
 
 
+# -- language models (optional) -------------------------------------------------------------------------------
+#
+# Two adapters over the standard library's ``urllib``: any server speaking OpenAI's chat completions, and
+# Anthropic's messages API. Both share one POST-with-retries (``_post_json``) that runs in a worker thread,
+# so ``chat`` never blocks the event loop. Rules for every request:
+#
+#   what happened                                   transient  retried  note
+#   429, 408, 409, 5xx (incl. Anthropic's 529)      yes        yes      ``Retry-After`` honoured up to a cap
+#   refused / reset / timed out / cut-off reply     yes        yes      exponential backoff 0.5, 1, 2 ... 8 s
+#   3xx                                             no         no       redirects are not followed, so a key
+#                                                                       never travels to another host
+#   other 4xx                                       no         no       message names status + server's text
+#   200 that is not the expected JSON shape         no         no
+#
+# An API key is masked in every message (before any truncation, so no prefix of it leaks) and never shown by
+# ``repr``; URL user-info is redacted.
+
+_RETRY_AFTER_CAP = 30.0          # seconds: a longer Retry-After is cut to this, so a call cannot stall for hours
+_MAX_REPLY_BYTES = 16 * 1024 * 1024
+_MAX_ERROR_BYTES = 64 * 1024
+_TRANSIENT_STATUSES = frozenset({408, 409, 429})
+_ERROR_DETAIL_CHARS = 500
+
+
+def _backoff(attempt: int) -> float:
+    """Seconds to wait before retry number ``attempt + 1`` when the server gave no ``Retry-After``."""
+    return min(8.0, 0.5 * 2 ** attempt)
+
+
+def _mask(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` blotted out (servers sometimes echo a key back)."""
+    return text.replace(secret, "***") if secret else text
+
+
+def _retry_after_seconds(headers: Any) -> float | None:
+    """The wait a server asked for: ``retry-after-ms`` (OpenAI), else ``Retry-After`` in seconds or as an
+    HTTP date; ``None`` when absent or unreadable."""
+    if headers is None:
+        return None
+    seconds: float | None = None
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds:
+        with contextlib.suppress(ValueError):
+            seconds = float(milliseconds) / 1000.0
+    value = headers.get("Retry-After")
+    if seconds is None and value:
+        try:
+            seconds = float(value)
+        except ValueError:
+            import email.utils
+            try:
+                moment = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError, IndexError):
+                return None
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=_dt.timezone.utc)
+            seconds = moment.timestamp() - time.time()
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def _error_detail(raw: bytes) -> str:
+    """The server's own error message from an error body: ``error.message`` (OpenAI, Anthropic), ``error``
+    as a string (Ollama), ``message`` (vLLM) or ``detail`` (FastAPI); else the body with its whitespace
+    collapsed."""
+    text = raw.decode("utf-8", "replace")
+    with contextlib.suppress(ValueError):
+        payload = json.loads(text)
+        if isinstance(payload, dict):
+            error = payload.get("error")
+            if isinstance(error, dict) and isinstance(error.get("message"), str):
+                return error["message"]
+            if isinstance(error, str):
+                return error
+            for key in ("message", "detail"):
+                if isinstance(payload.get(key), str):
+                    return payload[key]
+    return " ".join(text.split())
+
+
+def _read_reply(response: Any, limit: int, seconds: float) -> bytes:
+    """The whole body of ``response``, read in pieces so that a server dribbling bytes cannot hold the call
+    past ``seconds`` (each socket read is already bounded by the request timeout).
+
+    Raises:
+        TimeoutError: the body took longer than ``seconds``.
+        http.client.IncompleteRead: the connection closed before the promised ``Content-Length``.
+        ValueError: the body is larger than ``limit`` bytes.
+    """
+    import http.client
+    deadline = time.monotonic() + seconds
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = response.read1(65536)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > limit:
+            raise ValueError(f"the reply is larger than {limit} bytes")
+        chunks.append(chunk)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the reply took longer than {seconds:g} s to arrive")
+    # read1 returns b"" at a premature end instead of raising, so compare with what was promised.
+    missing = getattr(response, "length", None)
+    if missing:
+        raise http.client.IncompleteRead(b"".join(chunks), missing)
+    return b"".join(chunks)
+
+
+def _no_redirect_opener() -> Any:
+    """A urllib opener that turns every redirect into an ``HTTPError``: following one would resend the API
+    key headers to wherever the ``Location`` points."""
+    import urllib.request
+
+    class RefuseRedirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+            return None
+
+    return urllib.request.build_opener(RefuseRedirects)
+
+
+def _post_json(url: str, body: Mapping[str, Any], headers: Mapping[str, str], *, timeout: float, retries: int,
+               sleep: Callable[[float], None], secret: str | None, what: str,
+               max_wait: float = _RETRY_AFTER_CAP) -> dict[str, Any]:
+    """POST ``body`` as JSON to ``url`` and return the JSON object the server answers, retrying transient
+    failures (see the table above this function).
+
+    Args:
+        url: the full endpoint; its user-info is redacted in messages.
+        body: the request, sent as UTF-8 JSON.
+        headers: extra headers (auth); ``Content-Type``/``Accept`` are added.
+        timeout: seconds for connecting and for each wait on the socket; the body must also arrive within
+            this many seconds once the headers are in.
+        retries: extra attempts for transient failures.
+        sleep: how to wait between attempts (injected so tests do not wait).
+        secret: a credential to mask in every message.
+        what: names the call in messages, e.g. ``"chat completion"``.
+        max_wait: the cap on a server's ``Retry-After``.
+
+    Returns:
+        The decoded JSON object.
+
+    Raises:
+        ServiceError: ``transient`` and ``status`` say what failed; the message never contains ``secret``.
+    """
+    import http.client
+    import urllib.error
+    import urllib.request
+    where = _redact_url(url)
+    data = json.dumps(body).encode("utf-8")
+    request_headers = {"Content-Type": "application/json", "Accept": "application/json",
+                       "User-Agent": f"{DISTRIBUTION_NAME}/{__version__}", **headers}
+    opener = _no_redirect_opener()
+    for attempt in range(retries + 1):
+        request = urllib.request.Request(url, data=data, headers=request_headers, method="POST")
+        asked_wait: float | None = None
+        try:
+            with opener.open(request, timeout=timeout) as response:
+                raw = _read_reply(response, _MAX_REPLY_BYTES, timeout)
+            break
+        except urllib.error.HTTPError as exc:
+            error = _http_status_error(exc, where=where, what=what, secret=secret)
+            asked_wait = _retry_after_seconds(exc.headers)
+        except (ValueError, http.client.InvalidURL) as exc:   # a bad URL or an oversized reply: no retry helps
+            error = ServiceError(_mask(f"{what} request to {where} failed: {exc}", secret), transient=False)
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            error = ServiceError(_mask(f"{what} service at {where} unreachable, timed out or cut off: "
+                                       f"{type(reason).__name__}: {reason}", secret), transient=True)
+        if not error.transient or attempt == retries:
+            if attempt:
+                error.args = (f"{error.args[0]} (after {attempt + 1} attempts)",)
+            raise error
+        sleep(min(max_wait, asked_wait) if asked_wait is not None else _backoff(attempt))
+    try:
+        payload = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        snippet = " ".join(raw[:2000].decode("utf-8", "replace").split())
+        raise ServiceError(_mask(f"{what} service at {where} answered with something that is not JSON: "
+                                 f"{snippet[:200]!r}", secret), transient=False) from None
+    if not isinstance(payload, dict):
+        raise ServiceError(f"{what} service at {where} answered with a JSON {type(payload).__name__}, "
+                           f"not an object", transient=False)
+    return payload
+
+
+def _http_status_error(exc: Any, *, where: str, what: str, secret: str | None) -> ServiceError:
+    """A ``ServiceError`` for an HTTP error status, naming the status and the server's own message."""
+    import http.client
+    try:
+        raw = exc.read(_MAX_ERROR_BYTES) if exc.fp else b""
+    except (OSError, http.client.HTTPException):
+        raw = b""
+    # Mask before cutting: a cut through the key would otherwise leave its prefix in the message.
+    detail = _mask(_error_detail(raw), secret)[:_ERROR_DETAIL_CHARS]
+    if 300 <= exc.code < 400:
+        location = _redact_url(exc.headers.get("Location", "?")) if exc.headers else "?"
+        message = (f"{what} request to {where} was redirected (HTTP {exc.code}) to {location}; set base_url "
+                   f"to the final address (redirects are not followed, so credentials stay put)")
+    else:
+        message = f"{what} request to {where} failed: HTTP {exc.code}" + (f": {detail}" if detail else "")
+    transient = exc.code in _TRANSIENT_STATUSES or exc.code >= 500
+    return ServiceError(_mask(message, secret), transient=transient, status=exc.code)
+
+
+# -- the LLM adapter interface, and helpers both adapters share -----------------------------------------------
+
+class LLMAdapter(Protocol):
+    """Anything that answers a chat. ``GraphAugmentedRecall`` and the summarizer call it.
+
+    ``json_mode`` asks for machine-readable output: ``False`` (free text), ``True`` (one JSON object),
+    ``"array"`` (one JSON array) or ``{"name": ..., "schema": {...}}`` (structured output matching a JSON
+    Schema). The reply is still text; read it with ``parse_llm_json``.
+    """
+
+    async def chat(self, *, messages: list[dict[str, Any]], model: str = "", system: str = "",
+                   max_tokens: int = 1024, json_mode: bool | str | dict[str, Any] = False) -> str:
+        """Return the model's reply to ``messages`` (``{"role", "content"}`` dicts)."""
+
+
+_FENCE = re.compile(r"```[^\n`]*\n?(.*?)```", re.S)
+_PARSE_ATTEMPTS = 256        # openers tried before giving up, so a reply full of brackets stays linear-ish
+
+
+def parse_llm_json(text: str, expect: type | None = None) -> Any:
+    """The first JSON object or array in an LLM reply, tolerating code fences and prose around it.
+
+    Tries, in order: the whole reply; the inside of each fenced block (a fence marks the intended answer);
+    then each ``{`` or ``[`` from the left until one starts a complete JSON value. Bare scalars (``42``,
+    ``"yes"``) are not answers here: a reply like "42 items" must not read as the number 42. The module's
+    older private ``_json_from_llm`` can become an alias of this; callers that want a list should pass
+    ``expect=list`` (the old helper found an array nested in an object, this finds the object first).
+
+    Args:
+        text: the reply.
+        expect: ``dict`` or ``list`` to skip values of the other kind (the search then goes on, also into
+            the skipped value); with ``list``, an object whose only member is an array counts as that
+            array (what a model forced into a JSON object answers). ``None`` takes either.
+
+    Returns:
+        The decoded dict or list.
+
+    Raises:
+        InvalidArgumentError: ``text`` is not a string, ``expect`` is not ``None``/``dict``/``list``, or no
+            fitting JSON value is in the reply (a ``ValueError``, so callers catching that keep working).
+    """
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"an LLM reply must be a string, not {type(text).__name__}")
+    if expect not in (None, dict, list):
+        raise InvalidArgumentError(f"expect must be None, dict or list, not {expect!r}")
+
+    def fitting(value: Any) -> Any:
+        if not isinstance(value, (dict, list)) or expect is None or isinstance(value, expect):
+            return value
+        if expect is list and len(value) == 1 and isinstance(next(iter(value.values())), list):
+            return next(iter(value.values()))
+        return None
+
+    for candidate in [text.strip()] + [match.group(1).strip() for match in _FENCE.finditer(text)]:
+        if candidate[:1] in ("{", "["):
+            with contextlib.suppress(ValueError, RecursionError):
+                found = fitting(json.loads(candidate))
+                if found is not None:
+                    return found
+    decoder = json.JSONDecoder()
+    for attempt, match in enumerate(re.finditer(r"[\[{]", text)):
+        if attempt >= _PARSE_ATTEMPTS:
+            break
+        with contextlib.suppress(ValueError, RecursionError):
+            found = fitting(decoder.raw_decode(text, match.start())[0])
+            if found is not None:
+                return found
+    shown = " ".join(text.split())
+    kind = {None: "object or array", dict: "object", list: "array"}[expect]
+    raise InvalidArgumentError(f"no JSON {kind} in the reply: {shown[:120]!r}")
+
+
+_SCHEMA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def _check_json_mode(json_mode: Any) -> bool | str | dict[str, Any]:
+    """``json_mode`` validated: ``False``, ``True``, ``"array"`` or ``{"name", "schema"[, "strict"]}``.
+
+    Raises:
+        InvalidArgumentError: anything else.
+    """
+    if isinstance(json_mode, bool) or json_mode == "array":
+        return json_mode
+    if isinstance(json_mode, dict):
+        unknown = set(json_mode) - {"name", "schema", "strict"}
+        if unknown:
+            raise InvalidArgumentError(f"json_mode has unknown keys {sorted(unknown)}; use name, schema, strict")
+        if not isinstance(json_mode.get("name"), str) or not _SCHEMA_NAME.match(json_mode["name"]):
+            raise InvalidArgumentError("json_mode['name'] must be 1-64 letters, digits, '_' or '-'")
+        if not isinstance(json_mode.get("schema"), dict):
+            raise InvalidArgumentError("json_mode['schema'] must be a JSON Schema object (a dict)")
+        if not isinstance(json_mode.get("strict", True), bool):
+            raise InvalidArgumentError("json_mode['strict'] must be a bool")
+        return json_mode
+    raise InvalidArgumentError(f"json_mode must be False, True, 'array' or {{'name', 'schema'}}, "
+                               f"not {json_mode!r}")
+
+
+def _check_chat(messages: Any, max_tokens: Any) -> list[dict[str, Any]]:
+    """``messages`` validated as a non-empty list of ``{"role": str, "content": str | list}`` dicts.
+
+    Raises:
+        InvalidArgumentError: a malformed message or a ``max_tokens`` that is not a positive integer.
+    """
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise InvalidArgumentError(f"max_tokens must be a positive integer, not {max_tokens!r}")
+    if not isinstance(messages, (list, tuple)) or not messages:
+        raise InvalidArgumentError("messages must be a non-empty list of {'role', 'content'} dicts")
+    for index, message in enumerate(messages):
+        if (not isinstance(message, Mapping) or not isinstance(message.get("role"), str)
+                or not isinstance(message.get("content"), (str, list))):
+            raise InvalidArgumentError(f"messages[{index}] must be a dict with a string role and a string "
+                                       f"(or list of parts) content")
+    return [dict(message) for message in messages]
+
+
+def _json_instruction(json_mode: bool | str | dict[str, Any], *, object_only: bool) -> str:
+    """The system-prompt sentence that asks for ``json_mode``'s shape (empty when it is ``False``).
+
+    ``object_only``: the server may force a JSON object (OpenAI's ``json_object``), so tell the model how to
+    wrap an array.
+    """
+    if json_mode is False:
+        return ""
+    if json_mode is True:
+        return "Reply with one JSON object and nothing else: no prose, no code fences."
+    if json_mode == "array":
+        instruction = "Reply with one JSON array and nothing else: no prose, no code fences."
+        if object_only:
+            instruction += ' If you must reply with a JSON object, reply {"items": [...]} holding the array.'
+        return instruction
+    schema = json.dumps(json_mode["schema"], sort_keys=True)  # type: ignore[index]
+    return ("Reply with one JSON value and nothing else: no prose, no code fences. It must match this "
+            f"JSON Schema ({json_mode['name']}): {schema}")  # type: ignore[index]
+
+
+def _join_text(*parts: str) -> str:
+    """Non-empty ``parts`` joined by blank lines."""
+    return "\n\n".join(part for part in parts if part)
+
+
+def _http_root(base_url: Any) -> str:
+    """``base_url`` checked to be http(s), without a trailing slash.
+
+    Raises:
+        InvalidArgumentError: not an http(s) URL.
+    """
+    if not isinstance(base_url, str) or not re.match(r"^https?://[^/]", base_url):
+        shown = _redact_url(base_url) if isinstance(base_url, str) else type(base_url).__name__
+        raise InvalidArgumentError(f"base_url must be an http(s) URL, not {shown!r}")
+    return base_url.rstrip("/")
+
+
+def _check_transport(timeout: Any, retries: Any) -> tuple[float, int]:
+    """``timeout`` (positive, finite seconds) and ``retries`` (a non-negative integer), validated.
+
+    Raises:
+        InvalidArgumentError: either is out of range.
+    """
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise InvalidArgumentError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise InvalidArgumentError(f"retries must be a non-negative integer, not {retries!r}")
+    return float(timeout), retries
+
+
+def _unwrap_array(text: str) -> str:
+    """For ``json_mode="array"`` under a server that forces an object: an object whose only member is an
+    array becomes that array (as JSON text); any other reply is returned unchanged."""
+    try:
+        value = parse_llm_json(text)
+    except InvalidArgumentError:
+        return text
+    if isinstance(value, dict) and len(value) == 1:
+        (member,) = value.values()
+        if isinstance(member, list):
+            return json.dumps(member, ensure_ascii=False)
+    return text
+
+
+# -- OpenAI-compatible chat -----------------------------------------------------------------------------------
+
+_RESPONSE_FORMAT_REJECTED = re.compile(r"response_format|json_schema|json_object", re.I)
+
+
+class OpenAICompatAdapter:
+    """Chat with any server speaking OpenAI's ``POST /v1/chat/completions`` (OpenAI, Ollama, vLLM,
+    llama.cpp server, LM Studio), over the standard library's ``urllib``.
+
+    ``json_mode``: ``True`` and ``"array"`` send ``response_format: {"type": "json_object"}``; a schema dict
+    sends ``{"type": "json_schema", "json_schema": {name, schema, strict}}`` (strict by default: OpenAI then
+    wants ``additionalProperties: false`` and every property required). The system text also states the
+    shape, so when a server answers 400 about ``response_format`` (it lacks that mode) the request is sent
+    once more without ``response_format`` and the prompt alone carries the instruction. Because
+    ``json_object`` forces an object, an ``"array"`` reply that is an object whose only member is an array is
+    unwrapped to that array. A model that rejects ``max_tokens`` (OpenAI's reasoning models) gets the same
+    number as ``max_completion_tokens`` on a second try.
+
+    Args:
+        base_url: the API root including ``/v1``, e.g. ``http://localhost:11434/v1``.
+        api_key: sent as ``Authorization: Bearer``; never shown in errors or ``repr``.
+        model: the model used when ``chat`` names none.
+        timeout: seconds to connect and for each wait on the server; make it longer than the slowest
+            generation, since a reply is not streamed.
+        retries: extra attempts for transient failures, with exponential backoff.
+        sleep: how to wait between attempts (tests inject a recorder).
+
+    Raises:
+        InvalidArgumentError: a malformed ``base_url``, ``timeout`` or ``retries``.
+    """
+
+    DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+    def __init__(self, base_url: str, api_key: str | None = None, model: str = "gpt-4o-mini", *,
+                 timeout: float = 60.0, retries: int = 2, sleep: Callable[[float], None] = time.sleep) -> None:
+        if api_key is not None and not isinstance(api_key, str):
+            raise InvalidArgumentError("api_key must be a string or None")
+        if not isinstance(model, str) or not model:
+            raise InvalidArgumentError("model must be a non-empty string")
+        self.base_url = _http_root(base_url)
+        self.model = model
+        self.timeout, self.retries = _check_transport(timeout, retries)
+        self._api_key = api_key or None
+        self._sleep = sleep
+
+    @classmethod
+    def create(cls, *, api_key: str | None = None, base_url: str | None = None, model: str = "gpt-4o-mini",
+               **options: Any) -> "OpenAICompatAdapter":
+        """An adapter for ``base_url`` (default OpenAI's ``https://api.openai.com/v1``); ``options`` are the
+        constructor's keywords (``timeout``, ``retries``, ``sleep``)."""
+        return cls(base_url or cls.DEFAULT_BASE_URL, api_key, model, **options)
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatAdapter({_redact_url(self.base_url)!r}, model={self.model!r})"
+
+    async def chat(self, *, messages: list[dict[str, Any]], model: str = "", system: str = "",
+                   max_tokens: int = 1024, json_mode: bool | str | dict[str, Any] = False) -> str:
+        """Send one chat completion and return the reply text.
+
+        Runs the HTTP call in a worker thread; cancelling the await returns at once, while the thread ends
+        within ``timeout``.
+
+        Args:
+            messages: ``{"role", "content"}`` dicts, oldest first.
+            model: overrides the adapter's model.
+            system: sent first as a system message (with the ``json_mode`` instruction appended).
+            max_tokens: the reply's token budget.
+            json_mode: ``False``, ``True``, ``"array"`` or ``{"name", "schema"[, "strict"]}``.
+
+        Returns:
+            ``choices[0].message.content``.
+
+        Raises:
+            InvalidArgumentError: malformed arguments.
+            ServiceError: the server failed, refused, or answered in another shape.
+        """
+        turns = _check_chat(messages, max_tokens)
+        json_mode = _check_json_mode(json_mode)
+        system_text = _join_text(system, _json_instruction(json_mode, object_only=True))
+        body: dict[str, Any] = {"model": model or self.model,
+                                "messages": ([{"role": "system", "content": system_text}] if system_text else [])
+                                + turns,
+                                "max_tokens": max_tokens}
+        if isinstance(json_mode, dict):
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": json_mode["name"], "schema": json_mode["schema"], "strict": json_mode.get("strict", True)}}
+        elif json_mode:
+            body["response_format"] = {"type": "json_object"}
+        text = self._reply_text(await self._post_with_fallbacks(body))
+        return _unwrap_array(text) if json_mode == "array" else text
+
+    async def _post_with_fallbacks(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body``; on a 400 about a feature the server lacks, drop that feature and POST again (each
+        fallback at most once, so at most three requests)."""
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        while True:
+            try:
+                return await asyncio.to_thread(
+                    _post_json, f"{self.base_url}/chat/completions", body, headers, timeout=self.timeout,
+                    retries=self.retries, sleep=self._sleep, secret=self._api_key, what="chat completion")
+            except ServiceError as exc:
+                complaint = str(exc) if exc.status == 400 else ""
+                if "response_format" in body and _RESPONSE_FORMAT_REJECTED.search(complaint):
+                    body = {key: value for key, value in body.items() if key != "response_format"}
+                elif "max_tokens" in body and "max_completion_tokens" in complaint:
+                    body = {("max_completion_tokens" if key == "max_tokens" else key): value
+                            for key, value in body.items()}
+                else:
+                    raise
+
+    def _reply_text(self, payload: dict[str, Any]) -> str:
+        """``choices[0].message.content`` (text parts joined when it is a list of parts).
+
+        Raises:
+            ServiceError: not transient: a refusal or another shape.
+        """
+        where = f"{_redact_url(self.base_url)}/chat/completions"
+        try:
+            message = payload["choices"][0]["message"]
+            content = message.get("content")
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise ServiceError(f"chat completion service at {where} answered without choices[0].message",
+                               transient=False) from None
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return "".join(part.get("text", "") for part in content
+                           if isinstance(part, dict) and part.get("type") == "text")
+        refusal = message.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            raise ServiceError(_mask(f"the model at {where} declined: {refusal[:300]}", self._api_key),
+                               transient=False)
+        raise ServiceError(f"chat completion service at {where} answered without text in "
+                           f"choices[0].message.content", transient=False)
+
+
+# -- Anthropic messages ---------------------------------------------------------------------------------------
+
+class AnthropicAdapter:
+    """Chat with Anthropic's ``POST /v1/messages`` over the standard library's ``urllib``.
+
+    Anthropic has no JSON mode, so ``json_mode`` adds an instruction to the system text. System messages
+    found in ``messages`` (an OpenAI habit the API rejects) are moved into the system text.
+
+    Args:
+        api_key: sent as ``x-api-key``; never shown in errors or ``repr``.
+        model: the model used when ``chat`` names none.
+        base_url: the API root without ``/v1`` (a trailing ``/v1`` is dropped).
+        timeout: seconds to connect and for each wait on the server.
+        retries: extra attempts for transient failures (429, 5xx incl. 529 overloaded, network).
+        sleep: how to wait between attempts.
+
+    Raises:
+        InvalidArgumentError: an empty ``api_key`` or a malformed ``base_url``, ``timeout`` or ``retries``.
+    """
+
+    API_VERSION = "2023-06-01"
+    DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+    def __init__(self, api_key: str, model: str = "claude-haiku-4-5-20251001", *,
+                 base_url: str = DEFAULT_BASE_URL, timeout: float = 60.0, retries: int = 2,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if not isinstance(api_key, str) or not api_key.strip():
+            raise InvalidArgumentError("api_key must be a non-empty string")
+        if not isinstance(model, str) or not model:
+            raise InvalidArgumentError("model must be a non-empty string")
+        root = _http_root(base_url)
+        self.base_url = root[:-3] if root.endswith("/v1") else root
+        self.model = model
+        self.timeout, self.retries = _check_transport(timeout, retries)
+        self._api_key = api_key
+        self._sleep = sleep
+
+    @classmethod
+    def create(cls, *, api_key: str, model: str = "claude-haiku-4-5-20251001", base_url: str | None = None,
+               **options: Any) -> "AnthropicAdapter":
+        """An adapter for ``base_url`` (default ``https://api.anthropic.com``); ``options`` are the
+        constructor's keywords (``timeout``, ``retries``, ``sleep``)."""
+        return cls(api_key, model, base_url=base_url or cls.DEFAULT_BASE_URL, **options)
+
+    def __repr__(self) -> str:
+        return f"AnthropicAdapter(model={self.model!r}, base_url={_redact_url(self.base_url)!r})"
+
+    async def chat(self, *, messages: list[dict[str, Any]], model: str = "", system: str = "",
+                   max_tokens: int = 1024, json_mode: bool | str | dict[str, Any] = False) -> str:
+        """Send one message request and return the reply text.
+
+        Runs the HTTP call in a worker thread; cancelling the await returns at once, while the thread ends
+        within ``timeout``.
+
+        Args:
+            messages: ``{"role", "content"}`` dicts, oldest first; ``system`` ones join the system text.
+            model: overrides the adapter's model.
+            system: the system text (with the ``json_mode`` instruction appended).
+            max_tokens: the reply's token budget.
+            json_mode: ``False``, ``True``, ``"array"`` or ``{"name", "schema"[, "strict"]}``.
+
+        Returns:
+            The ``text`` of the reply's ``content`` blocks of type ``text``, concatenated.
+
+        Raises:
+            InvalidArgumentError: malformed arguments, or no user/assistant message.
+            ServiceError: the server failed, refused, or answered in another shape.
+        """
+        system_parts = [system]
+        turns = []
+        for message in _check_chat(messages, max_tokens):
+            if message["role"] != "system":
+                turns.append(message)
+            elif isinstance(message["content"], str):
+                system_parts.append(message["content"])
+            else:
+                raise InvalidArgumentError("a system message for Anthropic must have string content")
+        if not turns:
+            raise InvalidArgumentError("messages needs at least one user or assistant message")
+        system_parts.append(_json_instruction(_check_json_mode(json_mode), object_only=False))
+        body: dict[str, Any] = {"model": model or self.model, "max_tokens": max_tokens, "messages": turns}
+        system_text = _join_text(*system_parts)
+        if system_text:
+            body["system"] = system_text
+        headers = {"x-api-key": self._api_key, "anthropic-version": self.API_VERSION}
+        payload = await asyncio.to_thread(
+            _post_json, f"{self.base_url}/v1/messages", body, headers, timeout=self.timeout,
+            retries=self.retries, sleep=self._sleep, secret=self._api_key, what="Anthropic messages")
+        return self._reply_text(payload)
+
+    def _reply_text(self, payload: dict[str, Any]) -> str:
+        """The concatenated ``text`` blocks of ``content``.
+
+        Raises:
+            ServiceError: not transient: a refusal with no text, or another shape.
+        """
+        where = f"{_redact_url(self.base_url)}/v1/messages"
+        content = payload.get("content")
+        if not isinstance(content, list):
+            raise ServiceError(f"Anthropic messages service at {where} answered without a content list",
+                               transient=False)
+        texts = [block["text"] for block in content
+                 if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)]
+        if not texts and payload.get("stop_reason") == "refusal":
+            raise ServiceError(f"the model at {where} declined (stop_reason 'refusal')", transient=False)
+        return "".join(texts)
+
+
 # -- graph-augmented recall -----------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -3283,15 +5021,7 @@ async def _call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return await asyncio.to_thread(function, *args, **kwargs)
 
 
-def _json_from_llm(text: str) -> Any:
-    """The first JSON value in an LLM reply (tolerates code fences and prose around it)."""
-    cleaned = re.sub(r"^```(?:json)?|```$", "", text.strip(), flags=re.M).strip()
-    for opener in ("[", "{"):
-        start = cleaned.find(opener)
-        if start >= 0:
-            with contextlib.suppress(ValueError):
-                return json.JSONDecoder().raw_decode(cleaned[start:])[0]
-    raise ValueError("no JSON in the reply")
+_json_from_llm = parse_llm_json      # the name the graph and summary code grew up with
 
 
 def lexical_angles(query: str, hits: Sequence[Mapping[str, Any]], max_angles: int) -> list[str]:
@@ -3347,7 +5077,7 @@ class GraphAugmentedRecall:
             try:
                 reply = await self.adapter.chat(messages=[{"role": "user", "content": prompt}], model=self.model,
                                                 max_tokens=256, json_mode="array")
-                angles = [angle for angle in _json_from_llm(reply) if isinstance(angle, str) and angle.strip()]
+                angles = [angle for angle in parse_llm_json(reply, expect=list) if isinstance(angle, str) and angle.strip()]
                 if not angles:
                     raise ValueError("the reply held no query strings")
                 return angles[: self.config.reformulate_max_angles]
@@ -3460,7 +5190,7 @@ class GraphAugmentedRecall:
             try:
                 reply = await self.adapter.chat(messages=[{"role": "user", "content": prompt}], model=self.model,
                                                 max_tokens=256, json_mode="array")
-                queries = [q for q in _json_from_llm(reply) if isinstance(q, str) and q.strip()][:max_queries]
+                queries = [q for q in parse_llm_json(reply, expect=list) if isinstance(q, str) and q.strip()][:max_queries]
             except Exception as exc:  # the adapter is the caller's code: fall back to the summary's sentences
                 self.last_error = f"edge queries failed, used the summary's sentences: {type(exc).__name__}: {exc}"
         if not queries:
@@ -4088,7 +5818,7 @@ class MemorySummarizer:
             reply = await self.adapter.chat(messages=[{"role": "user", "content": self._transcript(messages)}],
                                             model=self.model, system=system, max_tokens=2560,
                                             json_mode={"name": "conversation_summary", "schema": _SUMMARY_SCHEMA})
-            result = _json_from_llm(reply)
+            result = parse_llm_json(reply, expect=dict)
             if not isinstance(result, dict) or not isinstance(result.get("summary"), str):
                 raise ValueError("the reply has no summary")
             return result
@@ -4106,7 +5836,7 @@ class MemorySummarizer:
         try:
             reply = await self.adapter.chat(messages=[{"role": "user", "content": prompt}], model=self.light_model,
                                             max_tokens=400, json_mode="array")
-            questions = _json_from_llm(reply)
+            questions = parse_llm_json(reply, expect=list)
             return [q.strip() for q in questions if isinstance(q, str) and q.strip()][:5]
         except (KumihoMemoryError, ValueError, TypeError, OSError, asyncio.TimeoutError):
             return []
