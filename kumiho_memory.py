@@ -6038,6 +6038,17 @@ def _title_from_content(content: str) -> str:
     return first_line[: TITLE_FROM_CONTENT_CHARS - 1].rstrip() + "…"
 
 
+def _is_iso_date(value: Any) -> bool:
+    """True for a string ``parse_instant`` reads."""
+    if not isinstance(value, str):
+        return False
+    try:
+        parse_instant(value)
+    except InvalidArgumentError:
+        return False
+    return True
+
+
 def _earned_trust(memory: Mapping[str, Any]) -> bool:
     """Official, corroborated, or backed by at least two distinct canonical sources."""
     level = parse_evidence(memory.get("metadata"), memory.get("tags"))
@@ -6791,24 +6802,289 @@ class Memory:
 
 
 class UniversalMemoryManager:
-    """The async face of the same memory, named as in kumiho-memory; blocking work runs in a thread.
+    """The seed's core loop, async: ingest -> working memory -> consolidate -> recall.
+
+    Names, arguments and results follow kumiho-memory. Blocking store work runs in a thread.
 
     Args:
         project: used when ``memory`` is not given.
-        memory: the ``Memory`` to work on; default a new in-memory one.
-        llm_adapter: optional LLM adapter used by graph-augmented recall and edge discovery.
-        graph_augmentation: a ``GraphAugmentationConfig`` (or True for the defaults) for
-            ``recall_memories(graph_augmented=True)``.
+        memory: the ``Memory`` to consolidate into and recall from; default a new in-memory one.
+        consolidation_threshold: ``handle_user_message`` flags ``should_consolidate`` at this many messages.
+        redis_url: use a ``RedisMemoryBuffer`` at this URL for working memory.
+        redis_buffer: a ready ``WorkingMemoryBuffer`` (wins over ``redis_url``). Default: an
+            ``InProcessBuffer`` kept in the memory's store file when it has one.
+        llm_adapter: an LLM adapter for summaries, implications, graph-augmented recall and edge discovery.
+        summarizer: an object with async ``summarize_conversation`` / ``generate_implications``; default a
+            ``MemorySummarizer`` over ``llm_adapter``, else the offline ``ExtractiveSummarizer``.
+        pii_redactor: a ``PIIRedactor`` (default one).
+        retry_queue: where consolidations go when the store fails (default: none, the error is raised and
+            the buffer kept).
+        auto_assess_fn: ``async (messages, recalled) -> MemoryAssessResult``, run after assistant responses.
+        tenant_hint: tenant prefix for the Redis buffer.
+        store_max_retries: attempts to store a consolidation before queueing it.
+        graph_augmentation: a ``GraphAugmentationConfig`` for ``recall_memories(graph_augmented=True)``.
+        environ: where ``KUMIHO_SESSION_ID`` is read (default ``os.environ``, read at call time).
     """
 
-    def __init__(self, *, project: str = DEFAULT_PROJECT, memory: Memory | None = None, llm_adapter: Any = None,
-                 graph_augmentation: GraphAugmentationConfig | bool | None = None) -> None:
+    def __init__(self, *, project: str = DEFAULT_PROJECT, memory: Memory | None = None,
+                 consolidation_threshold: int = 50, redis_url: str | None = None,
+                 redis_buffer: WorkingMemoryBuffer | None = None, llm_adapter: Any = None, summarizer: Any = None,
+                 pii_redactor: PIIRedactor | None = None, retry_queue: RetryQueue | None = None,
+                 auto_assess_fn: Callable[..., Any] | None = None, tenant_hint: str | None = None,
+                 store_max_retries: int = 3, graph_augmentation: GraphAugmentationConfig | bool | None = None,
+                 environ: Mapping[str, str] | None = None, clock: Clock | None = None) -> None:
         self.memory = memory if memory is not None else Memory(project=project)
         self.project = self.memory.project
+        self._owns_memory = memory is None
+        self.clock = clock or getattr(self.memory, "_clock", None) or SystemClock()
+        self.consolidation_threshold = consolidation_threshold
+        if redis_buffer is not None:
+            self.buffer = redis_buffer
+        elif redis_url is not None:
+            self.buffer = RedisMemoryBuffer(redis_url, tenant_hint=tenant_hint, clock=self.clock)
+        else:
+            path = getattr(self.memory.backend, "path", None)
+            self.buffer = InProcessBuffer(None if path in (None, ":memory:") else path, clock=self.clock)
         self.llm_adapter = llm_adapter
+        if summarizer is None:
+            summarizer = MemorySummarizer(llm_adapter) if llm_adapter is not None else ExtractiveSummarizer(clock=self.clock)
+        self.summarizer = summarizer
+        self.pii = pii_redactor or PIIRedactor()
+        self.retry_queue = retry_queue
+        self.auto_assess_fn = auto_assess_fn
+        self.store_max_retries = max(1, int(store_max_retries))
+        self.environ = environ
         config = graph_augmentation if isinstance(graph_augmentation, GraphAugmentationConfig) else None
         self.graph_recall = GraphAugmentedRecall(llm_adapter, config=config, memory=self.memory)
-        self._owns_memory = memory is None
+        self._assess_tasks: set[asyncio.Task[Any]] = set()
+
+    # -- working memory -----------------------------------------------------------------------------------
+
+    async def resolve_session_id(self, user_id: str | None = None, context: str | None = None) -> tuple[str, str]:
+        """The session for a user: ``KUMIHO_SESSION_ID``, the active pointer, or a new id (see
+        ``resolve_session_id``). Returns ``(session_id, source)``."""
+        return await resolve_session_id(self.buffer, user_id=user_id, context=context,
+                                        environ=self.environ, clock=self.clock)
+
+    async def ingest_message(self, *, user_id: str, message: str, role: str = "user", channel: str = "unknown",
+                             context: str = "personal", session_id: str | None = None,
+                             attachments: Sequence[Any] | None = None, evidence_level: str | None = None,
+                             source: str | None = None) -> dict[str, Any]:
+        """Add a message to its session's working memory (created on first use).
+
+        Returns:
+            ``{success, session_id, session_id_source, message_count, attachments}``.
+
+        Raises:
+            InvalidArgumentError: bad level, empty message, or attachments (not supported yet).
+            MessageTooLargeError: over 64 KiB.
+        """
+        if evidence_level is not None:
+            evidence_tag(evidence_level)
+        if attachments:
+            raise InvalidArgumentError("attachments are not supported yet; store files as artifacts instead")
+        _checked_text(message, "message", limit=MAX_CONTENT_CHARS)
+        _checked_text(user_id, "user_id", limit=512)
+        message = self.pii.redact_credentials(message)   # a secret never reaches the store, not even its buffer
+        if session_id is None:
+            session_id, origin = await resolve_session_id(self.buffer, user_id=user_id, context=context,
+                                                          environ=self.environ, clock=self.clock,
+                                                          project=self.project)
+        else:
+            origin = "request"
+        added = await self.buffer.add_message(project=self.project, session_id=session_id, role=role,
+                                              content=message, metadata={"channel": channel})
+        if added["message_count"] == 1 or not await self.buffer.get_session_metadata(
+                project=self.project, session_id=session_id):
+            meta = {"user_id": user_id, "context": context}
+            if evidence_level:
+                meta["evidence_level"] = evidence_level
+            if source:
+                meta["source"] = source
+            await self.buffer.set_session_metadata(project=self.project, session_id=session_id, metadata=meta)
+        return {"success": True, "session_id": session_id, "session_id_source": origin,
+                "message_count": added["message_count"], "attachments": []}
+
+    async def add_assistant_response(self, *, session_id: str, response: str,
+                                     channel: str = "unknown") -> dict[str, Any]:
+        """Add the assistant's reply to working memory; runs ``auto_assess_fn`` in the background if set.
+
+        Returns:
+            ``{success, message_count, created_bucket}``.
+        """
+        _checked_text(response, "response", limit=MAX_CONTENT_CHARS)
+        added = await self.buffer.add_message(project=self.project, session_id=session_id, role="assistant",
+                                              content=self.pii.redact_credentials(response),
+                                              metadata={"channel": channel})
+        if self.auto_assess_fn is not None:
+            task = asyncio.ensure_future(self._assess(session_id))
+            self._assess_tasks.add(task)
+            task.add_done_callback(self._assess_tasks.discard)
+        return {"success": True, "message_count": added["message_count"], "created_bucket": added["created_bucket"]}
+
+    async def _assess(self, session_id: str) -> None:
+        """Hook for the write-time assessor (the belief-revision work fills it); failures never surface."""
+        with contextlib.suppress(KumihoMemoryError, asyncio.TimeoutError):
+            window = await self.buffer.get_messages(project=self.project, session_id=session_id, limit=6)
+            await asyncio.wait_for(_call(self.auto_assess_fn, window["messages"], []), timeout=120.0)
+
+    async def handle_user_message(self, *, user_id: str, message: str, channel: str = "unknown",
+                                  context: str = "personal", session_id: str | None = None,
+                                  working_memory_limit: int = 10, recall_limit: int = 5,
+                                  evidence_level: str | None = None, source: str | None = None) -> dict[str, Any]:
+        """Ingest a user message, then return the session's recent messages and the long-term memories it
+        recalls.
+
+        Returns:
+            ``{session_id, session_id_source, working_memory, long_term_memory, should_consolidate}``.
+        """
+        ingested = await self.ingest_message(user_id=user_id, message=message, channel=channel, context=context,
+                                             session_id=session_id, evidence_level=evidence_level, source=source)
+        window = await self.buffer.get_messages(project=self.project, session_id=ingested["session_id"],
+                                                limit=working_memory_limit)
+        recalled = await self.recall_memories(message, limit=recall_limit)
+        return {"session_id": ingested["session_id"], "session_id_source": ingested["session_id_source"],
+                "working_memory": window["messages"], "long_term_memory": recalled,
+                "should_consolidate": ingested["message_count"] >= self.consolidation_threshold}
+
+    # -- consolidation ------------------------------------------------------------------------------------
+
+    async def consolidate_session(self, *, session_id: str, space_path: str | None = None,
+                                  user_id: str | None = None, context: str | None = None,
+                                  stack_revisions: bool | None = None, evidence_level: str | None = None,
+                                  source: str | None = None, summary: Any = None,
+                                  implications: Sequence[str] | None = None) -> dict[str, Any]:
+        """Turn a session's working memory into one long-term memory, then clear the session.
+
+        The summary is the caller's ``summary`` (text or a summarizer-shaped dict), else the summarizer's
+        (an LLM's when configured, on a redacted copy; otherwise extractive). PII in it is anonymized and a
+        credential makes it raise ``CredentialDetectedError``. The memory keeps its provenance: session id,
+        message ids, and the redacted transcript as artifact ``transcript``. The buffer is cleared only after
+        the memory is stored (or durably queued in the ``RetryQueue``).
+
+        Returns:
+            ``{success, buffer_was_empty, summary, store_result}`` or ``{success: False, error}``.
+        """
+        if evidence_level is not None:
+            evidence_tag(evidence_level)
+        window = await self.buffer.get_messages(project=self.project, session_id=session_id, limit=1000)
+        messages = window["messages"]
+        if not messages and summary is None:
+            return {"success": False, "error": "No messages to consolidate", "buffer_was_empty": True}
+        meta = await self.buffer.get_session_metadata(project=self.project, session_id=session_id)
+        user_id = user_id or meta.get("user_id")
+        context = context or meta.get("context")
+        level = evidence_level or (meta.get("evidence_level") if meta.get("evidence_level") in EVIDENCE_LEVELS else None)
+        source = source or meta.get("source")
+        if space_path is None:
+            space_path = "/".join(slugify(part, 64) for part in (context, user_id) if part) or "sessions"
+        space = normalize_space(space_path)
+        redacted = [{**m, "content": self.pii.scrub_for_llm(m["content"])} for m in messages]
+        if summary is None:
+            structured = await self.summarizer.summarize_conversation(redacted, context=context)
+            if implications is None:
+                implications = await self.summarizer.generate_implications(redacted)
+        elif isinstance(summary, str):
+            structured = {**ExtractiveSummarizer(clock=self.clock).summarize(redacted), "summary": summary}
+        elif isinstance(summary, Mapping):
+            structured = dict(summary)
+        else:
+            raise InvalidArgumentError("summary must be text or a summarizer-shaped mapping")
+        text = self.pii.anonymize_summary(render_summary(structured, implications or ()))
+        title = self.pii.anonymize_summary(str(structured.get("title") or "Conversation"))[:MAX_TITLE_CHARS]
+        for part in (text, title):
+            self.pii.reject_credentials(part)
+        events = structured.get("events") or []
+        dates = sorted(e.get("event_date") for e in events if isinstance(e, Mapping) and _is_iso_date(e.get("event_date")))
+        classification = structured.get("classification") or {}
+        metadata = {
+            "session_id": session_id, "message_count": len(messages), "memory_type": structured.get("type", "conversation"),
+            "message_ids": [f"{session_id}:{index}" for index in range(1, window["message_count"] + 1)][-len(messages):],
+            "topics": list(classification.get("topics") or []), "entities": list(classification.get("entities") or []),
+            "implications": list(implications or []), "user_id": user_id, "channel": messages[-1].get("metadata", {}).get("channel") if messages else None,
+        }
+        if dates:
+            metadata["event_date"] = dates[0]
+        transcript = "\n".join(f"**{m['role']}** ({m.get('timestamp', '')}): {self.pii.redact_credentials(self.pii.redact(m['content']))}"
+                               for m in messages)
+        payload = {"content": text, "title": title, "space": space, "metadata": metadata,
+                   "tags": ["summarized", PUBLISHED_TAG], "evidence_level": level, "source": source,
+                   "stack": bool(stack_revisions), "transcript": transcript}
+        store_result = await self._store_with_retry(payload)
+        await self.buffer.clear_session(project=self.project, session_id=session_id)
+        if user_id:
+            with contextlib.suppress(KumihoMemoryError):
+                await self.buffer.clear_active_session(context=context or "mcp", user_id=user_id, only_if=session_id)
+        return {"success": True, "buffer_was_empty": not messages, "summary": structured, "store_result": store_result}
+
+    def _store_payload(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """Write a consolidation payload (also what the retry queue replays)."""
+        kref = self.memory.remember(payload["content"], space=payload["space"], title=payload["title"],
+                                    kind="conversation", metadata=payload["metadata"], tags=payload["tags"],
+                                    evidence_level=payload.get("evidence_level"), source=payload.get("source"))
+        if payload.get("transcript"):
+            self.memory.add_artifact(kref, "transcript", "memory://transcript",
+                                     {"format": "markdown", "text": payload["transcript"]})
+        return {"revision_kref": kref, "item_kref": kref.split("?")[0], "space_path": payload["space"]}
+
+    async def _store_with_retry(self, payload: dict[str, Any]) -> dict[str, Any]:
+        delay = 0.1
+        for attempt in range(self.store_max_retries):
+            try:
+                return await asyncio.to_thread(self._store_payload, payload)
+            except (StoreError, ServiceError) as exc:
+                if not _is_transient(exc) or attempt == self.store_max_retries - 1:
+                    if self.retry_queue is None:
+                        raise
+                    entry_id = await asyncio.to_thread(self.retry_queue.enqueue, payload)
+                    return {"queued": True, "queue_id": entry_id, "error": str(exc)}
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def flush_retry_queue(self) -> dict[str, int]:
+        """Store what the retry queue holds. Returns ``{succeeded, failed, dropped}``."""
+        if self.retry_queue is None:
+            return {"succeeded": 0, "failed": 0, "dropped": 0}
+        return await self.retry_queue.flush(self._store_payload)
+
+    async def store_tool_execution(self, *, task: str, status: str = "done", exit_code: int | None = None,
+                                   duration_ms: int | None = None, stdout: str = "", stderr: str = "",
+                                   tools: Sequence[str] | None = None, topics: Sequence[str] | None = None,
+                                   space_hint: str = "", open_questions: Sequence[str] | None = None,
+                                   derived_from: Sequence[str] | None = None) -> dict[str, Any]:
+        """Remember what a tool run did: an ``action`` memory, or an ``error`` one when it failed.
+
+        Returns:
+            ``{success, memory_type, store_result}``.
+        """
+        _checked_text(task, "task", limit=MAX_CONTENT_CHARS)
+        failed = status in ("failed", "error", "blocked") or (exit_code not in (None, 0))
+        memory_type = "error" if failed else "action"
+        title = ("Failed: " if failed else "Successfully executed: ") + task[:60]
+        lines = [f"Task: {task}", f"Status: {status}" + (f" (exit code {exit_code})" if exit_code is not None else "")]
+        if duration_ms is not None:
+            lines.append(f"Duration: {duration_ms} ms")
+        if stdout.strip():
+            lines.append("Output:\n" + stdout.strip()[-2000:])
+        if stderr.strip():
+            lines.append("Errors:\n" + stderr.strip()[-2000:])
+        if open_questions:
+            lines.append("Open questions:\n" + "\n".join(f"- {q}" for q in open_questions))
+        text = self.pii.anonymize_summary(self.pii.redact_credentials("\n".join(lines)))
+        self.pii.reject_credentials(text)
+        space = normalize_space("/".join(["executions", slugify(space_hint, 64)]) if space_hint else "executions")
+        metadata = {"memory_type": memory_type, "exit_code": exit_code, "duration_ms": duration_ms,
+                    "topics": list(topics or []), "tools": list(tools or []), "derived_from": list(derived_from or []),
+                    "status": status}
+        kref = await asyncio.to_thread(self.memory.remember, text, space=space, title=title, kind=memory_type,
+                                       metadata=metadata, tags=[memory_type, status, PUBLISHED_TAG]
+                                       if re.match(r"^[A-Za-z0-9_]", status) else [memory_type, PUBLISHED_TAG])
+        for source_kref in derived_from or ():
+            with contextlib.suppress(NotFoundError, InvalidArgumentError):
+                await asyncio.to_thread(self.memory.link, kref, source_kref, DERIVED_FROM)
+        return {"success": True, "memory_type": memory_type,
+                "store_result": {"revision_kref": kref, "item_kref": kref.split("?")[0], "space_path": space}}
 
     async def recall_memories(self, query: str, *, limit: int = 5, space_paths: Sequence[str] | None = None,
                               memory_types: Sequence[str] | None = None, graph_augmented: bool = False,
@@ -6852,7 +7128,10 @@ class UniversalMemoryManager:
         return build_recalled_context(memories, query)
 
     async def close(self) -> None:
-        """Close the memory if this manager created it."""
+        """Wait for background assessments, close the buffer, and the memory if this manager created it."""
+        if self._assess_tasks:
+            await asyncio.gather(*self._assess_tasks, return_exceptions=True)
+        await self.buffer.close()
         if self._owns_memory:
             await asyncio.to_thread(self.memory.close)
 
