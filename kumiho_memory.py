@@ -7181,7 +7181,8 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
 
 _CLI_EPILOG = """\
 exit codes: 0 ok, 1 error, 2 bad usage, 3 not found.
-environment: KUMIHO_MEMORY_PATH (store file), KUMIHO_MEMORY_PROJECT, KUMIHO_MEMORY_BUSY_TIMEOUT.
+environment: KUMIHO_MEMORY_PATH (store file), KUMIHO_MEMORY_PROJECT, KUMIHO_MEMORY_BUSY_TIMEOUT,
+  KUMIHO_REDIS_URL / REDIS_URL (working memory on Redis), KUMIHO_WORKING_MEMORY_TTL.
 examples:
   kumiho-memory remember "The user prefers dark mode" --space prefs --key ui.theme
   kumiho-memory recall "dark mode" --json
@@ -7358,6 +7359,60 @@ def _cmd_import(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
     return counts, f"imported {counts['records']} records ({counts['added']} added, {counts['skipped']} skipped)"
 
 
+def _manager(memory: Memory) -> "UniversalMemoryManager":
+    """The manager the chat commands use: Redis when KUMIHO_REDIS_URL/REDIS_URL is set, else the buffer kept
+    in the store file."""
+    config = WorkingMemoryConfig.from_env()
+    redis_url = getattr(config, "redis_url", None)
+    return UniversalMemoryManager(memory=memory, redis_url=redis_url)
+
+
+def _run_manager(memory: Memory, work: Callable[["UniversalMemoryManager"], Any]) -> Any:
+    async def run() -> Any:
+        manager = _manager(memory)
+        try:
+            return await work(manager)
+        finally:
+            await manager.buffer.close()
+    return asyncio.run(run())
+
+
+def _cmd_chat(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    if args.action == "add":
+        if not args.message:
+            raise InvalidArgumentError("chat add needs a message (or '-' to read standard input)")
+        text = sys.stdin.read() if args.message == "-" else args.message
+
+        async def add(manager: UniversalMemoryManager) -> Any:
+            return await manager.buffer.add_message(project=memory.project, session_id=args.session, role=args.role,
+                                                    content=manager.pii.redact_credentials(text), metadata={})
+        result = _run_manager(memory, add)
+        return {"success": True, **result}, f"{result['message_id']} ({result['message_count']} in session)"
+    if args.action == "get":
+        async def get(manager: UniversalMemoryManager) -> Any:
+            return await manager.buffer.get_messages(project=memory.project, session_id=args.session, limit=args.limit)
+        result = _run_manager(memory, get)
+        text = "\n".join(f"[{m['timestamp']}] {m['role']}: {m['content']}" for m in result["messages"])
+        return {**result, "session_id": args.session}, text or "(no messages)"
+
+    async def clear(manager: UniversalMemoryManager) -> Any:
+        return await manager.buffer.clear_session(project=memory.project, session_id=args.session)
+    cleared = _run_manager(memory, clear)
+    return {"success": True, "cleared_count": cleared}, f"cleared {cleared} message(s)"
+
+
+def _cmd_consolidate(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    async def consolidate(manager: UniversalMemoryManager) -> Any:
+        return await manager.consolidate_session(session_id=args.session, space_path=args.space, summary=args.summary,
+                                                 evidence_level=args.evidence_level, source=args.source)
+    result = _run_manager(memory, consolidate)
+    if not result.get("success"):
+        raise InvalidArgumentError(result.get("error", "consolidation failed"))
+    stored = result["store_result"]
+    where = stored.get("revision_kref") or f"queued ({stored.get('queue_id')})"
+    return result, f"consolidated {args.session} -> {where}"
+
+
 def build_cli_parser() -> argparse.ArgumentParser:
     """The ``kumiho-memory`` argument parser (global options work before or after the command)."""
     common = argparse.ArgumentParser(add_help=False)
@@ -7420,6 +7475,18 @@ def build_cli_parser() -> argparse.ArgumentParser:
     sub.add_argument("--undo", action="store_true")
     command("forget", _cmd_forget, "erase an item or revision for good").add_argument("kref")
     command("stats", _cmd_stats, "counts for the project")
+    sub = command("chat", _cmd_chat, "working memory: add a message to a session, show it, or clear it")
+    sub.add_argument("action", choices=("add", "get", "clear"))
+    sub.add_argument("session", help="the session id")
+    sub.add_argument("message", nargs="?", help="the message (add; '-' reads standard input)")
+    sub.add_argument("--role", default="user", choices=MESSAGE_ROLES)
+    sub.add_argument("--limit", type=int, default=50)
+    sub = command("consolidate", _cmd_consolidate, "turn a session's working memory into a long-term memory")
+    sub.add_argument("session")
+    sub.add_argument("--space", help="space for the memory (default context/user from the session)")
+    sub.add_argument("--summary", help="use this summary instead of summarizing")
+    sub.add_argument("--evidence-level", choices=EVIDENCE_LEVELS)
+    sub.add_argument("--source")
     sub = command("export", _cmd_export, "write the store as JSON lines, or an item as Mermaid")
     sub.add_argument("--format", choices=("jsonl", "mermaid"), default="jsonl")
     sub.add_argument("--item", metavar="KREF", help="the item to draw (mermaid)")
