@@ -114,7 +114,8 @@ __all__ = [
     # privacy, belief revision and consolidation
     "CredentialDetectedError", "PIIRedactor", "normalize_statement", "statement_subjects", "belief_similarity",
     "canonical_source", "REVISION_OUTCOMES", "ExtractiveSummarizer", "MemorySummarizer", "render_summary",
-    "RetryQueue",
+    "RetryQueue", "MemoryAssessResult", "EvidencePolicy", "DEFAULT_STORAGE_POLICY", "heuristic_prefilter",
+    "create_llm_assessor", "grade_evidence", "create_evidence_assessor",
     # export
     "render_mermaid",
     # CLI
@@ -5865,6 +5866,160 @@ def render_summary(summary: Mapping[str, Any], implications: Sequence[str] = ())
     return "\n\n".join(part for part in parts if part)
 
 
+# -- write-time assessors: what to remember, and how much to trust it ---------------------------------------------
+
+DEFAULT_STORAGE_POLICY = """Store a memory only when the conversation contains something worth knowing later:
+- a stated preference, habit or constraint of the user ("I prefer", "always", "never", "I use");
+- a decision and its reason ("we decided", "let's go with", "because");
+- a durable fact about the user, their work, people or things they care about;
+- a correction of something believed before (say what changed).
+Do not store greetings, thanks, small talk, questions without answers, code listings, or anything secret.
+Write the memory as one self-contained sentence in the third person."""
+
+_STORE_SIGNAL = re.compile(r"\b(prefer|prefers|always|never|decided|decide|remember|we agreed|agreed|i use|we use|"
+                           r"i like|i love|i hate|my favorite|my favourite|from now on|going forward|important|"
+                           r"actually|correction|not anymore|no longer|switch(?:ed)? to|moved to)\b", re.I)
+_ACKNOWLEDGEMENT = re.compile(r"^\s*(ok(ay)?|thanks?|thank you|great|cool|sure|yes|no|got it|hi|hello|hey|"
+                              r"bye|good (morning|night))\b[\s.!]*$", re.I)
+
+
+@dataclasses.dataclass
+class MemoryAssessResult:
+    """What an assessor decided about the latest turns (names as in kumiho-memory)."""
+
+    should_store: bool
+    content: str = ""
+    memory_type: str = "fact"
+    reason: str = ""
+    tags: list[str] = dataclasses.field(default_factory=list)
+    evidence_level: str = ""
+    source: str = ""
+    supporting_krefs: list[str] = dataclasses.field(default_factory=list)
+    conflicting_krefs: list[str] = dataclasses.field(default_factory=list)
+    create_contradicts_edges: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class EvidencePolicy:
+    """How the evidence assessor grades: ``min_corroboration`` distinct sources make ``corroborated``;
+    contradicting a memory tagged with one of ``official_tags`` pins the claim ``unverified``."""
+
+    min_corroboration: int = 2
+    official_tags: frozenset[str] = frozenset({evidence_tag(OFFICIAL)})
+    create_supports_edges: bool = False
+    create_contradicts_edges: bool = True
+    storage_policy: str = DEFAULT_STORAGE_POLICY
+    duplicate_score_threshold: float = 0.90
+
+
+def heuristic_prefilter(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Cheap gate before any LLM call: the last turns say enough, the last one is not a bare
+    acknowledgement or a code block, and something in them signals a preference, decision or fact."""
+    window = [str(m.get("content", "")) for m in messages[-4:]]
+    if sum(len(text) for text in window) < 60 or not window:
+        return False
+    last = window[-1].strip()
+    if _ACKNOWLEDGEMENT.match(last) or last.startswith("```"):
+        return False
+    return any(_STORE_SIGNAL.search(text) for text in window)
+
+
+def _assessment_prompt(messages: Sequence[Mapping[str, Any]], recalled: Sequence[Mapping[str, Any]],
+                       policy: str, evidence: bool) -> str:
+    turns = "\n".join(f"{m.get('role', 'user')}: {str(m.get('content', ''))[:600]}" for m in messages[-6:])
+    known = "\n".join(f"[{index}] {str(r.get('content') or r.get('summary') or '')[:300]}"
+                      + (f" (source: {r['metadata'].get('source')})" if r.get("metadata", {}).get("source") else "")
+                      for index, r in enumerate(recalled[:5], 1))
+    reply = ('{"should_store": bool, "content": str, "memory_type": "fact|preference|decision|correction", '
+             '"reason": str' + (', "agrees_with": [indices], "contradicts": [indices], "source": str' if evidence else "")
+             + "}")
+    return (f"{policy}\n\nRecent conversation:\n{turns}\n\nWhat memory already holds:\n{known or '(nothing)'}\n\n"
+            f"Reply with JSON only: {reply}")
+
+
+def _most_similar(content: str, recalled: Sequence[Mapping[str, Any]]) -> float:
+    return max((belief_similarity(content, str(r.get("content", ""))) for r in recalled), default=0.0)
+
+
+def create_llm_assessor(adapter: Any, model: str = "", *, storage_policy: str = DEFAULT_STORAGE_POLICY,
+                        duplicate_score_threshold: float = 0.90,
+                        skip_heuristic: bool = False) -> Callable[..., Any]:
+    """An ``auto_assess_fn``: the heuristic prefilter, then a near-duplicate check against what recall
+    found (word overlap of the last user turn with a recalled memory >= ``duplicate_score_threshold``
+    skips the LLM), then the LLM's JSON decision under ``storage_policy``."""
+
+    async def assess(messages: Sequence[Mapping[str, Any]], recalled: Sequence[Mapping[str, Any]]) -> MemoryAssessResult:
+        if not skip_heuristic and not heuristic_prefilter(messages):
+            return MemoryAssessResult(False, reason="nothing worth storing (prefilter)")
+        last_user = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
+        if _most_similar(last_user, recalled) >= duplicate_score_threshold:
+            return MemoryAssessResult(False, reason="already remembered (near-duplicate)")
+        reply = await adapter.chat(messages=[{"role": "user", "content": _assessment_prompt(
+            messages, recalled, storage_policy, evidence=False)}], model=model, max_tokens=250, json_mode=True)
+        decision = parse_llm_json(reply, expect=dict)
+        return MemoryAssessResult(bool(decision.get("should_store")), content=str(decision.get("content", "")),
+                                  memory_type=str(decision.get("memory_type") or "fact"),
+                                  reason=str(decision.get("reason", "")))
+    return assess
+
+
+def grade_evidence(recalled: Sequence[Mapping[str, Any]], agrees_with: Iterable[int], contradicts: Iterable[int],
+                   policy: EvidencePolicy | None = None) -> dict[str, Any]:
+    """Grade a claim from which recalled memories (1-based) it agrees with and contradicts. Pure.
+
+    Contradicting an official memory -> ``unverified``, pinned, with the conflicts; otherwise agreement from
+    at least ``max(1, min_corroboration)`` distinct canonical sources and no conflict -> ``corroborated``
+    (memory type ``fact``); else no level. Never ``official``.
+
+    Returns:
+        ``{evidence_level, memory_type, supporting_krefs, conflicting_krefs, pinned, has_agreement}``.
+    """
+    policy = policy or EvidencePolicy()
+    def picked(indices: Iterable[int]) -> list[Mapping[str, Any]]:
+        return [recalled[i - 1] for i in indices if isinstance(i, int) and 1 <= i <= len(recalled)]
+    agreeing, conflicting = picked(agrees_with), picked(contradicts)
+    conflicting_krefs = [str(r.get("kref")) for r in conflicting]
+    official = [r for r in conflicting if set(r.get("tags") or ()) & set(policy.official_tags)
+                or parse_evidence(r.get("metadata"), r.get("tags")) == OFFICIAL]
+    if official:
+        return {"evidence_level": UNVERIFIED, "memory_type": None, "supporting_krefs": [],
+                "conflicting_krefs": conflicting_krefs, "pinned": True, "has_agreement": bool(agreeing)}
+    sources = {canonical_source(str(r.get("metadata", {}).get("source"))) for r in agreeing
+               if r.get("metadata", {}).get("source")}
+    if not conflicting and len(sources) >= max(1, policy.min_corroboration):
+        return {"evidence_level": CORROBORATED, "memory_type": "fact",
+                "supporting_krefs": [str(r.get("kref")) for r in agreeing], "conflicting_krefs": [],
+                "pinned": False, "has_agreement": True}
+    return {"evidence_level": None, "memory_type": None, "supporting_krefs": [str(r.get("kref")) for r in agreeing],
+            "conflicting_krefs": conflicting_krefs, "pinned": False, "has_agreement": bool(agreeing)}
+
+
+def create_evidence_assessor(adapter: Any, model: str = "", *, policy: EvidencePolicy | None = None,
+                             skip_heuristic: bool = False) -> Callable[..., Any]:
+    """An ``auto_assess_fn`` that also grades: the LLM says what the claim agrees with and contradicts and
+    its source; ``grade_evidence`` turns that into a level (``single_source`` with a source, else
+    ``unverified``, or ``corroborated``); never ``official``."""
+    policy = policy or EvidencePolicy()
+
+    async def assess(messages: Sequence[Mapping[str, Any]], recalled: Sequence[Mapping[str, Any]]) -> MemoryAssessResult:
+        if not skip_heuristic and not heuristic_prefilter(messages):
+            return MemoryAssessResult(False, reason="nothing worth storing (prefilter)")
+        reply = await adapter.chat(messages=[{"role": "user", "content": _assessment_prompt(
+            messages, recalled, policy.storage_policy, evidence=True)}], model=model, max_tokens=300, json_mode=True)
+        decision = parse_llm_json(reply, expect=dict)
+        if not decision.get("should_store"):
+            return MemoryAssessResult(False, reason=str(decision.get("reason", "")))
+        grade = grade_evidence(recalled, decision.get("agrees_with") or [], decision.get("contradicts") or [], policy)
+        source = str(decision.get("source") or "")
+        level = grade["evidence_level"] or (SINGLE_SOURCE if source else UNVERIFIED)
+        return MemoryAssessResult(
+            True, content=str(decision.get("content", "")), memory_type=grade["memory_type"] or str(
+                decision.get("memory_type") or "fact"), reason=str(decision.get("reason", "")), evidence_level=level,
+            source=source, supporting_krefs=grade["supporting_krefs"] if policy.create_supports_edges else [],
+            conflicting_krefs=grade["conflicting_krefs"], create_contradicts_edges=policy.create_contradicts_edges)
+    return assess
+
+
 # -- a durable queue for work that must not be lost -----------------------------------------------------------
 
 class RetryQueue:
@@ -6857,6 +7012,9 @@ class UniversalMemoryManager:
         config = graph_augmentation if isinstance(graph_augmentation, GraphAugmentationConfig) else None
         self.graph_recall = GraphAugmentedRecall(llm_adapter, config=config, memory=self.memory)
         self._assess_tasks: set[asyncio.Task[Any]] = set()
+        self._assessed_upto: dict[str, int] = {}
+        self.auto_assess_min_messages, self.auto_assess_window, self.auto_assess_timeout = 3, 6, 120.0
+        self.last_assess_error: str | None = None
 
     # -- working memory -----------------------------------------------------------------------------------
 
@@ -6923,10 +7081,53 @@ class UniversalMemoryManager:
         return {"success": True, "message_count": added["message_count"], "created_bucket": added["created_bucket"]}
 
     async def _assess(self, session_id: str) -> None:
-        """Hook for the write-time assessor (the belief-revision work fills it); failures never surface."""
-        with contextlib.suppress(KumihoMemoryError, asyncio.TimeoutError):
-            window = await self.buffer.get_messages(project=self.project, session_id=session_id, limit=6)
-            await asyncio.wait_for(_call(self.auto_assess_fn, window["messages"], []), timeout=120.0)
+        """Write-time screening after an assistant response: when at least ``auto_assess_min_messages`` new
+        messages arrived, ask ``auto_assess_fn`` about the latest window (redacted) and what recall knows,
+        and store what it approves (never graded official), with its provenance and evidence edges.
+        Failures are kept in ``last_assess_error``; they never reach the conversation."""
+        try:
+            window = await self.buffer.get_messages(project=self.project, session_id=session_id,
+                                                    limit=self.auto_assess_window)
+            count = window["message_count"]
+            if count - self._assessed_upto.get(session_id, 0) < self.auto_assess_min_messages:
+                return
+            self._assessed_upto[session_id] = count
+            messages = [{**m, "content": self.pii.scrub_for_llm(m["content"])} for m in window["messages"]]
+            probe = " ".join(str(m["content"])[:300] for m in messages[-3:])
+            recalled = await self.recall_memories(probe, limit=5) if probe.strip() else []
+            result = await asyncio.wait_for(_call(self.auto_assess_fn, messages, recalled),
+                                            timeout=self.auto_assess_timeout)
+            if not getattr(result, "should_store", False) or not str(result.content).strip():
+                return
+            meta = await self.buffer.get_session_metadata(project=self.project, session_id=session_id)
+            await asyncio.to_thread(self._store_assessment, session_id, result, recalled, meta)
+        except Exception as exc:  # the assessor is the caller's code, and this runs in the background
+            self.last_assess_error = f"{type(exc).__name__}: {exc}"
+
+    def _store_assessment(self, session_id: str, result: MemoryAssessResult, recalled: Sequence[Mapping[str, Any]],
+                          session: Mapping[str, str]) -> str:
+        level = result.evidence_level if result.evidence_level in EVIDENCE_LEVELS and result.evidence_level != OFFICIAL \
+            else None
+        content = self.pii.anonymize_summary(self.pii.redact_credentials(str(result.content)))
+        self.pii.reject_credentials(content)
+        metadata = {"auto_memorized": "true", "session_id": session_id, "memory_type": result.memory_type,
+                    "reason": result.reason[:500], "conflicts_with": list(result.conflicting_krefs),
+                    "user_id": session.get("user_id")}
+        space = "/".join(slugify(part, 64) for part in (session.get("context"), session.get("user_id")) if part) or "auto"
+        tags = ["auto-memorized"] + [t for t in result.tags if isinstance(t, str) and TAG_PATTERN.match(t)]
+        kref = self.memory.remember(content, space=space, title=content[:80], kind="memory", metadata=metadata,
+                                    tags=tags, evidence_level=level, source=result.source or None)
+        for recalled_memory in recalled:
+            with contextlib.suppress(KumihoMemoryError):
+                self.memory.link(kref, recalled_memory["kref"], DERIVED_FROM)
+        for supporting in result.supporting_krefs:
+            with contextlib.suppress(KumihoMemoryError):
+                self.memory.link(kref, supporting, SUPPORTS, {"reason": result.reason[:200]})
+        if result.create_contradicts_edges:
+            for conflicting in result.conflicting_krefs:
+                with contextlib.suppress(KumihoMemoryError):
+                    self.memory.link(kref, conflicting, CONTRADICTS, {"basis": "evidence-assessor"})
+        return kref
 
     async def handle_user_message(self, *, user_id: str, message: str, channel: str = "unknown",
                                   context: str = "personal", session_id: str | None = None,
