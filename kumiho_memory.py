@@ -4269,93 +4269,6 @@ def _redact_url(url: str) -> str:
     return re.sub(r"//[^/@]*@", "//***@", url)
 
 
-class OpenAICompatEmbeddingAdapter:
-    """Embeddings from any server speaking OpenAI's ``POST /v1/embeddings`` (OpenAI, Ollama, vLLM,
-    llama.cpp server), over the standard library's ``urllib``.
-
-    Args:
-        base_url: the API root including ``/v1``, e.g. ``http://localhost:11434/v1``.
-        api_key: sent as ``Authorization: Bearer``; never shown in errors or ``repr``.
-        model: the embedding model name.
-        timeout: seconds to wait for one request.
-        batch_size: texts per request.
-        retries: extra attempts for transient failures (connection errors, 429, 5xx), with backoff.
-    """
-
-    def __init__(self, base_url: str, api_key: str | None = None, model: str = "text-embedding-3-small", *,
-                 timeout: float = 30.0, batch_size: int = 64, retries: int = 2,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        if not isinstance(base_url, str) or not re.match(r"^https?://", base_url):
-            shown = _redact_url(base_url) if isinstance(base_url, str) else type(base_url).__name__
-            raise InvalidArgumentError(f"base_url must be an http(s) URL, not {shown!r}")
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgumentError("batch_size must be a positive integer")
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.timeout = float(timeout)
-        self.batch_size = batch_size
-        self.retries = int(retries)
-        self._api_key = api_key
-        self._sleep = sleep
-
-    def __repr__(self) -> str:
-        return f"OpenAICompatEmbeddingAdapter({_redact_url(self.base_url)!r}, model={self.model!r})"
-
-    def embed(self, texts: list[str], *, model: str = "") -> list[list[float]]:
-        """Embed ``texts`` (batched); raises ``ServiceError`` when the server fails or answers nonsense."""
-        if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
-            raise InvalidArgumentError("texts must be a list of strings")
-        vectors: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            vectors.extend(self._request(list(texts[start:start + self.batch_size]), model or self.model))
-        return vectors
-
-    def _masked(self, text: str) -> str:
-        """``text`` with the API key blotted out (servers sometimes echo it back)."""
-        return text.replace(self._api_key, "***") if self._api_key else text
-
-    def _request(self, texts: list[str], model: str) -> list[list[float]]:
-        import http.client
-        import urllib.error
-        import urllib.request
-        body = json.dumps({"model": model, "input": texts}).encode("utf-8")
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        where = f"{_redact_url(self.base_url)}/embeddings"
-        for attempt in range(self.retries + 1):
-            request = urllib.request.Request(self.base_url + "/embeddings", data=body, headers=headers, method="POST")
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    payload = json.loads(response.read().decode("utf-8"))
-                break
-            except urllib.error.HTTPError as exc:
-                detail = self._masked(exc.read(300).decode("utf-8", "replace")) if exc.fp else ""
-                transient = exc.code == 429 or exc.code >= 500
-                error = ServiceError(f"embedding request to {where} failed: HTTP {exc.code} {detail}".strip(),
-                                     transient=transient, status=exc.code)
-            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-                reason = self._masked(str(getattr(exc, "reason", exc)))
-                error = ServiceError(f"embedding service at {where} unreachable or cut off: {reason}",
-                                     transient=True)
-            except (ValueError, UnicodeDecodeError) as exc:
-                raise ServiceError(f"embedding service at {where} answered with invalid JSON: {exc}",
-                                   transient=False) from exc
-            if not error.transient or attempt == self.retries:
-                raise error
-            self._sleep(min(8.0, 0.5 * 2 ** attempt))
-        try:
-            data = sorted(payload["data"], key=lambda entry: entry.get("index", 0))
-            vectors = [[float(value) for value in entry["embedding"]] for entry in data]
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ServiceError(f"embedding service at {where} answered without data[].embedding",
-                               transient=False) from exc
-        if len(vectors) != len(texts):
-            raise ServiceError(f"embedding service at {where} returned {len(vectors)} vectors for "
-                               f"{len(texts)} texts", transient=False)
-        return vectors
-
-
 # -- language models (optional) -------------------------------------------------------------------------------
 #
 # Two adapters over the standard library's ``urllib``: any server speaking OpenAI's chat completions, and
@@ -4985,6 +4898,68 @@ class AnthropicAdapter:
         if not texts and payload.get("stop_reason") == "refusal":
             raise ServiceError(f"the model at {where} declined (stop_reason 'refusal')", transient=False)
         return "".join(texts)
+
+
+# -- the embedding adapter (shares the HTTP plumbing above) ------------------------------------------------
+
+class OpenAICompatEmbeddingAdapter:
+    """Embeddings from any server speaking OpenAI's ``POST /v1/embeddings`` (OpenAI, Ollama, vLLM,
+    llama.cpp server), over the standard library's ``urllib``.
+
+    Args:
+        base_url: the API root including ``/v1``, e.g. ``http://localhost:11434/v1``.
+        api_key: sent as ``Authorization: Bearer``; never shown in errors or ``repr``.
+        model: the embedding model name.
+        timeout: seconds to wait for one request.
+        batch_size: texts per request.
+        retries: extra attempts for transient failures (connection errors, 429, 5xx), with backoff.
+    """
+
+    def __init__(self, base_url: str, api_key: str | None = None, model: str = "text-embedding-3-small", *,
+                 timeout: float = 30.0, batch_size: int = 64, retries: int = 2,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if not isinstance(base_url, str) or not re.match(r"^https?://", base_url):
+            shown = _redact_url(base_url) if isinstance(base_url, str) else type(base_url).__name__
+            raise InvalidArgumentError(f"base_url must be an http(s) URL, not {shown!r}")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError("batch_size must be a positive integer")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.timeout = float(timeout)
+        self.batch_size = batch_size
+        self.retries = int(retries)
+        self._api_key = api_key
+        self._sleep = sleep
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatEmbeddingAdapter({_redact_url(self.base_url)!r}, model={self.model!r})"
+
+    def embed(self, texts: list[str], *, model: str = "") -> list[list[float]]:
+        """Embed ``texts`` (batched); raises ``ServiceError`` when the server fails or answers nonsense."""
+        if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
+            raise InvalidArgumentError("texts must be a list of strings")
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(self._request(list(texts[start:start + self.batch_size]), model or self.model))
+        return vectors
+
+    def _request(self, texts: list[str], model: str) -> list[list[float]]:
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        payload = _post_json(self.base_url + "/embeddings", {"model": model, "input": texts}, headers,
+                             timeout=self.timeout, retries=self.retries, sleep=self._sleep, secret=self._api_key,
+                             what="embedding")
+        where = f"{_redact_url(self.base_url)}/embeddings"
+        try:
+            data = sorted(payload["data"], key=lambda entry: entry.get("index", 0))
+            vectors = [[float(value) for value in entry["embedding"]] for entry in data]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ServiceError(f"embedding service at {where} answered without data[].embedding",
+                               transient=False) from exc
+        if len(vectors) != len(texts):
+            raise ServiceError(f"embedding service at {where} returned {len(vectors)} vectors for "
+                               f"{len(texts)} texts", transient=False)
+        return vectors
+
 
 
 # -- graph-augmented recall -----------------------------------------------------------------------------------
