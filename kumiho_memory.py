@@ -1245,6 +1245,7 @@ class RevisionDraft:
     item: Kref | None = None
     vector: tuple[float, ...] | None = None      # unit-length embedding of title + content, if available
     vector_model: str = ""
+    artifacts: tuple[tuple[str, str, Mapping[str, Any]], ...] = ()   # (name, location, metadata), same transaction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -2273,6 +2274,9 @@ class SQLiteGraph(GraphBackend):
             if draft.vector is not None:
                 conn.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
                              (revision_id, draft.vector_model, array.array("f", draft.vector).tobytes()))
+            for artifact_name, location, artifact_metadata in draft.artifacts:
+                conn.execute("INSERT OR REPLACE INTO artifacts VALUES (?, ?, ?, ?, ?)",
+                             (revision_id, artifact_name, location, canonical_json(dict(artifact_metadata)), created_at))
             changed = [item_id]
             if item_row is None and is_message(draft.metadata):
                 changed.extend(self._thread(conn, draft, revision_id, created_at))
@@ -6179,6 +6183,22 @@ def _is_iso_date(value: Any) -> bool:
     return True
 
 
+def _checked_artifacts(artifacts: Any) -> tuple[tuple[str, str, dict[str, Any]], ...]:
+    """Validate ``[{"name", "location", "metadata"?}]`` for ``remember(artifacts=...)``."""
+    if artifacts is None:
+        return ()
+    if isinstance(artifacts, (str, Mapping)) or not isinstance(artifacts, (list, tuple)):
+        raise InvalidArgumentError("artifacts must be a list of {name, location, metadata} mappings")
+    checked = []
+    for artifact in artifacts:
+        if not isinstance(artifact, Mapping):
+            raise InvalidArgumentError("each artifact must be a mapping with name and location")
+        name = _check_pattern(artifact.get("name"), ARTIFACT_PATTERN, "artifact name", InvalidArgumentError)
+        location = _checked_text(artifact.get("location"), "artifact location", limit=4096)
+        checked.append((name, location, _checked_metadata(artifact.get("metadata"))))
+    return tuple(checked)
+
+
 def _earned_trust(memory: Mapping[str, Any]) -> bool:
     """Official, corroborated, or backed by at least two distinct canonical sources."""
     level = parse_evidence(memory.get("metadata"), memory.get("tags"))
@@ -6295,7 +6315,8 @@ class Memory:
     def remember(self, content: str, *, space: str = "notes", title: str | None = None, kind: str = "memory",
                  metadata: Mapping[str, Any] | None = None, tags: Sequence[str] | None = None,
                  item: str | None = None, key: str | None = None, evidence_level: str | None = None,
-                 source: str | None = None, stack: bool = False) -> str:
+                 source: str | None = None, stack: bool = False,
+                 artifacts: Sequence[Mapping[str, Any]] | None = None) -> str:
         """Store a memory as a new immutable revision and return its kref.
 
         Args:
@@ -6315,6 +6336,8 @@ class Memory:
                 at least two independent sources (and contradicted by none) becomes ``corroborated``.
             stack: revise the matching belief in ``space`` when this restates it (see ``revise``),
                 else create a new item. Unrelated memories never stack.
+            artifacts: ``[{"name", "location", "metadata"?}]`` attached to the new revision in the same
+                transaction (so a memory never exists without them).
 
         Without ``item``, ``key`` or ``stack`` every call creates a new item: raw capture never merges. A
         revision added to an existing item gets a ``SUPERSEDES`` edge to the item's previous latest
@@ -6356,11 +6379,12 @@ class Memory:
                 raise InvalidArgumentError("metadata['event_date'] must be an ISO 8601 string")
             parse_instant(event_date)
         return self._store_belief(content=content, space=space, title=title, kind=kind, metadata=checked_metadata,
-                                  tags=checked_tags, item_kref=item_kref, key=key, stack=bool(stack))["kref"]
+                                  tags=checked_tags, item_kref=item_kref, key=key, stack=bool(stack),
+                                  artifacts=_checked_artifacts(artifacts))["kref"]
 
     def _store_belief(self, *, content: str, space: str, title: str, kind: str, metadata: dict[str, Any],
                       tags: tuple[str, ...], item_kref: Kref | None, key: str | None, stack: bool,
-                      decide: bool = False) -> dict[str, Any]:
+                      decide: bool = False, artifacts: tuple[tuple[str, str, dict[str, Any]], ...] = ()) -> dict[str, Any]:
         """Decide how a validated statement enters the graph, then write it: ``{outcome, kref, ...}``.
 
         The table of decisions (target = the item named by ``item``/``key``, or the best stacking match):
@@ -6391,7 +6415,7 @@ class Memory:
         if target is not None:
             target_level = parse_evidence(target["metadata"], target["tags"])
             if target_level == OFFICIAL and level != OFFICIAL:
-                return self._store_contradiction(content, space, title, kind, metadata, tags, target)
+                return self._store_contradiction(content, space, title, kind, metadata, tags, target, artifacts)
             old_sources = set(target["metadata"].get("sources") or [])
             new_sources = set(metadata.get("sources") or []) - old_sources
             explicit_append = item_kref is not None and not decide     # remember(item=...) always appends
@@ -6414,13 +6438,14 @@ class Memory:
             elif item_kref is not None or key is not None:
                 item_kref, key = None, None      # an unrelated statement never stacks onto the named item
         kref = self._write(content=content, space=space, title=title, kind=kind, metadata=metadata, tags=tags,
-                           item_kref=item_kref, key=key)
+                           item_kref=item_kref, key=key, artifacts=artifacts)
         if outcome == "revised":
             extra["grounding_stale"] = self._mark_dependents_stale(extra["previous_kref"])
         return {"outcome": outcome, "kref": kref, **extra}
 
     def _write(self, *, content: str, space: str, title: str, kind: str, metadata: dict[str, Any],
-               tags: tuple[str, ...], item_kref: Kref | None, key: str | None) -> str:
+               tags: tuple[str, ...], item_kref: Kref | None, key: str | None,
+               artifacts: tuple[tuple[str, str, dict[str, Any]], ...] = ()) -> str:
         # Raw items are named by id alone: a name drawn from the text would outlive a forgotten revision.
         if key is not None:
             name = f"{slugify(key)}-{hashlib.sha1(key.encode('utf-8')).hexdigest()[:8]}"
@@ -6431,7 +6456,8 @@ class Memory:
             self._catch_up_embeddings()
         draft = RevisionDraft(project=self.project, space=space, kind=kind, name=name, title=title,
                               content=content, metadata=metadata, tags=tags, key=key, item=item_kref,
-                              vector=vector[0] if vector else None, vector_model=self.embedding_model)
+                              vector=vector[0] if vector else None, vector_model=self.embedding_model,
+                              artifacts=artifacts)
         record, _created = self._backend.write_revision(draft)
         return str(record.kref)
 
@@ -6447,12 +6473,13 @@ class Memory:
         return best
 
     def _store_contradiction(self, content: str, space: str, title: str, kind: str, metadata: dict[str, Any],
-                             tags: tuple[str, ...], official: Mapping[str, Any]) -> dict[str, Any]:
+                             tags: tuple[str, ...], official: Mapping[str, Any],
+                             artifacts: tuple[tuple[str, str, dict[str, Any]], ...] = ()) -> dict[str, Any]:
         """A claim against an official belief: kept, as a new unverified item that CONTRADICTS it."""
         metadata = {**metadata, "evidence_level": UNVERIFIED, "conflicts_with": official["kref"]}
         tags = tuple(t for t in tags if not t.startswith(EVIDENCE_TAG_PREFIX)) + (evidence_tag(UNVERIFIED),)
         kref = self._write(content=content, space=space, title=title, kind=kind, metadata=metadata, tags=tags,
-                           item_kref=None, key=None)
+                           item_kref=None, key=None, artifacts=artifacts)
         self.link(kref, official["kref"], CONTRADICTS, {"basis": "official-pin"})
         return {"outcome": "created", "kref": kref, "contradicts": official["kref"]}
 
@@ -7144,6 +7171,9 @@ class UniversalMemoryManager:
         if evidence_level is not None:
             evidence_tag(evidence_level)
         window = await self.buffer.get_messages(project=self.project, session_id=session_id, limit=1000)
+        if window["message_count"] > len(window["messages"]):       # a long session: read all of it
+            window = await self.buffer.get_messages(project=self.project, session_id=session_id,
+                                                    limit=window["message_count"])
         messages = window["messages"]
         if not messages and summary is None:
             return {"success": False, "error": "No messages to consolidate", "buffer_was_empty": True}
@@ -7173,18 +7203,21 @@ class UniversalMemoryManager:
         events = structured.get("events") or []
         dates = sorted(e.get("event_date") for e in events if isinstance(e, Mapping) and _is_iso_date(e.get("event_date")))
         classification = structured.get("classification") or {}
+        screen = self._screened
         metadata = {
             "session_id": session_id, "message_count": len(messages), "memory_type": structured.get("type", "conversation"),
             "message_ids": [f"{session_id}:{index}" for index in range(1, window["message_count"] + 1)][-len(messages):],
-            "topics": list(classification.get("topics") or []), "entities": list(classification.get("entities") or []),
-            "implications": list(implications or []), "user_id": user_id, "channel": messages[-1].get("metadata", {}).get("channel") if messages else None,
+            "topics": screen(list(classification.get("topics") or [])),
+            "entities": screen(list(classification.get("entities") or [])),
+            "implications": screen(list(implications or [])), "user_id": user_id, "channel": messages[-1].get("metadata", {}).get("channel") if messages else None,
         }
         if dates:
             metadata["event_date"] = dates[0]
         transcript = "\n".join(f"**{m['role']}** ({m.get('timestamp', '')}): {self.pii.redact_credentials(self.pii.redact(m['content']))}"
                                for m in messages)
         payload = {"content": text, "title": title, "space": space, "metadata": metadata,
-                   "tags": ["summarized", PUBLISHED_TAG], "evidence_level": level, "source": source,
+                   "tags": ["summarized", PUBLISHED_TAG], "evidence_level": level,
+                   "source": self.pii.redact_credentials(source) if source else source,
                    "stack": bool(stack_revisions), "transcript": transcript}
         store_result = await self._store_with_retry(payload)
         await self.buffer.clear_session(project=self.project, session_id=session_id)
@@ -7193,14 +7226,24 @@ class UniversalMemoryManager:
                 await self.buffer.clear_active_session(context=context or "mcp", user_id=user_id, only_if=session_id)
         return {"success": True, "buffer_was_empty": not messages, "summary": structured, "store_result": store_result}
 
+    def _screened(self, values: list[Any]) -> list[Any]:
+        """Strings bound for stored metadata: PII anonymized; a credential raises CredentialDetectedError."""
+        screened = []
+        for value in values:
+            if isinstance(value, str):
+                value = self.pii.anonymize_summary(value)
+                self.pii.reject_credentials(value)
+            screened.append(value)
+        return screened
+
     def _store_payload(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """Write a consolidation payload (also what the retry queue replays)."""
+        artifacts = [{"name": "transcript", "location": "memory://transcript",
+                      "metadata": {"format": "markdown", "text": payload["transcript"]}}] if payload.get("transcript") else []
         kref = self.memory.remember(payload["content"], space=payload["space"], title=payload["title"],
                                     kind="conversation", metadata=payload["metadata"], tags=payload["tags"],
-                                    evidence_level=payload.get("evidence_level"), source=payload.get("source"))
-        if payload.get("transcript"):
-            self.memory.add_artifact(kref, "transcript", "memory://transcript",
-                                     {"format": "markdown", "text": payload["transcript"]})
+                                    evidence_level=payload.get("evidence_level"), source=payload.get("source"),
+                                    artifacts=artifacts)
         return {"revision_kref": kref, "item_kref": kref.split("?")[0], "space_path": payload["space"]}
 
     async def _store_with_retry(self, payload: dict[str, Any]) -> dict[str, Any]:
@@ -7237,7 +7280,8 @@ class UniversalMemoryManager:
         _checked_text(task, "task", limit=MAX_CONTENT_CHARS)
         failed = status in ("failed", "error", "blocked") or (exit_code not in (None, 0))
         memory_type = "error" if failed else "action"
-        title = ("Failed: " if failed else "Successfully executed: ") + task[:60]
+        title = ("Failed: " if failed else "Successfully executed: ") + self.pii.anonymize_summary(
+            self.pii.redact_credentials(task))[:60]
         lines = [f"Task: {task}", f"Status: {status}" + (f" (exit code {exit_code})" if exit_code is not None else "")]
         if duration_ms is not None:
             lines.append(f"Duration: {duration_ms} ms")
