@@ -113,7 +113,7 @@ __all__ = [
     "ACTIVE_SESSION_TTL", "SESSION_GENERATION_TTL", "DEFAULT_SESSION_CONTEXT", "SESSION_SOURCES",
     # privacy, belief revision and consolidation
     "CredentialDetectedError", "PIIRedactor", "normalize_statement", "statement_subjects", "belief_similarity",
-    "canonical_source", "REVISION_OUTCOMES", "ExtractiveSummarizer", "MemorySummarizer", "render_summary",
+    "canonical_source", "statement_subject", "same_belief", "MULTI_VALUED_PREDICATES", "REVISION_OUTCOMES", "ExtractiveSummarizer", "MemorySummarizer", "render_summary",
     "RetryQueue", "MemoryAssessResult", "EvidencePolicy", "DEFAULT_STORAGE_POLICY", "heuristic_prefilter",
     "create_llm_assessor", "grade_evidence", "create_evidence_assessor",
     # export
@@ -5258,6 +5258,68 @@ def canonical_source(source: str) -> str:
     return re.sub(r"[^a-z0-9:]+", "-", text).strip("-") or text
 
 
+_DISCOURSE_OPENER = re.compile(r"^\s*[A-Za-z]+\s*[,:]")     # "Actually, ...", "Update: ..."
+
+
+def _statement_body(text: str) -> str:
+    return _DISCOURSE_OPENER.sub("", text, count=1)
+
+
+def statement_subject(text: str) -> str | None:
+    """The named thing a statement is about: the stem of its first capitalized non-stopword word (an
+    opening "Actually," or "Update:" does not count)."""
+    for match in _CAPITALIZED.finditer(_statement_body(text)):
+        word = match.group().casefold()
+        word = word[:-2] if word.endswith("'s") else word.rstrip("'")
+        if word and word not in STOPWORDS:
+            stems = tokenize(word)
+            if stems:
+                return stems[0]
+    return None
+
+
+def _claim_terms(text: str) -> list[str]:
+    subject = statement_subject(text)
+    return [term for term in tokenize(_statement_body(text)) if term != subject]
+
+
+# Verbs whose objects add up rather than replace each other: "plays the piano" and "plays tennis" are two
+# beliefs, while "lives in Paris" then "lives in London" is one belief changing.
+MULTI_VALUED_PREDICATES = frozenset(stem(word) for word in (
+    "like", "likes", "love", "loves", "enjoy", "enjoys", "play", "plays", "allergic", "own", "owns", "has",
+    "have", "speak", "speaks", "know", "knows", "visit", "visited", "collect", "collects", "read", "reads",
+    "watch", "watches", "listen", "listens", "study", "studies", "friend", "friends", "hobby", "hobbies"))
+
+
+def same_belief(old: str, new: str) -> bool:
+    """Whether ``new`` restates or updates the belief ``old`` states.
+
+    Both must name the same subject (or none), and say the same thing about it except for the value, which
+    English puts last: they may differ only in their final word ("... lives in *Paris*"), their final two
+    words when at least two words remain alike ("the user prefers *dark mode*"), or one word after the
+    first ("the office is at *1* Main Street"). Precision first: unrelated
+    memories must never stack, so an update in other words ("moved to" for "lives in") stays a separate
+    belief, and a look-alike about another attribute ("favorite *food*" vs "favorite *color*") never merges.
+    """
+    if normalize_statement(old) == normalize_statement(new):
+        return True
+    if statement_subject(old) != statement_subject(new):
+        return False
+    old_terms, new_terms = _claim_terms(old), _claim_terms(new)
+    if MULTI_VALUED_PREDICATES & set(old_terms) & set(new_terms):
+        return False                                      # another value of a many-valued relation
+    if len(old_terms) == len(new_terms) >= 2:
+        differing = [index for index, (a, b) in enumerate(zip(old_terms, new_terms)) if a != b]
+        if len(differing) == 1 and differing[0] >= 1:      # one word swapped after the claim's first word
+            return True
+    for value_words in (1, 2):
+        if len(old_terms) > value_words and len(new_terms) > value_words:
+            head = set(old_terms[:-value_words])
+            if head == set(new_terms[:-value_words]) and (value_words == 1 or len(head) >= 2):
+                return True
+    return False
+
+
 REVISION_OUTCOMES = ("vacuous", "revised", "created")
 
 
@@ -6202,8 +6264,12 @@ def _checked_artifacts(artifacts: Any) -> tuple[tuple[str, str, dict[str, Any]],
 def _earned_trust(memory: Mapping[str, Any]) -> bool:
     """Official, corroborated, or backed by at least two distinct canonical sources."""
     level = parse_evidence(memory.get("metadata"), memory.get("tags"))
-    sources = set((memory.get("metadata") or {}).get("sources") or [])
-    return level in (OFFICIAL, CORROBORATED) or len(sources) >= 2
+    if level in (OFFICIAL, CORROBORATED):
+        return True
+    if level == UNVERIFIED:
+        return False          # explicitly demoted or pinned: sources listed earlier do not vouch for it
+    sources = (memory.get("metadata") or {}).get("sources") or []
+    return len({canonical_source(str(source)) for source in sources if str(source).strip()}) >= 2
 
 
 def _embedding_text(title: str, content: str) -> str:
@@ -6414,23 +6480,25 @@ class Memory:
         outcome, extra = "created", {}
         if target is not None:
             target_level = parse_evidence(target["metadata"], target["tags"])
-            if target_level == OFFICIAL and level != OFFICIAL:
-                return self._store_contradiction(content, space, title, kind, metadata, tags, target, artifacts)
+            explicit_append = item_kref is not None and not decide     # remember(item=...) always appends
+            agrees = normalize_statement(target["content"]) == normalize_statement(content)
             old_sources = set(target["metadata"].get("sources") or [])
             new_sources = set(metadata.get("sources") or []) - old_sources
-            explicit_append = item_kref is not None and not decide     # remember(item=...) always appends
-            if not explicit_append and not new_sources and \
-                    normalize_statement(target["content"]) == normalize_statement(content):
-                return {"outcome": "vacuous", "kref": target["kref"]}
-            restates = key is not None or explicit_append or \
-                belief_similarity(target["content"], content) >= STACK_SIMILARITY
+            if agrees and not explicit_append and (not new_sources or target_level == OFFICIAL):
+                return {"outcome": "vacuous", "kref": target["kref"]}      # agreeing with an official belief too
+            if target_level == OFFICIAL and level != OFFICIAL:
+                return self._store_contradiction(content, space, title, kind, metadata, tags, target, artifacts)
+            restates = key is not None or explicit_append or same_belief(target["content"], content)
             if restates:
                 outcome = "revised"
                 item_kref, key = Kref.parse(target["item_kref"]), None
-                sources = sorted(old_sources | set(metadata.get("sources") or []))
+                # Only an agreeing restatement adds its source to the belief's; a changed value starts over,
+                # so a correction from a second source is never "corroborated" by the first one.
+                sources = sorted(old_sources | set(metadata.get("sources") or [])) if agrees else \
+                    sorted(set(metadata.get("sources") or []))
                 if sources:
                     metadata["sources"] = sources
-                if len(sources) >= 2 and level in (None, SINGLE_SOURCE, UNVERIFIED) and \
+                if agrees and len(sources) >= 2 and level in (None, SINGLE_SOURCE, UNVERIFIED) and \
                         not self._backend.edges(Kref.parse(target["kref"]), edge_type=CONTRADICTS):
                     metadata["evidence_level"] = CORROBORATED
                     tags = tuple(t for t in tags if not t.startswith(EVIDENCE_TAG_PREFIX)) + (evidence_tag(CORROBORATED),)
@@ -6463,14 +6531,10 @@ class Memory:
 
     def _stacking_match(self, content: str, space: str, kind: str) -> dict[str, Any] | None:
         """The current memory in exactly ``space`` (same kind) that this statement most likely restates."""
-        best, best_score = None, STACK_SIMILARITY
         for hit in self.recall(content[:2000], limit=5, space=space or None, follow_edges=False):
-            if hit["space"] != space or hit["kind"] != kind:
-                continue
-            score = belief_similarity(hit["content"], content)
-            if score >= best_score:
-                best, best_score = hit, score
-        return best
+            if hit["space"] == space and hit["kind"] == kind and same_belief(hit["content"], content):
+                return hit
+        return None
 
     def _store_contradiction(self, content: str, space: str, title: str, kind: str, metadata: dict[str, Any],
                              tags: tuple[str, ...], official: Mapping[str, Any],
@@ -7182,6 +7246,7 @@ class UniversalMemoryManager:
         context = context or meta.get("context")
         level = evidence_level or (meta.get("evidence_level") if meta.get("evidence_level") in EVIDENCE_LEVELS else None)
         source = source or meta.get("source")
+        space_path_given = space_path is not None
         if space_path is None:
             space_path = "/".join(slugify(part, 64) for part in (context, user_id) if part) or "sessions"
         space = normalize_space(space_path)
@@ -7218,7 +7283,9 @@ class UniversalMemoryManager:
         payload = {"content": text, "title": title, "space": space, "metadata": metadata,
                    "tags": ["summarized", PUBLISHED_TAG], "evidence_level": level,
                    "source": self.pii.redact_credentials(source) if source else source,
-                   "stack": bool(stack_revisions), "transcript": transcript}
+                   # into a named space a restated belief becomes a new revision (stack_revisions=False opts out)
+                   "stack": bool(stack_revisions) if stack_revisions is not None else space_path_given,
+                   "transcript": transcript}
         store_result = await self._store_with_retry(payload)
         await self.buffer.clear_session(project=self.project, session_id=session_id)
         if user_id:
@@ -7243,7 +7310,7 @@ class UniversalMemoryManager:
         kref = self.memory.remember(payload["content"], space=payload["space"], title=payload["title"],
                                     kind="conversation", metadata=payload["metadata"], tags=payload["tags"],
                                     evidence_level=payload.get("evidence_level"), source=payload.get("source"),
-                                    artifacts=artifacts)
+                                    artifacts=artifacts, stack=bool(payload.get("stack")))
         return {"revision_kref": kref, "item_kref": kref.split("?")[0], "space_path": payload["space"]}
 
     async def _store_with_retry(self, payload: dict[str, Any]) -> dict[str, Any]:

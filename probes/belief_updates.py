@@ -1,0 +1,360 @@
+"""Probe: belief updates -- do corrections stick, do look-alikes stay apart, can it say what it believed at T?
+
+Usage: python probes/belief_updates.py [--people 200] [--attributes 4] [--max-corrections 3]
+                                       [--rephrase-rate 0.4] [--samples 400] [--limit 5] [--seed 7]
+                                       [--names full|first] [--disk]
+
+Writes probes/results/belief_updates.json. The stream is deterministic from --seed: --people people (a first
+and a last name drawn from two pools, so first names repeat across people as they do in life), each with
+--attributes of seven attributes (city, employer, favorite color, favorite food, favorite sport, dog's name,
+car). Every (person, attribute) belief is stated once, then corrected 1..--max-corrections times to a new
+value, and with probability --rephrase-rate after each statement restated in other words with the same
+value (a rephrasing, not a correction). Every statement picks one of several phrasings at random, first
+statements and corrections alike ("Alice Moreau works at Globex", "Actually, Alice Moreau now works at
+Initech", "Update: Alice Moreau's employer is Initech", "Alice Moreau joined Initech"). The beliefs'
+statements are interleaved at random, one a minute on a manual clock, so a belief's first statement is a
+look-alike of what is already stored: the same person's other attributes, and the same attribute (often the
+same value) of other people.
+
+The same stream is written twice, into fresh stores, in the two modes of issue 5:
+
+  keyed   remember(text, space="facts", key=f"{person}.{attribute}")
+  stack   remember(text, space="facts", stack=True)       (no key: the module decides what each revises)
+
+Figures, per mode:
+
+  stale rate          share of beliefs where recall(question, limit=--limit) ranks a memory holding a
+                      superseded value of that belief above the current value's memory, or returns a
+                      superseded value without the current one. The question is a natural one ("Where does
+                      Alice Moreau live?", "What is Alice Moreau's favorite color?"). Also reported: stale
+                      in top-k (a superseded value anywhere in the results), current missing (the current
+                      value not in the results: a retrieval miss, stale or not) and current top-1.
+  unrelated stacks    share of first statements (a new belief, a look-alike of stored ones) that landed on
+                      an item already holding another belief; broken down by the kind of look-alike stored
+                      before it (same person / other attribute, same attribute and value / other person).
+  mis-stacked         corrections and rephrasings that landed on another belief's item.
+  missed revisions    corrections that created a new item instead of revising their belief's item.
+  point-in-time       for --samples random (belief, instant T after its first statement): the best-ranked
+                      memory of that belief in recall(question, as_of=T) holds the value true at T (misses
+                      split into "wrong value" and "not found": no memory of that belief in the results);
+                      and (second figure) get(item + "?t=latest&time=T") on the item the belief was first
+                      stored in holds it.
+
+Targets (issue 5): stale 0%, unrelated stacks 0%, point-in-time 100%. The probe reports; it asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import tempfile
+import time
+
+from _common import km, percentile, print_table, timed, write_results
+
+FIRST_NAMES = ("Alice Bob Carol Dave Erin Frank Grace Heidi Ivan Judy Karl Laura Mallory Nina Oscar Peggy "
+               "Quentin Rita Sam Trent Uma Victor Wendy Xavier Yara Zoe Liam Maya Noah Olga").split()
+LAST_NAMES = ("Moreau Chen Okafor Silva Novak Larsen Haddad Kowalski Tanaka Rossi Byrne Schmidt Dubois "
+              "Petrov Nguyen Alvarez Fischer Kaur Jensen Costa Ibrahim Weber Murphy Sato Varga").split()
+
+# value pools are disjoint across attributes, so a text's value names one attribute
+ATTRIBUTES = {
+    "city": {
+        "values": ("Paris Lyon London Leeds Berlin Munich Madrid Lisbon Rome Milan Vienna Prague Warsaw Oslo "
+                   "Dublin Zurich Tokyo Osaka Toronto Chicago Boston Denver Austin Seattle Sydney Auckland "
+                   "Nairobi Lagos Cairo Mumbai").split(),
+        "state": ["{x} lives in {v}", "{x} is based in {v}", "{x}'s home is in {v}", "{x} lives in {v} now",
+                  "{x} has an apartment in {v}"],
+        "correct": ["{x} moved to {v}", "Actually, {x} now lives in {v}", "Update: {x} lives in {v} now",
+                    "{x} relocated to {v} last month", "{x} doesn't live there anymore, they moved to {v}"],
+        "ask": ["Where does {x} live?", "Which city does {x} live in?"],
+    },
+    "employer": {
+        "values": ["Globex", "Initech", "Umbrella Corp", "Hooli", "Acme", "Stark Industries", "Wayne Enterprises",
+                   "Cyberdyne", "Soylent", "Wonka Industries", "Tyrell Corp", "Aperture Labs", "Massive Dynamic",
+                   "Pied Piper", "Vandelay Industries", "Dunder Mifflin", "Oscorp", "Gringotts", "Monarch Labs",
+                   "Nakatomi Trading"],
+        "state": ["{x} works at {v}", "{x} is employed by {v}", "{x}'s employer is {v}", "{x} has a job at {v}",
+                  "{x} works for {v}"],
+        "correct": ["Actually, {x} now works at {v}", "{x} joined {v}", "Update: {x}'s employer is {v}",
+                    "{x} switched jobs and is at {v} now", "{x} left that job and started at {v}"],
+        "ask": ["Where does {x} work?", "Who is {x}'s employer?"],
+    },
+    "color": {
+        "values": "blue green red purple yellow orange teal black white pink turquoise maroon".split(),
+        "state": ["{x}'s favorite color is {v}", "{x} loves the color {v}", "{x}'s favourite colour is {v}",
+                  "{x} likes {v} more than any other color"],
+        "correct": ["{x}'s favorite color is {v} now", "Actually, {x} prefers {v} these days",
+                    "Correction: {x}'s favourite colour is {v}", "{x} changed their mind, their favorite color is {v}"],
+        "ask": ["What is {x}'s favorite color?", "Which color does {x} like best?"],
+    },
+    "food": {
+        "values": ["pasta", "sushi", "tacos", "ramen", "curry", "paella", "pizza", "dumplings", "falafel", "pho",
+                   "lasagna", "risotto", "burritos", "pad thai", "moussaka", "goulash"],
+        "state": ["{x}'s favorite food is {v}", "{x} loves eating {v}", "{x}'s favourite dish is {v}",
+                  "{x} could eat {v} every day"],
+        "correct": ["{x}'s favorite food is {v} now", "Actually, {x}'s favorite dish is {v}",
+                    "Update: {x} likes {v} best these days", "{x} is obsessed with {v} now"],
+        "ask": ["What is {x}'s favorite food?", "What does {x} like to eat most?"],
+    },
+    "sport": {
+        "values": ["tennis", "football", "basketball", "cricket", "rugby", "swimming", "cycling", "climbing",
+                   "volleyball", "badminton", "golf", "rowing", "fencing", "judo"],
+        "state": ["{x}'s favorite sport is {v}", "{x} loves playing {v}", "{x} is really into {v}",
+                  "{x} plays {v} every weekend"],
+        "correct": ["{x}'s favorite sport is {v} now", "Actually, {x} gave that up for {v}",
+                    "Update: {x} is into {v} these days", "{x} switched to {v}"],
+        "ask": ["What is {x}'s favorite sport?", "Which sport does {x} play?"],
+    },
+    "pet": {
+        "values": ["Rex", "Milo", "Biscuit", "Luna", "Pepper", "Rocky", "Daisy", "Bruno", "Coco", "Max", "Ziggy",
+                   "Bella", "Oreo", "Nala", "Toby", "Hazel"],
+        "state": ["{x} has a dog named {v}", "{x}'s dog is called {v}", "{x}'s dog's name is {v}",
+                  "{x} walks their dog {v} every morning"],
+        "correct": ["Sorry, {x}'s dog is actually called {v}", "Correction: {x}'s dog's name is {v}",
+                    "{x} renamed the dog {v}", "Actually the dog {x} has is named {v}"],
+        "ask": ["What is the name of {x}'s dog?", "What is {x}'s dog called?"],
+    },
+    "car": {
+        "values": ["Toyota Corolla", "Honda Civic", "Volvo XC60", "Tesla Model 3", "Ford Focus", "Fiat Panda",
+                   "Renault Clio", "Mazda MX-5", "Subaru Outback", "Skoda Octavia", "Kia Niro", "Mini Cooper",
+                   "Peugeot 208", "Nissan Leaf"],
+        "state": ["{x} drives a {v}", "{x}'s car is a {v}", "{x} owns a {v}", "{x} gets around in a {v}"],
+        "correct": ["{x} sold the old car and now drives a {v}", "{x} bought a {v}",
+                    "Update: {x}'s car is a {v} now", "Actually, {x} drives a {v} these days"],
+        "ask": ["What car does {x} drive?", "What kind of car does {x} have?"],
+    },
+}
+
+
+# -- the stream -------------------------------------------------------------------------------------------
+
+def generate(people: int, attributes: int, max_corrections: int, rephrase_rate: float, seed: int,
+             names_style: str = "full") -> dict:
+    """Beliefs and an interleaved list of statements ``{belief, kind, value, text}``, in order."""
+    rng = random.Random(seed)
+    if names_style == "first":
+        names = list(FIRST_NAMES)
+    else:
+        names = [f"{first} {last}" for first in FIRST_NAMES for last in LAST_NAMES]
+    rng.shuffle(names)
+    if people > len(names):
+        raise SystemExit(f"--people is at most {len(names)}")
+    beliefs, queues = [], []
+    for person in names[:people]:
+        for attribute in rng.sample(sorted(ATTRIBUTES), min(attributes, len(ATTRIBUTES))):
+            spec = ATTRIBUTES[attribute]
+            belief = {"id": len(beliefs), "person": person, "attribute": attribute,
+                      "question": rng.choice(spec["ask"]).format(x=person)}
+            value, events, texts_used = rng.choice(spec["values"]), [], set()
+
+            def say(kind: str, templates: list[str], value: str) -> None:
+                choices = [t for t in templates if t.format(x=person, v=value) not in texts_used] or templates
+                text = rng.choice(choices).format(x=person, v=value)
+                texts_used.add(text)
+                events.append({"belief": belief["id"], "kind": kind, "value": value, "text": text})
+
+            say("state", spec["state"], value)
+            for _ in range(rng.randint(1, max_corrections)):
+                if rng.random() < rephrase_rate:
+                    say("rephrase", spec["state"] + spec["correct"], value)
+                value = rng.choice([v for v in spec["values"] if v != value])
+                say("correct", spec["correct"], value)
+            if rng.random() < rephrase_rate:
+                say("rephrase", spec["state"] + spec["correct"], value)
+            beliefs.append(belief)
+            queues.append(events)
+    stream = []
+    pending = [index for index, queue in enumerate(queues) if queue]
+    while pending:
+        slot = rng.randrange(len(pending))
+        stream.append(queues[pending[slot]].pop(0))
+        if not queues[pending[slot]]:
+            pending.pop(slot)
+    return {"beliefs": beliefs, "stream": stream}
+
+
+# -- one mode ---------------------------------------------------------------------------------------------
+
+def run_mode(mode: str, data: dict, *, limit: int, samples: int, seed: int, path: str | None) -> dict:
+    beliefs, stream = data["beliefs"], data["stream"]
+    clock = km.ManualClock("2026-01-01T00:00:00Z")
+    memory = km.Memory(path, clock=clock, ids=km.SequentialIds())
+    text_of = {}                          # content -> (belief id, value)
+    item_owner = {}                       # item kref -> belief id it was created for
+    first_item = {}                       # belief id -> item of its first statement
+    timeline = {b["id"]: [] for b in beliefs}    # belief id -> [(epoch, value)]
+    seen_people_attr = set()              # (person, attribute) stated so far
+    seen_attr_value = {}                  # (attribute, value) -> people who stated it so far
+    write_ms = []
+    first_total = first_stacked = 0
+    lookalike = {"same person, other attribute": [0, 0], "same attribute and value, other person": [0, 0]}
+    mis_stacked = corrections = missed_revisions = rephrasings = 0
+    rephrase_outcomes = {"same item": 0, "new item": 0, "other belief's item": 0}
+    for event in stream:
+        belief = beliefs[event["belief"]]
+        person, attribute, value = belief["person"], belief["attribute"], event["value"]
+        clock.advance(60)
+        now = clock.now().timestamp()
+        text_of[event["text"]] = (belief["id"], value)
+        if mode == "keyed":
+            call = lambda: memory.remember(event["text"], space="facts", key=f"{person}.{attribute}")
+        else:
+            call = lambda: memory.remember(event["text"], space="facts", stack=True)
+        kref, elapsed = timed(call)
+        write_ms.append(elapsed)
+        item = kref.split("?", 1)[0]
+        is_new = item not in item_owner
+        owner = item_owner.setdefault(item, belief["id"])
+        timeline[belief["id"]].append((now, value))
+        if event["kind"] == "state":
+            first_item[belief["id"]] = item
+            first_total += 1
+            stacked = not is_new
+            first_stacked += stacked
+            kinds = []
+            if any((person, other) in seen_people_attr for other in ATTRIBUTES if other != attribute):
+                kinds.append("same person, other attribute")
+            if seen_attr_value.get((attribute, value), set()) - {person}:
+                kinds.append("same attribute and value, other person")
+            for kind in kinds:
+                lookalike[kind][0] += 1
+                lookalike[kind][1] += stacked
+            seen_people_attr.add((person, attribute))
+        else:
+            wrong = owner != belief["id"]
+            mis_stacked += wrong
+            if event["kind"] == "correct":
+                corrections += 1
+                missed_revisions += is_new
+            else:
+                rephrasings += 1
+                rephrase_outcomes["other belief's item" if wrong else "new item" if is_new else "same item"] += 1
+        seen_attr_value.setdefault((attribute, value), set()).add(person)
+
+    # stale rate: recall the natural question, compare ranks of current and superseded values
+    recall_ms, stale, stale_present, missing, top1 = [], 0, 0, 0, 0
+    stale_examples = []
+    for belief in beliefs:
+        current = timeline[belief["id"]][-1][1]
+        results, elapsed = timed(memory.recall, belief["question"], limit=limit)
+        recall_ms.append(elapsed)
+        ranked = [text_of[r["content"]][1] for r in results
+                  if text_of.get(r["content"], (None,))[0] == belief["id"]]
+        current_rank = ranked.index(current) if current in ranked else None
+        stale_ranks = [i for i, v in enumerate(ranked) if v != current]
+        is_stale = bool(stale_ranks) and (current_rank is None or stale_ranks[0] < current_rank)
+        stale += is_stale
+        stale_present += bool(stale_ranks)
+        missing += current_rank is None
+        top1 += bool(results) and text_of.get(results[0]["content"]) == (belief["id"], current)
+        if is_stale and len(stale_examples) < 5:
+            stale_examples.append({"question": belief["question"], "current": current,
+                                   "returned": [r["content"] for r in results]})
+
+    # point in time: a random belief, a random instant after its first statement
+    rng = random.Random(seed + 1)
+    end = clock.now().timestamp()
+    as_of_ms, pit_recall_ok, pit_get_ok, pit_examples = [], 0, 0, []
+    pit_wrong_value = pit_not_found = 0
+    for _ in range(samples):
+        belief = rng.choice(beliefs)
+        events = timeline[belief["id"]]
+        instant = rng.uniform(events[0][0], end + 60)
+        truth = [value for when, value in events if when <= instant][-1]
+        results, elapsed = timed(memory.recall, belief["question"], limit=limit, as_of=instant)
+        as_of_ms.append(elapsed)
+        about = [text_of[r["content"]][1] for r in results if text_of.get(r["content"], (None,))[0] == belief["id"]]
+        ok = bool(about) and about[0] == truth
+        pit_recall_ok += ok
+        pit_wrong_value += bool(about) and not ok
+        pit_not_found += not about
+        if not ok and len(pit_examples) < 5:
+            pit_examples.append({"question": belief["question"], "truth": truth, "returned_values": about})
+        stamp = km.format_instant(km.parse_instant(instant))
+        held = memory.get(f"{first_item[belief['id']]}?t=latest&time={stamp}")
+        pit_get_ok += text_of.get(held["content"], (None, None))[1] == truth
+    stats = memory.stats()
+    memory.close()
+
+    def share(part: int, whole: int) -> float:
+        return round(100.0 * part / whole, 2) if whole else 0.0
+
+    return {
+        "statements": len(stream), "beliefs": len(beliefs), "corrections": corrections,
+        "rephrasings": rephrasings, "items": stats["items"], "revisions": stats["revisions"],
+        "stale_rate_pct": share(stale, len(beliefs)), "stale_beliefs": stale,
+        "stale_in_top_k_pct": share(stale_present, len(beliefs)),
+        "current_missing_pct": share(missing, len(beliefs)),
+        "current_top1_pct": share(top1, len(beliefs)),
+        "unrelated_stack_rate_pct": share(first_stacked, first_total), "unrelated_stacks": first_stacked,
+        "first_statements": first_total,
+        "unrelated_stack_by_lookalike": {kind: {"stacked": hit, "of": n, "pct": share(hit, n)}
+                                         for kind, (n, hit) in lookalike.items()},
+        "mis_stacked_updates_pct": share(mis_stacked, corrections + rephrasings), "mis_stacked_updates": mis_stacked,
+        "missed_revisions_pct": share(missed_revisions, corrections), "missed_revisions": missed_revisions,
+        "rephrasing_outcomes": rephrase_outcomes,
+        "point_in_time_recall_pct": share(pit_recall_ok, samples),
+        "point_in_time_recall_wrong_value_pct": share(pit_wrong_value, samples),
+        "point_in_time_recall_not_found_pct": share(pit_not_found, samples),
+        "point_in_time_get_pct": share(pit_get_ok, samples), "point_in_time_samples": samples,
+        "write_p50_ms": round(percentile(write_ms, 0.5), 3), "write_p95_ms": round(percentile(write_ms, 0.95), 3),
+        "write_total_s": round(sum(write_ms) / 1000.0, 2),
+        "recall_p50_ms": round(percentile(recall_ms, 0.5), 3),
+        "as_of_recall_p50_ms": round(percentile(as_of_ms, 0.5), 3) if as_of_ms else None,
+        "examples": {"stale": stale_examples, "point_in_time_misses": pit_examples},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--people", type=int, default=200)
+    parser.add_argument("--attributes", type=int, default=4, help="attributes per person (1-7)")
+    parser.add_argument("--max-corrections", type=int, default=3)
+    parser.add_argument("--rephrase-rate", type=float, default=0.4)
+    parser.add_argument("--samples", type=int, default=400, help="point-in-time samples per mode")
+    parser.add_argument("--limit", type=int, default=5, help="recall limit for the stale check")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--names", choices=("full", "first"), default="full",
+                        help="full: 'First Last' names (default); first: first names only, at most 30 people")
+    parser.add_argument("--disk", action="store_true", help="use a file store instead of an in-memory one")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    data = generate(args.people, args.attributes, args.max_corrections, args.rephrase_rate, args.seed, args.names)
+    figures = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for mode in ("keyed", "stack"):
+            path = os.path.join(folder, f"{mode}.db") if args.disk else None
+            figures[mode] = run_mode(mode, data, limit=args.limit, samples=args.samples, seed=args.seed, path=path)
+    figures["elapsed_s"] = round(time.perf_counter() - started, 1)
+
+    def pair(name: str, fmt=str) -> tuple[str, str]:
+        return name, f"{fmt(figures['keyed'][name]):>12}  {fmt(figures['stack'][name]):>12}"
+
+    pct = lambda value: f"{value:.2f}%"
+    rows = [("figure", f"{'keyed':>12}  {'stack':>12}"),
+            pair("statements"), pair("beliefs"), pair("corrections"), pair("rephrasings"), pair("items"),
+            pair("revisions"),
+            pair("stale_rate_pct", pct), pair("stale_beliefs"), pair("stale_in_top_k_pct", pct),
+            pair("current_missing_pct", pct),
+            pair("current_top1_pct", pct),
+            pair("unrelated_stack_rate_pct", pct), pair("unrelated_stacks"), pair("first_statements")]
+    for kind in figures["keyed"]["unrelated_stack_by_lookalike"]:
+        keyed, stack = (figures[m]["unrelated_stack_by_lookalike"][kind] for m in ("keyed", "stack"))
+        rows.append((f"  stacked after look-alike: {kind}",
+                     f"{keyed['stacked']:>5}/{keyed['of']:<6}  {stack['stacked']:>5}/{stack['of']:<6}"))
+    rows += [pair("mis_stacked_updates_pct", pct), pair("missed_revisions_pct", pct),
+             ("rephrasings: same item / new item / other's item",
+              "  ".join(f"{'/'.join(str(v) for v in figures[m]['rephrasing_outcomes'].values()):>12}"
+                        for m in ("keyed", "stack"))),
+             pair("point_in_time_recall_pct", pct), pair("point_in_time_recall_wrong_value_pct", pct),
+             pair("point_in_time_recall_not_found_pct", pct), pair("point_in_time_get_pct", pct),
+             pair("write_p50_ms"), pair("write_p95_ms"), pair("write_total_s"), pair("recall_p50_ms"),
+             pair("as_of_recall_p50_ms"), ("elapsed_s", figures["elapsed_s"])]
+    print_table(rows)
+    print("wrote", write_results("belief_updates", vars(args), figures))
+
+
+if __name__ == "__main__":
+    main()
