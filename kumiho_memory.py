@@ -4200,10 +4200,11 @@ def select_siblings(query: str, siblings: list[dict[str, Any]], *, strong_score:
     """
     if not siblings:
         return []
-    if embed is not None:
-        vectors = embed([query] + [s.get("title", "") + " " + s.get("content", "") for s in siblings])
+    vectors = embed([query] + [s.get("title", "") + " " + s.get("content", "") for s in siblings]) if embed else None
+    if vectors is not None:            # an embedder that fails (returns None) leaves keyword mode
         scored = [(cosine(vectors[0], vector), sibling) for vector, sibling in zip(vectors[1:], siblings)]
     else:
+        embed = None
         scored = [(bm25_light(query, s.get("title", "") + " " + s.get("content", "")), s) for s in siblings]
     for score, sibling in scored:
         sibling["_score"] = round(score, 4)
@@ -6962,8 +6963,9 @@ class Memory:
             for result in results:
                 others = [r.to_dict() for r in self._backend.revisions(Kref.parse(result["item_kref"]))
                           if str(r.kref) != result["kref"]]
-                if others:
-                    result["sibling_revisions"] = select_siblings(query, others)
+                if others:   # cosine mode when this memory has an embedder, keyword mode otherwise
+                    result["sibling_revisions"] = select_siblings(
+                        query, others, embed=self._embed_texts if self._embed is not None else None)
         return results
 
     def engage(self, query: str, *, limit: int = 5, char_budget: int = CONTEXT_CHAR_BUDGET,

@@ -1051,3 +1051,29 @@ def test_bad_engage_arguments_raise(memory):
         memory.engage("budget", limit=0)
     with pytest.raises(km.InvalidArgumentError):
         memory.engage("budget", as_of="not a date")
+
+
+def test_siblings_in_cosine_mode_when_the_memory_has_an_embedder():
+    """With an embedder, sibling revisions are chosen by cosine with the query (and a failing embedder
+    falls back to keyword mode instead of failing the recall)."""
+    vocabulary = ["paris", "london", "berlin", "moved", "lives", "city"]
+
+    def embed(texts):
+        return [[1.0 + text.lower().count(word) for word in vocabulary] for text in texts]
+    memory = km.Memory(embedder=embed)
+    memory.remember("Ann lives in Paris", key="ann.city")
+    memory.remember("Ann moved to Berlin", key="ann.city")
+    latest = memory.remember("Ann lives in London now", key="ann.city")
+    hits = memory.recall("Ann London Paris", siblings=True)
+    assert hits[0]["kref"] == latest
+    siblings = hits[0]["sibling_revisions"]
+    assert siblings and all("_score" in sibling for sibling in siblings)
+    assert siblings[0]["content"] == "Ann lives in Paris"          # the closest by cosine comes first
+
+    def broken(texts):
+        raise RuntimeError("embedder down")
+    failing = km.Memory(embedder=broken)
+    failing.remember("Bo lives in Rome", key="bo.city")
+    failing.remember("Bo lives in Oslo", key="bo.city")
+    result = failing.recall("Bo Rome", siblings=True)
+    assert result[0]["sibling_revisions"][0]["content"] == "Bo lives in Rome"    # keyword mode still works
