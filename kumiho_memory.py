@@ -5200,7 +5200,6 @@ class GraphAugmentedRecall:
 
 # -- belief revision: when a new statement revises an old one ---------------------------------------------------
 
-STACK_SIMILARITY = 0.55          # weighted word overlap above which a statement restates the same belief
 GROUNDING_STALE_TAG = "grounding:stale"
 GROUNDING_FANOUT = 20
 _CAPITALIZED = re.compile(r"\b[A-Z][\w'-]*")
@@ -6459,7 +6458,7 @@ class Memory:
             target is official, claim is not        -> created: new unverified item, CONTRADICTS target
             same text (normalized), no new source   -> vacuous: nothing written, the target's kref
             key given, or item given without decide -> revised: new revision on the target
-            restates the target (similarity >= STACK_SIMILARITY) -> revised
+            restates the target (``same_belief``)   -> revised
             otherwise                               -> created: a new item
         """
         target: dict[str, Any] | None = None

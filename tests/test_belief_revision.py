@@ -262,7 +262,8 @@ def test_consistency_point_in_time_recall_and_get(memory):
 
 
 @pytest.mark.xfail(strict=True, reason="BUG: stack=True misses a correction phrased differently "
-                   "(belief_similarity 0.4 < STACK_SIMILARITY): the stale value stays current")
+                   "(same_belief is precision-first: other words for the relation mean another belief): "
+                   "the stale value stays current")
 @pytest.mark.parametrize("old, new", [("Alice lives in Paris", "Alice moved to London"),
                                       ("Alice works at Globex", "Update: Alice's employer is Initech")])
 def test_consistency_a_reworded_correction_with_stack_supersedes_the_old_value(memory, old, new):
