@@ -2064,9 +2064,15 @@ class SQLiteGraph(GraphBackend):
         except sqlite3.Error:
             self._recall = None
 
-    @staticmethod
-    def _log_change(conn: sqlite3.Connection, *item_ids: int) -> None:
-        conn.executemany("INSERT INTO changes (item_id) VALUES (?)", [(item_id,) for item_id in dict.fromkeys(item_ids)])
+    CHANGE_LOG_KEEP = 100_000     # a process further behind than this rebuilds its recall index instead
+
+    @classmethod
+    def _log_change(cls, conn: sqlite3.Connection, *item_ids: int) -> None:
+        cursor = conn.executemany("INSERT INTO changes (item_id) VALUES (?)",
+                                  [(item_id,) for item_id in dict.fromkeys(item_ids)])
+        last = conn.execute("SELECT max(seq) FROM changes").fetchone()[0] or 0
+        if cursor.rowcount and last % 10_000 < cursor.rowcount:     # now and then, trim the log
+            conn.execute("DELETE FROM changes WHERE seq <= ?", (last - cls.CHANGE_LOG_KEEP,))
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
