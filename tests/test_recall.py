@@ -1077,3 +1077,24 @@ def test_siblings_in_cosine_mode_when_the_memory_has_an_embedder():
     failing.remember("Bo lives in Oslo", key="bo.city")
     result = failing.recall("Bo Rome", siblings=True)
     assert result[0]["sibling_revisions"][0]["content"] == "Bo lives in Rome"    # keyword mode still works
+
+
+def test_a_reader_left_behind_a_trimmed_change_log_rebuilds_its_index(tmp_path, monkeypatch):
+    """The change log is trimmed; a process whose index is older than what is kept rebuilds it and still
+    sees every write (nothing stale, nothing missing)."""
+    monkeypatch.setattr(km.SQLiteGraph, "CHANGE_LOG_KEEP", 20)
+    path = str(tmp_path / "trim.db")
+    writer, reader = km.Memory(path), km.Memory(path)
+    early = writer.remember("early note about zebras")
+    assert [hit["kref"] for hit in reader.recall("zebras")] == [early]       # the reader builds its index now
+    marmot = writer.remember("a marmot was seen in the garden")          # its change row will be trimmed
+    for number in range(10_050):
+        writer.remember(f"filler note {number}")
+    writer.forget(early.split("?")[0])
+    late = writer.remember("late note about zebras")
+    kept = writer.backend._conn.execute("SELECT count(*) FROM changes").fetchone()[0]
+    assert kept < 200                                                          # trimmed
+    assert [hit["kref"] for hit in reader.recall("zebras")] == [late]
+    assert [hit["kref"] for hit in reader.recall("marmot")] == [marmot]
+    writer.close()
+    reader.close()
