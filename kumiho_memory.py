@@ -79,6 +79,7 @@ __version__ = "0.1.0"
 DISTRIBUTION_NAME = "kumiho-memory-onefile"
 
 __all__ = [
+    "DISTRIBUTION_NAME",
     # errors
     "KumihoMemoryError", "InvalidArgumentError", "InvalidKrefError", "NotFoundError", "ConflictError",
     "ImportFormatError", "StoreError", "CorruptStoreError", "SchemaVersionError", "StoreBusyError",
@@ -89,7 +90,7 @@ __all__ = [
     # configuration
     "MemoryConfig", "default_store_path",
     # data model
-    "Kref", "EDGE_TYPES", "SUPERSEDES", "DERIVED_FROM", "DEPENDS_ON", "REFERENCED", "CONTAINS",
+    "Kref", "normalize_space", "validate_tag", "validate_edge_type", "EDGE_TYPES", "SUPERSEDES", "DERIVED_FROM", "DEPENDS_ON", "REFERENCED", "CONTAINS",
     "CREATED_FROM", "SUPPORTS", "CONTRADICTS", "RELATED_TO", "ABOUT", "LATEST_TAG", "PUBLISHED_TAG",
     "OFFICIAL", "CORROBORATED", "SINGLE_SOURCE", "UNVERIFIED", "EVIDENCE_LEVELS", "DEFAULT_EVIDENCE_LEVEL",
     "evidence_tag", "parse_evidence",
