@@ -105,11 +105,16 @@ ENVIRONMENT_VARIABLES = {
     "KUMIHO_LLM_BASE_URL": "an OpenAI-compatible endpoint for summaries and edge discovery (default: none)",
     "KUMIHO_LLM_API_KEY": "its API key (else OPENAI_API_KEY)",
     "KUMIHO_LLM_MODEL": "its model (default gpt-4o-mini)",
+    "KUMIHO_EMBED_BASE_URL": "an OpenAI-compatible /v1/embeddings endpoint for semantic recall (default: none, "
+                             "keyword recall)",
+    "KUMIHO_EMBED_API_KEY": "its API key (else OPENAI_API_KEY)",
+    "KUMIHO_EMBED_MODEL": "its model (default text-embedding-3-small)",
 }
 
 
 def build_manager(environ: Mapping[str, str] | None = None) -> km.UniversalMemoryManager:
-    """Open the memory, working memory and optional LLM the environment describes.
+    """Open the memory (with its optional embedding endpoint), working memory and optional LLM the
+    environment describes.
 
     Args:
         environ: the mapping to read; default ``os.environ``.
@@ -121,7 +126,13 @@ def build_manager(environ: Mapping[str, str] | None = None) -> km.UniversalMemor
     environ = os.environ if environ is None else environ
     config = km.MemoryConfig.from_env(environ)
     working = km.WorkingMemoryConfig.from_env(environ)
-    memory = km.Memory.from_config(config)
+    embedder = None
+    embed_url = environ.get("KUMIHO_EMBED_BASE_URL")
+    if embed_url:
+        embedder = km.OpenAICompatEmbeddingAdapter(
+            embed_url, api_key=environ.get("KUMIHO_EMBED_API_KEY") or environ.get("OPENAI_API_KEY") or None,
+            model=environ.get("KUMIHO_EMBED_MODEL") or "text-embedding-3-small")
+    memory = km.Memory.from_config(config, embedder=embedder)
     try:
         buffer = working.open_buffer(config.path)
         adapter = None
@@ -190,7 +201,8 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
     server_class, ToolAnnotations, ToolError = _sdk()
     from typing import Annotated, Literal, Optional
 
-    from pydantic import BaseModel, Field
+    from pydantic import BaseModel, ConfigDict, Field, model_serializer, with_config
+    from typing_extensions import TypedDict
 
     manager, memory = memory_manager, memory_manager.memory
     server = server_class(SERVER_NAME, instructions=INSTRUCTIONS)
@@ -205,7 +217,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         """Register ``fn`` as tool ``name``; its docstring is the description, our errors become tool errors."""
         def register(fn: Any) -> Any:
             @functools.wraps(fn)
-            async def guarded(**arguments: Any) -> dict[str, Any]:
+            async def guarded(**arguments: Any) -> Any:
                 try:
                     return await fn(**arguments)
                 except _FieldError as exc:
@@ -263,13 +275,228 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         origin: Optional[str] = Field(default=None, description="Who originated it, e.g. 'user' or 'assistant'.")
         decision_state: Optional[str] = Field(default=None, description="For decisions: 'proposed', 'accepted', 'rejected', ...")
 
+    # Result types: what each tool returns, published as its output schema (and checked by the SDK). All are
+    # open (extra keys allowed) since the module adds optional keys. Nested records are typing_extensions
+    # TypedDicts (pydantic on 3.11); each tool's top-level result is a pydantic model, since SDK 1.x turns a
+    # TypedDict result into a closed model that fills absent keys with null. ``Result`` omits optional fields
+    # the tool did not set, so an absent key stays absent on the wire.
+    Open = with_config(ConfigDict(extra="allow"))
+
+    class Result(BaseModel):
+        model_config = ConfigDict(extra="allow")
+
+        @model_serializer(mode="wrap")
+        def _omit_unset(self, handler: Any) -> Any:
+            data = handler(self)
+            unset = set(type(self).model_fields) - self.model_fields_set
+            return {key: value for key, value in data.items() if key not in unset}
+    Kref = Annotated[str, Field(description="A revision kref, kref://project/space/name.kind?r=N.")]
+    SessionIdOut = Annotated[str, Field(description="The working-memory session used.")]
+    SessionSource = Annotated[str, Field(
+        description="Where session_id came from: request, host-env, active-pointer, generated or active_session.")]
+
+    @Open
+    class Message(TypedDict, total=False):
+        """One working-memory message."""
+        role: str
+        content: str
+        timestamp: Annotated[str, Field(description="ISO 8601 instant, UTC.")]
+        metadata: dict[str, Any]
+
+    @Open
+    class MemoryRevision(TypedDict, total=False):
+        """One revision of a long-term memory item."""
+        kref: Kref
+        item_kref: Annotated[str, Field(description="The item's kref (all its revisions), without ?r=N.")]
+        revision: int
+        space: str
+        kind: str
+        title: str
+        content: str
+        metadata: dict[str, Any]
+        tags: list[str]
+        created_at: str
+        deprecated: bool
+
+    @Open
+    class MemoryResult(TypedDict, total=False):
+        """One recalled memory: a revision plus how well it matched."""
+        kref: Kref
+        item_kref: str
+        revision: int
+        title: str
+        content: str
+        summary: str
+        type: Annotated[str, Field(description="The memory type, e.g. decision, preference, fact, summary.")]
+        score: Annotated[float, Field(description="Relevance, best is 1.0.")]
+        base_score: float
+        signals: dict[str, Any]
+        metadata: dict[str, Any]
+        tags: list[str]
+        created_at: str
+        space: str
+        kind: str
+        deprecated: bool
+        sibling_count: int
+
+    @Open
+    class StoreResult(TypedDict, total=False):
+        """Where a new long-term memory was stored."""
+        revision_kref: Kref
+        item_kref: str
+        space_path: str
+
+    @Open
+    class EdgeRecord(TypedDict, total=False):
+        """A typed edge between two memory revisions."""
+        source_kref: str
+        target_kref: str
+        edge_type: str
+        metadata: dict[str, Any]
+        created_at: str
+
+    @Open
+    class DiscoveredEdge(TypedDict, total=False):
+        """An edge created by edge discovery."""
+        source: str
+        target: str
+        edge_type: str
+        query: Annotated[str, Field(description="The question that found the target.")]
+        score: float
+
+    class RevisionResult(Result):
+        """One revision of a long-term memory item."""
+        kref: Kref
+        item_kref: Annotated[str, Field(description="The item's kref (all its revisions), without ?r=N.")]
+        revision: int
+        space: str
+        kind: str
+        title: str
+        content: str
+        metadata: dict[str, Any]
+        tags: list[str]
+        created_at: str
+        deprecated: bool
+
+    class EdgeResult(Result):
+        """A typed edge between two memory revisions."""
+        source_kref: str
+        target_kref: str
+        edge_type: str
+        metadata: Optional[dict[str, Any]] = None
+        created_at: str
+
+    class ChatAddResult(Result):
+        success: bool
+        message_id: str
+        message_count: int
+        created_bucket: bool
+        session_id: SessionIdOut
+        session_id_source: SessionSource
+
+    class ChatGetResult(Result):
+        messages: list[Message]
+        session_id: SessionIdOut
+        session_id_source: SessionSource
+        message_count: int
+        ttl_remaining: Annotated[Optional[int], Field(description="Seconds before the session expires.")]
+
+    class ChatClearResult(Result):
+        success: bool
+        cleared_count: int
+
+    class IngestResult(Result):
+        session_id: SessionIdOut
+        session_id_source: SessionSource
+        working_memory: Annotated[list[Message], Field(description="The session's recent messages, oldest first.")]
+        long_term_memory: Annotated[list[MemoryResult], Field(description="Recalled long-term memories, best first.")]
+        should_consolidate: bool
+
+    class AddResponseResult(Result):
+        success: bool
+        message_count: int
+        created_bucket: bool
+        session_id: SessionIdOut
+        session_id_source: SessionSource
+
+    class ConsolidateResult(Result):
+        success: bool
+        buffer_was_empty: Optional[bool] = None
+        summary: Annotated[Any, Field(description="The summary stored (text or structured).")] = None
+        store_result: Optional[StoreResult] = None
+        error: Optional[str] = None
+        session_id: SessionIdOut
+        session_id_source: SessionSource
+
+    class RecallResult(Result):
+        results: Annotated[list[MemoryResult], Field(description="Matching memories, best first.")]
+        count: int
+        recall_mode: str
+        backend_error: Optional[str] = None
+
+    class EngageResult(Result):
+        context: Annotated[str, Field(description="Prompt-ready text of what memory knows.")]
+        results: list[MemoryResult]
+        source_krefs: list[str]
+        count: int
+        recall_mode: str
+        approx_tokens: int
+        approx_payload_tokens: int
+
+    class DiscoverEdgesResult(Result):
+        edges: list[DiscoveredEdge]
+        count: int
+
+    class StoreExecutionResult(Result):
+        success: bool
+        memory_type: Annotated[str, Field(description="'action', or 'error' when the run failed.")]
+        store_result: StoreResult
+
+    @Open
+    class CaptureResult(TypedDict, total=False):
+        index: int
+        kref: Kref
+        outcome: Annotated[str, Field(description="created, revised, or contradicts (an official belief).")]
+        type: str
+
+    @Open
+    class DroppedEventDate(TypedDict, total=False):
+        index: int
+        event_date: str
+
+    class ReflectResult(Result):
+        buffered: bool
+        captures_stored: int
+        edges_discovered: int
+        stored_krefs: list[str]
+        created_bucket: bool
+        capture_results: list[CaptureResult]
+        dropped_event_dates: list[DroppedEventDate]
+
+    class HistoryResult(Result):
+        item_kref: str
+        revisions: Annotated[list[MemoryRevision], Field(description="Every revision, oldest first.")]
+        count: int
+
+    class EdgesResult(Result):
+        kref: str
+        edges: list[EdgeRecord]
+        count: int
+
+    class ForgetResult(Result):
+        kref: str
+        items: int
+        revisions: int
+        edges: int
+        scrubbed: bool
+
     # -- working memory -----------------------------------------------------------------------------------
 
     @tool("kumiho_chat_add", adding)
     async def chat_add(message: Annotated[str, Field(description="The message text.")],
                        role: Annotated[Literal["user", "assistant"], Field(description="Who said it.")] = "user",
                        session_id: SessionId = None, project: Project = None, user_id: UserId = None,
-                       context: Context = None) -> dict[str, Any]:
+                       context: Context = None) -> ChatAddResult:
         """Append one message to a working-memory session (short-term, expires after an hour idle).
 
         Use kumiho_memory_ingest instead when you also want related long-term memories back.
@@ -282,7 +509,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
     @tool("kumiho_chat_get", reading)
     async def chat_get(session_id: SessionId = None,
                        limit: Annotated[int, Field(ge=0, le=1000, description="How many recent messages.")] = 50,
-                       project: Project = None, user_id: UserId = None, context: Context = None) -> dict[str, Any]:
+                       project: Project = None, user_id: UserId = None, context: Context = None) -> ChatGetResult:
         """Read the most recent messages of a working-memory session, oldest first.
 
         Returns {messages: [{role, content, timestamp, metadata}], session_id, message_count, ttl_remaining}."""
@@ -293,7 +520,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
 
     @tool("kumiho_chat_clear", clearing)
     async def chat_clear(session_id: Annotated[str, Field(description="The session to clear.")],
-                         project: Project = None) -> dict[str, Any]:
+                         project: Project = None) -> ChatClearResult:
         """Delete every message of a working-memory session (long-term memories are not touched).
 
         Returns {success, cleared_count}."""
@@ -307,7 +534,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
                      session_id: SessionId = None,
                      working_memory_limit: Annotated[int, Field(ge=0, le=1000, description="Recent messages to return.")] = 10,
                      recall_limit: Annotated[int, Field(ge=1, le=100, description="Long-term memories to return.")] = 5,
-                     evidence_level: Evidence = None, source: Source = None) -> dict[str, Any]:
+                     evidence_level: Evidence = None, source: Source = None) -> IngestResult:
         """Record a user message in working memory and get back the session's recent messages plus the
         long-term memories it recalls. Call it for every user message; consolidate the session later.
 
@@ -320,7 +547,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
     @tool("kumiho_memory_add_response", adding)
     async def add_response(response: Annotated[str, Field(description="Your reply, verbatim.")],
                            session_id: SessionId = None, user_id: UserId = None,
-                           context: Context = None) -> dict[str, Any]:
+                           context: Context = None) -> AddResponseResult:
         """Record your (the assistant's) reply in the session's working memory, after kumiho_memory_ingest.
 
         Returns {success, message_count, created_bucket, session_id}."""
@@ -337,7 +564,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
                               description="Short sentences on when this will matter later.")] = None,
                           space_path: Annotated[Optional[str], Field(
                               description="Space for the memory; default '<context>/<user_id>'.")] = None,
-                          evidence_level: Evidence = None, source: Source = None) -> dict[str, Any]:
+                          evidence_level: Evidence = None, source: Source = None) -> ConsolidateResult:
         """Turn a session's working memory into one long-term memory (summary + transcript), then clear the
         session. Call it when a conversation or task ends. Credentials are refused; PII is anonymized.
 
@@ -366,7 +593,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
     async def recall(query: Annotated[str, Field(description="What you want to remember, in plain words.")],
                      limit: Limit = 5, min_score: MinScore = None, space_paths: SpacePaths = None,
                      memory_types: MemoryTypes = None, graph_augmented: GraphAugmented = False,
-                     recall_mode: RecallMode = "summarized") -> dict[str, Any]:
+                     recall_mode: RecallMode = "summarized") -> RecallResult:
         """Search long-term memory. Results are best first, each with kref, score, title, summary, type,
         space, created_at, tags and evidence. Use kumiho_memory_engage to get prompt-ready context instead.
 
@@ -378,7 +605,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
     async def engage(query: Annotated[str, Field(description="The user's request or the topic at hand.")],
                      limit: Limit = 5, min_score: MinScore = None, space_paths: SpacePaths = None,
                      memory_types: MemoryTypes = None, graph_augmented: GraphAugmented = False,
-                     recall_mode: RecallMode = "summarized") -> dict[str, Any]:
+                     recall_mode: RecallMode = "summarized") -> EngageResult:
         """Recall and render what memory knows about the query as context to read before answering.
         Cite source_krefs when you store what you conclude (kumiho_memory_reflect).
 
@@ -399,7 +626,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
                              max_edges: Annotated[int, Field(ge=1, le=20)] = 3,
                              min_score: Annotated[float, Field(ge=0.0, le=1.0)] = 0.3,
                              edge_type: Annotated[str, Field(description="Edge type, e.g. REFERENCED.")] = km.REFERENCED,
-                             space_paths: SpacePaths = None) -> dict[str, Any]:
+                             space_paths: SpacePaths = None) -> DiscoverEdgesResult:
         """Find memories related to a memory and link it to them with typed edges. Needs an LLM endpoint
         (KUMIHO_LLM_BASE_URL) to think of related questions; without one it finds nothing and writes nothing.
 
@@ -420,7 +647,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
                               stdout: Annotated[str, Field(description="Output worth keeping (last 2000 chars kept).")] = "",
                               stderr: Annotated[str, Field(description="Errors worth keeping (last 2000 chars kept).")] = "",
                               tools: Optional[list[str]] = None, topics: Optional[list[str]] = None,
-                              space_hint: Annotated[str, Field(description="Sub-space under 'executions'.")] = "") -> dict[str, Any]:
+                              space_hint: Annotated[str, Field(description="Sub-space under 'executions'.")] = "") -> StoreExecutionResult:
         """Remember what a tool or command run did, so a later session can reuse what worked and avoid
         what failed. Stored as an 'action' memory, or 'error' when it failed.
 
@@ -442,7 +669,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
                       discover_edges: Annotated[bool, Field(description="Link decisions and designs to related memories (by shared words, or by the LLM when one is configured).")] = True,
                       idempotency_prefix: Annotated[Optional[str], Field(
                           description="Makes retries safe: a capture with the same prefix and position is stored once.")] = None,
-                      ) -> dict[str, Any]:
+                      ) -> ReflectResult:
         """Record your reply and store what is worth remembering from it. A capture with `revises` updates
         that memory (new revision, SUPERSEDES edge); every capture gets DERIVED_FROM edges to source_krefs.
         Everything is checked before anything is written.
@@ -523,7 +750,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
     # -- revisions, tags and edges ------------------------------------------------------------------------
 
     @tool("kumiho_memory_get", reading)
-    async def get(kref: AnyKref) -> dict[str, Any]:
+    async def get(kref: AnyKref) -> RevisionResult:
         """Read one memory revision by any kref form: item kref (latest), ?r=N, ?t=TAG, ?t=TAG&time=ISO.
 
         Returns {kref, item_kref, revision, space, kind, title, content, metadata, tags, created_at,
@@ -532,7 +759,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         return await existing(kref, "kref")
 
     @tool("kumiho_memory_history", reading)
-    async def history(item_kref: Annotated[str, Field(description="Kref of the item (any revision of it works).")]) -> dict[str, Any]:
+    async def history(item_kref: Annotated[str, Field(description="Kref of the item (any revision of it works).")]) -> HistoryResult:
         """List every revision of a memory item, oldest first, to see how a belief changed over time.
 
         Returns {item_kref, revisions, count}."""
@@ -542,7 +769,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         return {"item_kref": item_kref.split("?")[0], "revisions": revisions, "count": len(revisions)}
 
     @tool("kumiho_memory_tag", setting)
-    async def tag(kref: AnyKref, tag: Annotated[str, Field(description="Tag name, e.g. 'published' or 'approved'.")]) -> dict[str, Any]:
+    async def tag(kref: AnyKref, tag: Annotated[str, Field(description="Tag name, e.g. 'published' or 'approved'.")]) -> RevisionResult:
         """Point a tag at a revision (moving it off the item's other revisions; every move is recorded, so
         ?t=TAG&time=ISO can read where it pointed before). 'latest' is maintained by the store.
 
@@ -559,7 +786,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
                        description="SUPPORTS, CONTRADICTS, DERIVED_FROM, DEPENDS_ON, REFERENCED, SUPERSEDES, ... "
                                    "or any UPPER_SNAKE name.")],
                    metadata: Annotated[Optional[dict[str, Any]], Field(description="Why the link holds, e.g. {reason}.")] = None,
-                   ) -> dict[str, Any]:
+                   ) -> EdgeResult:
         """Create a typed edge between two memory revisions (an item kref means its latest revision).
         Linking the same pair with the same type again returns the existing edge.
 
@@ -576,7 +803,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
     @tool("kumiho_memory_edges", reading)
     async def edges(kref: AnyKref,
                     direction: Annotated[Literal["outgoing", "incoming", "both"], Field(description="Which edges.")] = "both",
-                    edge_type: Annotated[Optional[str], Field(description="Only edges of this type.")] = None) -> dict[str, Any]:
+                    edge_type: Annotated[Optional[str], Field(description="Only edges of this type.")] = None) -> EdgesResult:
         """List the typed edges of a memory revision (or of all revisions of an item), oldest first.
 
         Returns {kref, edges: [{source_kref, target_kref, edge_type, metadata, created_at}], count}."""
@@ -590,7 +817,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
 
     @tool("kumiho_memory_forget", erasing)
     async def forget(kref: Annotated[str, Field(
-            description="An item kref (erases the item and all its revisions) or a revision kref (?r=N).")]) -> dict[str, Any]:
+            description="An item kref (erases the item and all its revisions) or a revision kref (?r=N).")]) -> ForgetResult:
         """Erase a memory for good: its content, edges, tags and artifacts are removed from the store's bytes.
         Cannot be undone. Only when the user asks to forget something or it must not be kept.
 

@@ -73,16 +73,22 @@ def _text(result: Any) -> str:
     return "\n".join(getattr(block, "text", "") for block in result.content)
 
 
+def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """Follow a local ``$ref`` in a JSON schema."""
+    ref = node.get("$ref")
+    return schema["$defs"][ref.rsplit("/", 1)[1]] if ref else node
+
+
 def _environment(store_path: str, home: str) -> dict[str, str]:
     return {"KUMIHO_MEMORY_PATH": store_path, "HOME": home, "XDG_DATA_HOME": home,
             "KUMIHO_MEMORY_PROJECT": "McpTest", "PATH": os.environ.get("PATH", "")}
 
 
 @contextlib.asynccontextmanager
-async def _session(store_path: str, home: str) -> AsyncIterator[Any]:
+async def _session(store_path: str, home: str, **extra_env: str) -> AsyncIterator[Any]:
     """The real script as a subprocess, with an initialized client session over its stdio."""
-    params = StdioServerParameters(command=sys.executable, args=[SCRIPT], env=_environment(store_path, home),
-                                   cwd=home)
+    params = StdioServerParameters(command=sys.executable, args=[SCRIPT],
+                                   env={**_environment(store_path, home), **extra_env}, cwd=home)
     with open(os.devnull, "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write) as session:
@@ -206,6 +212,19 @@ def test_lists_exactly_the_tools_with_truthful_annotations(store):
                 _field(hints, "idempotent_hint", "idempotentHint")) == (read_only, destructive, idempotent), name
         assert len(tools[name].description) > 60, name
         assert _field(tools[name], "output_schema", "outputSchema")["type"] == "object", name
+    # typed, structured results: per-field output schemas, not a generic object
+    recall_out = _field(tools["kumiho_memory_recall"], "output_schema", "outputSchema")
+    assert set(recall_out["required"]) == {"results", "count", "recall_mode"}
+    assert recall_out["properties"]["results"]["type"] == "array"
+    item = _resolve(recall_out, recall_out["properties"]["results"]["items"])
+    assert {"kref", "item_kref", "revision", "title", "content", "score", "metadata", "tags", "created_at",
+            "space", "kind"} <= set(item["properties"])
+    assert item["properties"]["score"]["type"] == "number" and item["additionalProperties"] is True
+    for name in EXPECTED_TOOLS:
+        assert _field(tools[name], "output_schema", "outputSchema").get("properties"), name
+    get_out = _field(tools["kumiho_memory_get"], "output_schema", "outputSchema")
+    assert {"kref", "revision", "content", "tags"} <= set(get_out["properties"])
+    assert "captures_stored" in _field(tools["kumiho_memory_reflect"], "output_schema", "outputSchema")["properties"]
     ingest_schema = _field(tools["kumiho_memory_ingest"], "input_schema", "inputSchema")
     assert set(ingest_schema["required"]) == {"user_id", "message"}
     assert "unverified" in json.dumps(ingest_schema["properties"]["evidence_level"])
@@ -345,6 +364,147 @@ def test_bad_arguments_name_the_field_and_write_nothing(store):
     _run(scenario())
     with km.Memory(store[0], project="McpTest") as memory:
         assert memory.stats()["items"] == 1          # only the baseline: no failing call wrote anything
+
+
+# -- an embedding endpoint from the environment -------------------------------------------------------------
+
+class _EmbeddingServer:
+    """A loopback ``POST /v1/embeddings`` (OpenAI's shape): each word hashed into one of 64 dimensions."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.requests: list[dict[str, Any]] = []
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                owner.requests.append({"path": self.path, "authorization": self.headers.get("Authorization"),
+                                       **body})
+                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                data = [{"object": "embedding", "index": i, "embedding": _bag_of_words(text)}
+                        for i, text in enumerate(texts)]
+                reply = json.dumps({"object": "list", "data": data, "model": body.get("model")}).encode()
+                self.send_response(200 if self.path == "/v1/embeddings" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _bag_of_words(text: str) -> list[float]:
+    import hashlib
+
+    vector = [0.0] * 64
+    for word in text.lower().split():
+        vector[hashlib.sha256(word.strip(".,?!").encode()).digest()[0] % 64] += 1.0
+    norm = sum(value * value for value in vector) ** 0.5 or 1.0
+    return [value / norm for value in vector]
+
+
+@needs_mcp
+def test_embedding_endpoint_from_the_environment(store):
+    embeddings = _EmbeddingServer()
+    try:
+        async def scenario() -> None:
+            async with _session(*store, KUMIHO_EMBED_BASE_URL=embeddings.url, KUMIHO_EMBED_API_KEY="sk-test",
+                                KUMIHO_EMBED_MODEL="tiny-embed") as session:
+                call = session.call_tool
+                ingested = _structured(await call("kumiho_memory_ingest", {
+                    "user_id": "carol", "message": "The Borealis telescope moves to La Palma next spring",
+                    "context": "work"}))
+                await call("kumiho_memory_add_response", {"session_id": ingested["session_id"],
+                                                          "response": "Noted: Borealis goes to La Palma."})
+                consolidated = _structured(await call("kumiho_memory_consolidate",
+                                                      {"session_id": ingested["session_id"]}))
+                kref = consolidated["store_result"]["revision_kref"]
+                recalled = _structured(await call("kumiho_memory_recall", {"query": "Borealis telescope La Palma"}))
+                assert recalled["count"] >= 1 and recalled["results"][0]["kref"] == kref
+
+        _run(scenario())
+    finally:
+        embeddings.close()
+    assert embeddings.requests, "the embedding endpoint was never called"
+    assert {r["path"] for r in embeddings.requests} == {"/v1/embeddings"}
+    assert {r["model"] for r in embeddings.requests} == {"tiny-embed"}
+    assert {r["authorization"] for r in embeddings.requests} == {"Bearer sk-test"}
+
+
+# -- streamable HTTP ----------------------------------------------------------------------------------------
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, log: Any, timeout: float = 30.0) -> None:
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            log.seek(0)
+            raise AssertionError(f"the server exited with {process.returncode}: {log.read()}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the server did not listen on port {port} within {timeout}s")
+
+
+@needs_mcp
+def test_streamable_http(store, monkeypatch):
+    try:
+        from mcp.client.streamable_http import streamable_http_client as http_client
+    except ImportError:  # SDK 1.x
+        from mcp.client.streamable_http import streamablehttp_client as http_client
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    port = _free_port()
+    log = open(os.path.join(store[1], "server.log"), "w+")      # a file, not a pipe nobody drains
+    process = subprocess.Popen([sys.executable, SCRIPT, "--http", f"127.0.0.1:{port}"], env=_environment(*store),
+                               cwd=store[1], stdout=log, stderr=log)
+    try:
+        _wait_for_port(port, process, log)
+
+        async def scenario() -> None:
+            async with http_client(f"http://127.0.0.1:{port}/mcp") as streams:
+                async with ClientSession(streams[0], streams[1]) as session:
+                    await session.initialize()
+                    tools = (await session.list_tools()).tools
+                    assert {tool.name for tool in tools} == set(EXPECTED_TOOLS)
+                    kept = _structured(await session.call_tool("kumiho_memory_store_execution", {
+                        "task": "deploy the Orion service over http"}))
+                    recalled = _structured(await session.call_tool("kumiho_memory_recall",
+                                                                   {"query": "Orion service deploy"}))
+                    assert recalled["recall_mode"] == "summarized"
+                    assert [r["kref"] for r in recalled["results"]] == [kept["store_result"]["revision_kref"]]
+
+        _run(scenario())
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        log.close()
 
 
 # -- a third-party client: the MCP Inspector CLI from npm ------------------------------------------------------
