@@ -1622,19 +1622,17 @@ class _RecallState:
         self.index.add(doc_id, frequencies, length, short=doc_id in self.doc_message)
 
     def _stream_base_terms(self, conn: sqlite3.Connection, lengths: Mapping[int, int]) -> dict[int, dict[str, float]]:
-        """Bulk load: index non-messages straight from the postings; keep only messages' words for later."""
+        """Bulk load: index non-messages straight from their stored terms; keep only messages' terms for later
+        (their neighbours lend them words)."""
         kept: dict[int, dict[str, float]] = {}
-        current, frequencies = None, {}
-        for doc_id, term, tf in itertools.chain(
-                conn.execute("SELECT revision_id, term, tf FROM postings ORDER BY revision_id"), [(None, "", 0)]):
-            if doc_id != current:
-                if current is not None and current in self.doc_item:
-                    if current in self.doc_message:
-                        kept[current] = frequencies
-                    else:
-                        self.index.add(current, frequencies, lengths.get(current, 0), short=False)
-                current, frequencies = doc_id, {}
-            frequencies[term] = float(tf)
+        for doc_id, terms in conn.execute("SELECT revision_id, terms FROM doc_terms ORDER BY revision_id"):
+            if doc_id not in self.doc_item:
+                continue
+            frequencies = json.loads(terms)
+            if doc_id in self.doc_message:
+                kept[doc_id] = frequencies
+            else:
+                self.index.add(doc_id, frequencies, lengths.get(doc_id, 0), short=False)
         return kept
 
     def _window(self, doc_id: int) -> list[int]:
@@ -1686,10 +1684,10 @@ class _RecallState:
     def _base_terms(self, conn: sqlite3.Connection, doc_ids: Sequence[int]) -> dict[int, dict[str, float]]:
         terms: dict[int, dict[str, float]] = {}
         for chunk in self._chunks(list(doc_ids)):
-            for doc_id, term, tf in conn.execute(
-                    f"SELECT revision_id, term, tf FROM postings WHERE revision_id IN ({','.join('?' * len(chunk))})",
+            for doc_id, stored in conn.execute(
+                    f"SELECT revision_id, terms FROM doc_terms WHERE revision_id IN ({','.join('?' * len(chunk))})",
                     list(chunk)):
-                terms.setdefault(doc_id, {})[term] = float(tf)
+                terms[doc_id] = json.loads(stored)
         return terms
 
     def _choose_current(self, item_id: int) -> None:
@@ -1847,10 +1845,8 @@ CREATE TABLE edges (
     id INTEGER PRIMARY KEY, source_id INTEGER NOT NULL, target_id INTEGER NOT NULL, edge_type TEXT NOT NULL,
     metadata TEXT NOT NULL, created_at TEXT NOT NULL, UNIQUE (source_id, target_id, edge_type));
 CREATE INDEX edges_by_target ON edges (target_id);
-CREATE TABLE postings (
-    term TEXT NOT NULL, revision_id INTEGER NOT NULL, tf INTEGER NOT NULL,
-    PRIMARY KEY (term, revision_id)) WITHOUT ROWID;
-CREATE INDEX postings_by_revision ON postings (revision_id, term, tf);
+CREATE TABLE doc_terms (           -- each revision's index terms {term: tf}, JSON: the recall index rebuilds from it
+    revision_id INTEGER PRIMARY KEY, terms TEXT NOT NULL);
 CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, item_id INTEGER NOT NULL);  -- what recall re-reads
 CREATE TABLE vectors (revision_id INTEGER PRIMARY KEY, model TEXT NOT NULL, vector BLOB NOT NULL);
 CREATE TABLE threads (
@@ -2481,13 +2477,12 @@ class SQLiteGraph(GraphBackend):
         counts: dict[str, int] = {}
         for term in terms:
             counts[term] = counts.get(term, 0) + 1
-        conn.executemany("INSERT INTO postings (term, revision_id, tf) VALUES (?, ?, ?)",
-                         [(term, revision_id, tf) for term, tf in counts.items()])
+        conn.execute("INSERT OR REPLACE INTO doc_terms VALUES (?, ?)", (revision_id, canonical_json(counts)))
         conn.execute("UPDATE revisions SET token_count = ? WHERE id = ?", (len(terms), revision_id))
 
     def _unindex(self, conn: sqlite3.Connection, revision_ids: Sequence[int]) -> None:
         for revision_id in revision_ids:
-            conn.execute("DELETE FROM postings WHERE revision_id = ?", (revision_id,))
+            conn.execute("DELETE FROM doc_terms WHERE revision_id = ?", (revision_id,))
 
     def search(self, query: RecallQuery) -> list[ScoredRevision]:
         """Score revisions with the in-memory recall index (built on first use, kept in step after)."""

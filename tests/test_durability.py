@@ -528,7 +528,7 @@ def test_forget_leaves_no_trace(case, tmp_path, filler_store):
         if case in ("item", "newest"):                                     # recall sees only latest revisions
             assert [hit["kref"] for hit in memory.recall(token) if not hit.get("graph_augmented")] == [secret]
         pages = _internal_pages(path)
-        for tree in ("revisions", "postings", "items", "edges"):
+        for tree in ("revisions", "doc_terms", "items", "edges"):
             assert pages.get(tree, 0) >= 1, f"{tree} is a single-level b-tree: {pages}"
         assert _files_containing(path, needles), "the token should be on disk before forget"
         stats_before = memory.stats()
