@@ -954,7 +954,7 @@ class RecallIndex:
     """
 
     TAIL_MERGE_MIN = 64
-    UPDATE_ONLY_MAX = 4096
+    UPDATE_ONLY_MAX = 16384
 
     def __init__(self) -> None:
         self.term_ids: dict[str, int] = {}
