@@ -2693,7 +2693,27 @@ class SQLiteGraph(GraphBackend):
                 conn.execute("UPDATE items SET head_id = (SELECT id FROM revisions WHERE item_id = ? "
                              "ORDER BY number DESC LIMIT 1) WHERE id = ?", (item_id, item_id))
             self._log_change(conn, *sorted(touched_items | {item_id for item_id, _ in touched_tags}))
+            self._continue_threads(conn, touched_items)
         return counts
+
+    @staticmethod
+    def _continue_threads(conn: sqlite3.Connection, item_ids: Iterable[int]) -> None:
+        """Point each imported conversation thread at its newest message, so the next message remembered
+        in it is linked (FOLLOWS) to the imported ones."""
+        for chunk in _RecallState._chunks(sorted(item_ids)):
+            rows = conn.execute(
+                "SELECT r.id, r.metadata, i.project, i.space FROM revisions r JOIN items i ON i.id = r.item_id "
+                f"WHERE i.id IN ({','.join('?' * len(chunk))}) ORDER BY r.id", list(chunk)).fetchall()
+            for revision_id, metadata, project, space in rows:
+                meta = json.loads(metadata)
+                if not is_message(meta):
+                    continue
+                thread = thread_key(meta)
+                row = conn.execute("SELECT last_revision_id FROM threads WHERE project = ? AND space = ? AND thread = ?",
+                                   (project, space, thread)).fetchone()
+                if row is None or row[0] < revision_id:
+                    conn.execute("INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?)",
+                                 (project, space, thread, revision_id))
 
     @staticmethod
     def _import_header(conn: sqlite3.Connection, record: dict[str, Any], *_: Any) -> bool:

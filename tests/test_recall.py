@@ -1098,3 +1098,20 @@ def test_a_reader_left_behind_a_trimmed_change_log_rebuilds_its_index(tmp_path, 
     assert [hit["kref"] for hit in reader.recall("marmot")] == [marmot]
     writer.close()
     reader.close()
+
+
+def test_a_conversation_continues_after_export_and_import(tmp_path):
+    """Importing an export restores thread pointers: the next message of an imported conversation is linked
+    to its last imported message (FOLLOWS)."""
+    import io
+    source = km.Memory()
+    meta = {"speaker": "Ann", "session": "s1"}
+    source.remember("first message about the garden", space="chat", metadata=meta)
+    last = source.remember("second message about roses", space="chat", metadata=meta)
+    dump = io.StringIO()
+    source.export_jsonl(dump)
+    copy = km.Memory(str(tmp_path / "copy.db"))
+    copy.import_jsonl(dump.getvalue().splitlines())
+    following = copy.remember("third message about tulips", space="chat", metadata=meta)
+    assert [edge["target_kref"] for edge in copy.edges(following, edge_type="FOLLOWS")] == [last]
+    copy.close()
