@@ -5287,22 +5287,32 @@ def _statement_body(text: str) -> str:
     return _DISCOURSE_OPENER.sub("", text, count=1)
 
 
+_NAME_RUN = re.compile(r"\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*")
+
+
 def statement_subject(text: str) -> str | None:
-    """The named thing a statement is about: the stem of its first capitalized non-stopword word (an
-    opening "Actually," or "Update:" does not count)."""
-    for match in _CAPITALIZED.finditer(_statement_body(text)):
-        word = match.group().casefold()
-        word = word[:-2] if word.endswith("'s") else word.rstrip("'")
-        if word and word not in STOPWORDS:
-            stems = tokenize(word)
-            if stems:
-                return stems[0]
+    """The named thing a statement is about: the stems of its first run of capitalized non-stopword words
+    ("Nina Tanaka's ..." -> ``"nina tanaka"``); an opening "Actually," or "Update:" does not count."""
+    for match in _NAME_RUN.finditer(_statement_body(text)):
+        words = []
+        for word in match.group().split():
+            plain = word.casefold()
+            possessive = plain.endswith("'s")
+            plain = plain[:-2] if possessive else plain.rstrip("'")
+            if plain in STOPWORDS:
+                break
+            words.append(plain)
+            if possessive:
+                break
+        stems = [stem_part for word in words for stem_part in tokenize(word)]
+        if stems:
+            return " ".join(stems)
     return None
 
 
 def _claim_terms(text: str) -> list[str]:
-    subject = statement_subject(text)
-    return [term for term in tokenize(_statement_body(text)) if term != subject]
+    subject = set((statement_subject(text) or "").split())
+    return [term for term in tokenize(_statement_body(text)) if term not in subject]
 
 
 # Verbs whose objects add up rather than replace each other: "plays the piano" and "plays tennis" are two
