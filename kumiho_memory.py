@@ -926,9 +926,9 @@ class _TermPostings:
     __slots__ = ("slots", "impacts", "tail_slots", "tail_impacts", "live", "max_impact")
 
     def __init__(self) -> None:
-        self.slots = array.array("q")
+        self.slots = array.array("i")            # slot numbers stay far below 2**31
         self.impacts = array.array("d")
-        self.tail_slots = array.array("q")
+        self.tail_slots = array.array("i")
         self.tail_impacts = array.array("d")
         self.live = 0                   # postings of live documents: the term's document frequency
         self.max_impact = 0.0
@@ -964,7 +964,7 @@ class RecallIndex:
         self.slot_length = array.array("d")
         self.slot_short = bytearray()
         self.forward_offsets = array.array("q", [0])
-        self.forward_terms = array.array("q")
+        self.forward_terms = array.array("i")
         self.forward_tfs = array.array("d")
         self.total_length = 0.0
         self.reference_length = 0.0
@@ -1068,9 +1068,9 @@ class RecallIndex:
             pairs.extend((impact, slot) for slot, impact in zip(postings.tail_slots, postings.tail_impacts)
                          if slot_doc[slot] >= 0)
             pairs.sort(reverse=True)
-            postings.slots = array.array("q", [pair[1] for pair in pairs])
+            postings.slots = array.array("i", [pair[1] for pair in pairs])
             postings.impacts = array.array("d", [pair[0] for pair in pairs])
-            postings.tail_slots, postings.tail_impacts = array.array("q"), array.array("d")
+            postings.tail_slots, postings.tail_impacts = array.array("i"), array.array("d")
             postings.max_impact = postings.impacts[0] if pairs else 0.0
         return postings
 
@@ -1460,7 +1460,6 @@ class _RecallState:
         self.data_version: int | None = None
         self.space_ids: dict[tuple[str, str], int] = {}
         self.doc_item: dict[int, int] = {}
-        self.doc_space: dict[int, int] = {}
         self.doc_event: dict[int, float] = {}
         self.doc_who: dict[int, frozenset[str]] = {}
         self.doc_message: set[int] = set()
@@ -1518,7 +1517,7 @@ class _RecallState:
     def _forget_docs(self, doc_ids: Iterable[int]) -> None:
         for doc_id in doc_ids:
             self.index.remove(doc_id)
-            space = self.doc_space.pop(doc_id, None)
+            space = self.item_space.get(self.doc_item.get(doc_id))   # type: ignore[arg-type]
             if space is not None:
                 self.current_by_space.get(space, set()).discard(doc_id)
                 self.live_by_space.get(space, set()).discard(doc_id)
@@ -1568,7 +1567,7 @@ class _RecallState:
                 continue
             self.item_docs[item_id].append(doc_id)
             meta = json.loads(metadata) if metadata != "{}" else {}
-            self.doc_item[doc_id], self.doc_space[doc_id] = item_id, space_id
+            self.doc_item[doc_id] = item_id
             event = event_epoch(meta)
             if event is not None:
                 self.doc_event[doc_id] = event
@@ -2700,20 +2699,21 @@ class SQLiteGraph(GraphBackend):
     def _continue_threads(conn: sqlite3.Connection, item_ids: Iterable[int]) -> None:
         """Point each imported conversation thread at its newest message, so the next message remembered
         in it is linked (FOLLOWS) to the imported ones."""
+        newest: dict[tuple[str, str, str], tuple[str, int]] = {}
         for chunk in _RecallState._chunks(sorted(item_ids)):
             rows = conn.execute(
-                "SELECT r.id, r.metadata, i.project, i.space FROM revisions r JOIN items i ON i.id = r.item_id "
-                f"WHERE i.id IN ({','.join('?' * len(chunk))}) ORDER BY r.id", list(chunk)).fetchall()
-            for revision_id, metadata, project, space in rows:
+                "SELECT r.id, r.metadata, r.created_at, i.project, i.space FROM revisions r JOIN items i "
+                f"ON i.id = r.item_id WHERE i.id IN ({','.join('?' * len(chunk))})", list(chunk)).fetchall()
+            for revision_id, metadata, created_at, project, space in rows:
                 meta = json.loads(metadata)
-                if not is_message(meta):
-                    continue
-                thread = thread_key(meta)
-                row = conn.execute("SELECT last_revision_id FROM threads WHERE project = ? AND space = ? AND thread = ?",
-                                   (project, space, thread)).fetchone()
-                if row is None or row[0] < revision_id:
-                    conn.execute("INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?)",
-                                 (project, space, thread, revision_id))
+                if is_message(meta):       # import order follows names, so "newest" goes by time
+                    key = (project, space, thread_key(meta))
+                    newest[key] = max(newest.get(key, ("", 0)), (created_at, revision_id))
+        for (project, space, thread), (created_at, revision_id) in newest.items():
+            row = conn.execute("SELECT r.created_at FROM threads t JOIN revisions r ON r.id = t.last_revision_id "
+                               "WHERE t.project = ? AND t.space = ? AND t.thread = ?", (project, space, thread)).fetchone()
+            if row is None or row[0] <= created_at:
+                conn.execute("INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?)", (project, space, thread, revision_id))
 
     @staticmethod
     def _import_header(conn: sqlite3.Connection, record: dict[str, Any], *_: Any) -> bool:
