@@ -6757,6 +6757,10 @@ class Memory:
         """
         evidence_tag(level)
         current = self.get(kref)
+        newest = self.get(current["item_kref"])
+        if newest["kref"] != current["kref"]:
+            raise InvalidArgumentError(f"set_evidence regrades a belief's current revision; {current['kref']} is "
+                                       f"superseded by {newest['kref']}")
         metadata = {**current["metadata"], "evidence_level": level}
         if reason:
             metadata["evidence_reason"] = _checked_text(reason, "reason", limit=2000)
@@ -7111,11 +7115,20 @@ class UniversalMemoryManager:
         config = graph_augmentation if isinstance(graph_augmentation, GraphAugmentationConfig) else None
         self.graph_recall = GraphAugmentedRecall(llm_adapter, config=config, memory=self.memory)
         self._assess_tasks: set[asyncio.Task[Any]] = set()
+        self._session_locks: dict[tuple[int, str], asyncio.Lock] = {}
         self._assessed_upto: dict[str, int] = {}
         self.auto_assess_min_messages, self.auto_assess_window, self.auto_assess_timeout = 3, 6, 120.0
         self.last_assess_error: str | None = None
 
     # -- working memory -----------------------------------------------------------------------------------
+
+    def _session_lock(self, session_id: str) -> asyncio.Lock:
+        """One lock per session (and event loop): a message that arrives while its session is being
+        consolidated waits, then lands in the emptied session instead of being cleared with it."""
+        key = (id(asyncio.get_running_loop()), session_id)
+        if key not in self._session_locks:
+            self._session_locks[key] = asyncio.Lock()
+        return self._session_locks[key]
 
     async def resolve_session_id(self, user_id: str | None = None, context: str | None = None) -> tuple[str, str]:
         """The session for a user: ``KUMIHO_SESSION_ID``, the active pointer, or a new id (see
@@ -7143,22 +7156,26 @@ class UniversalMemoryManager:
         _checked_text(message, "message", limit=MAX_CONTENT_CHARS)
         _checked_text(user_id, "user_id", limit=512)
         message = self.pii.redact_credentials(message)   # a secret never reaches the store, not even its buffer
+        channel, context = self.pii.redact_credentials(channel), self.pii.redact_credentials(context)
+        source = self.pii.redact_credentials(source) if source else source
+        self.pii.reject_credentials(user_id)
         if session_id is None:
             session_id, origin = await resolve_session_id(self.buffer, user_id=user_id, context=context,
                                                           environ=self.environ, clock=self.clock,
                                                           project=self.project)
         else:
             origin = "request"
-        added = await self.buffer.add_message(project=self.project, session_id=session_id, role=role,
-                                              content=message, metadata={"channel": channel})
-        if added["message_count"] == 1 or not await self.buffer.get_session_metadata(
-                project=self.project, session_id=session_id):
-            meta = {"user_id": user_id, "context": context}
-            if evidence_level:
-                meta["evidence_level"] = evidence_level
-            if source:
-                meta["source"] = source
-            await self.buffer.set_session_metadata(project=self.project, session_id=session_id, metadata=meta)
+        async with self._session_lock(session_id):
+            added = await self.buffer.add_message(project=self.project, session_id=session_id, role=role,
+                                                  content=message, metadata={"channel": channel})
+            if added["message_count"] == 1 or not await self.buffer.get_session_metadata(
+                    project=self.project, session_id=session_id):
+                meta = {"user_id": user_id, "context": context}
+                if evidence_level:
+                    meta["evidence_level"] = evidence_level
+                if source:
+                    meta["source"] = source
+                await self.buffer.set_session_metadata(project=self.project, session_id=session_id, metadata=meta)
         return {"success": True, "session_id": session_id, "session_id_source": origin,
                 "message_count": added["message_count"], "attachments": []}
 
@@ -7170,9 +7187,10 @@ class UniversalMemoryManager:
             ``{success, message_count, created_bucket}``.
         """
         _checked_text(response, "response", limit=MAX_CONTENT_CHARS)
-        added = await self.buffer.add_message(project=self.project, session_id=session_id, role="assistant",
-                                              content=self.pii.redact_credentials(response),
-                                              metadata={"channel": channel})
+        async with self._session_lock(session_id):
+            added = await self.buffer.add_message(project=self.project, session_id=session_id, role="assistant",
+                                                  content=self.pii.redact_credentials(response),
+                                                  metadata={"channel": self.pii.redact_credentials(channel)})
         if self.auto_assess_fn is not None:
             task = asyncio.ensure_future(self._assess(session_id))
             self._assess_tasks.add(task)
@@ -7267,6 +7285,13 @@ class UniversalMemoryManager:
         """
         if evidence_level is not None:
             evidence_tag(evidence_level)
+        async with self._session_lock(session_id):
+            return await self._consolidate(session_id, space_path, user_id, context, stack_revisions, evidence_level,
+                                           source, summary, implications)
+
+    async def _consolidate(self, session_id: str, space_path: str | None, user_id: str | None, context: str | None,
+                           stack_revisions: bool | None, evidence_level: str | None, source: str | None,
+                           summary: Any, implications: Sequence[str] | None) -> dict[str, Any]:
         window = await self.buffer.get_messages(project=self.project, session_id=session_id, limit=1000)
         if window["message_count"] > len(window["messages"]):       # a long session: read all of it
             window = await self.buffer.get_messages(project=self.project, session_id=session_id,
@@ -7307,7 +7332,9 @@ class UniversalMemoryManager:
             "message_ids": [f"{session_id}:{index}" for index in range(1, window["message_count"] + 1)][-len(messages):],
             "topics": screen(list(classification.get("topics") or [])),
             "entities": screen(list(classification.get("entities") or [])),
-            "implications": screen(list(implications or [])), "user_id": user_id, "channel": messages[-1].get("metadata", {}).get("channel") if messages else None,
+            "implications": screen(list(implications or [])), "user_id": user_id,
+            "channel": self.pii.redact_credentials(str(messages[-1].get("metadata", {}).get("channel") or ""))
+            if messages else None,
         }
         if dates:
             metadata["event_date"] = dates[0]

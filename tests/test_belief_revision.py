@@ -784,3 +784,16 @@ def test_canonical_source(source, expected):
 def test_canonical_source_keeps_different_sources_apart():
     names = ["Wikipedia", "Reuters", "bbc.co.uk", "https://apnews.com/x", "Le Monde", "press-release:acme"]
     assert len({km.canonical_source(name) for name in names}) == len(names)
+
+
+def test_set_evidence_refuses_a_superseded_revision(memory):
+    """Regression: regrading an old revision must not bring its superseded content back as current."""
+    first = memory.remember("The user prefers dark mode", space="prefs", key="ui.theme")
+    second = memory.remember("The user prefers light mode", space="prefs", key="ui.theme")
+    before = memory.history(item_of(first))
+    with pytest.raises(km.InvalidArgumentError):
+        memory.set_evidence(first, km.UNVERIFIED)
+    assert memory.history(item_of(first)) == before
+    assert memory.recall("which mode does the user prefer")[0]["kref"] == second
+    regraded = memory.set_evidence(second, km.CORROBORATED, reason="two vendors agree")
+    assert memory.get(regraded)["content"] == "The user prefers light mode"

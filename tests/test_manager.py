@@ -1138,3 +1138,57 @@ def test_cli_chat_add_never_stores_a_credential(cli):
             with open(os.path.join(os.path.dirname(cli.path), name), "rb") as handle:
                 data = handle.read().lower()
             assert all(piece.lower().encode() not in data for piece in SECRET_PIECES), name
+
+
+def test_a_message_arriving_during_consolidation_is_kept_for_the_next_one():
+    """Regression: consolidation clears only what it consumed; a message acknowledged meanwhile waits and
+    stays in working memory."""
+    class SlowSummarizer(km.ExtractiveSummarizer):
+        async def summarize_conversation(self, messages, *, context=None, strict=False):
+            await asyncio.sleep(0.2)
+            return self.summarize(messages)
+
+    async def run():
+        memory = km.Memory()
+        manager = km.UniversalMemoryManager(memory=memory, summarizer=SlowSummarizer())
+        first = await manager.ingest_message(user_id="ann", message="I moved to Lisbon last month.")
+        sid = first["session_id"]
+        consolidation = asyncio.ensure_future(manager.consolidate_session(session_id=sid))
+        await asyncio.sleep(0.05)
+        late = await manager.ingest_message(user_id="ann", message="My sister is called Berta.", session_id=sid)
+        done = await consolidation
+        left = await manager.buffer.get_messages(project=manager.project, session_id=sid)
+        await manager.close()
+        memory.close()
+        return late, done, left
+
+    late, done, left = asyncio.run(run())
+    assert late["success"] and done["success"]
+    assert "Berta" not in memory_text(done) and [m["content"] for m in left["messages"]] == ["My sister is called Berta."]
+
+
+def memory_text(result):
+    return str(result["summary"])
+
+
+def test_credentials_in_channel_source_and_context_never_reach_the_store(tmp_path):
+    """Regression: every field of an ingested message is screened, not only its text."""
+    path = str(tmp_path / "screen.db")
+    secret = "sk-proj-AbCdEf0123456789GhIjKlMnOpQrStUv"
+
+    async def run():
+        memory = km.Memory(path)
+        manager = km.UniversalMemoryManager(memory=memory)
+        sid = (await manager.ingest_message(user_id="ann", message="hello, I like tea", channel=secret,
+                                            source="postgres://admin:Hunter2Secret@db.example.com/prod"))["session_id"]
+        await manager.add_assistant_response(session_id=sid, response="tea noted", channel=secret)
+        await manager.consolidate_session(session_id=sid)
+        with pytest.raises(km.CredentialDetectedError):
+            await manager.ingest_message(user_id=f"ann {secret}", message="hi")
+        await manager.close()
+        memory.close()
+    asyncio.run(run())
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            data = open(path + suffix, "rb").read()
+            assert b"AbCdEf0123456789" not in data and b"Hunter2Secret" not in data
