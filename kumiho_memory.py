@@ -2103,25 +2103,8 @@ class SQLiteGraph(GraphBackend):
 
     # -- row mapping --------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _tags_of(conn: sqlite3.Connection, revision_id: int, is_head: bool) -> tuple[str, ...]:
-        tags = [row[0] for row in conn.execute("SELECT tag FROM tags WHERE revision_id = ?", (revision_id,))]
-        if is_head:
-            tags.append(LATEST_TAG)
-        return tuple(sorted(tags))
-
-    def _revision_from_row(self, conn: sqlite3.Connection, row: Sequence[Any]) -> RevisionRecord:
-        (revision_id, number, title, content, metadata, created_at, deprecated, item_deprecated,
-         project, space, name, kind, head_id) = row
-        return RevisionRecord(
-            kref=Kref.trusted(project, space, name, kind, number), number=number, title=title,
-            content=content, metadata=json.loads(metadata), tags=self._tags_of(conn, revision_id,
-                                                                               revision_id == head_id),
-            created_at=created_at, deprecated=bool(deprecated or item_deprecated))
-
     def _revision_by_id(self, conn: sqlite3.Connection, revision_id: int) -> RevisionRecord:
-        row = conn.execute(_REVISION_SELECT + " WHERE r.id = ?", (revision_id,)).fetchone()
-        return self._revision_from_row(conn, row)
+        return self._revisions_by_ids(conn, [revision_id])[revision_id]
 
     @staticmethod
     def _item_from_row(row: Sequence[Any]) -> ItemRecord:
@@ -2211,8 +2194,10 @@ class SQLiteGraph(GraphBackend):
         """Every revision of an item, oldest first."""
         with self._read() as conn:
             item_id = self._item_row(conn, item)[0]
-            rows = conn.execute(_REVISION_SELECT + " WHERE r.item_id = ? ORDER BY r.number", (item_id,))
-            return [self._revision_from_row(conn, row) for row in rows.fetchall()]
+            ids = [row[0] for row in conn.execute("SELECT id FROM revisions WHERE item_id = ? ORDER BY number",
+                                                  (item_id,))]
+            records = self._revisions_by_ids(conn, ids)
+            return [records[revision_id] for revision_id in ids]
 
     # -- writing revisions --------------------------------------------------------------------------------
 
