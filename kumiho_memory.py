@@ -114,7 +114,8 @@ __all__ = [
     "ACTIVE_SESSION_TTL", "SESSION_GENERATION_TTL", "DEFAULT_SESSION_CONTEXT", "SESSION_SOURCES",
     # privacy, belief revision and consolidation
     "CredentialDetectedError", "PIIRedactor", "normalize_statement", "statement_subjects", "belief_similarity",
-    "canonical_source", "statement_subject", "same_belief", "MULTI_VALUED_PREDICATES", "REVISION_OUTCOMES", "ExtractiveSummarizer", "MemorySummarizer", "render_summary",
+    "canonical_source", "statement_subject", "same_belief", "MULTI_VALUED_PREDICATES", "BELIEF_RELATIONS",
+    "belief_relations", "RelationMatcher", "REVISION_OUTCOMES", "ExtractiveSummarizer", "MemorySummarizer", "render_summary",
     "RetryQueue", "MemoryAssessResult", "EvidencePolicy", "DEFAULT_STORAGE_POLICY", "heuristic_prefilter",
     "create_llm_assessor", "grade_evidence", "create_evidence_assessor",
     # export
@@ -5266,6 +5267,12 @@ def canonical_source(source: str) -> str:
 
 
 _DISCOURSE_OPENER = re.compile(r"^\s*[A-Za-z]+\s*[,:]")     # "Actually, ...", "Update: ..."
+# Capitalized only because they open a sentence: never the subject ("Actually the dog Nina has ...").
+DISCOURSE_WORDS = frozenset("""
+actually also anyway apparently basically btw correction fyi hey hi hmm however incidentally indeed luckily
+meanwhile no note nowadays ok okay oh please plus ps recently reminder so sorry still thanks today tomorrow
+turns unfortunately update well yes yesterday
+""".split())
 
 
 def _statement_body(text: str) -> str:
@@ -5284,8 +5291,10 @@ def statement_subject(text: str) -> str | None:
             plain = word.casefold()
             possessive = plain.endswith("'s")
             plain = plain[:-2] if possessive else plain.rstrip("'")
-            if plain in STOPWORDS:
-                break
+            if plain in STOPWORDS or (not words and plain in DISCOURSE_WORDS and match.start() == 0):
+                if words:
+                    break
+                continue
             words.append(plain)
             if possessive:
                 break
@@ -5335,6 +5344,140 @@ def same_belief(old: str, new: str) -> bool:
             if head == set(new_terms[:-value_words]) and (value_words == 1 or len(head) >= 2):
                 return True
     return False
+
+
+# -- relation-level matching: a correction in other words ------------------------------------------------------
+#
+# "Nina moved to Lyon" corrects "Nina lives in Paris" though the two share no word but the name. Two things
+# say that they state the same relation: a small registry of relation words (English, general, like the
+# upstream ontology's predicate registry: synonyms -> one canonical relation), and, for a statement that
+# names no relation ("Nina prefers teal these days"), how its value is used elsewhere in the store (teal is
+# someone's favorite color). A new statement revises an old one about the same subject only when exactly one
+# of the subject's current beliefs shares a relation with it; several or none -> a new belief (precision first).
+
+BELIEF_RELATIONS: dict[str, str] = {
+    "residence": r"\b(?:lives?|lived|living|resides?|resided|residing|based in|home is|hometown|moved|moves|"
+                 r"moving|relocat\w*|apartment|flat in|house in|settled in)\b",
+    "employer": r"\b(?:works?|worked|working|employ\w*|jobs?|joined|hired|workplace|started at|"
+                r"career at|position at)\b",
+    "vehicle": r"\b(?:drives?|drove|driving|car|cars|vehicle|motorbike|motorcycle)\b",
+    "dog": r"\b(?:dog|dogs|puppy)\b",
+    "cat": r"\b(?:cat|cats|kitten)\b",
+    "partner": r"\b(?:married|wife|husband|spouse|partner|girlfriend|boyfriend|fianc\w*|dating)\b",
+    "age": r"\b(?:years? old|age is|aged|turned \d+)\b",
+    "school": r"\b(?:studies at|student at|enrolled|attends|graduated from)\b",
+    "phone": r"\b(?:phone|mobile|cell) (?:number|no)\b",
+    "email": r"\be-?mail(?: address)?\b",
+}
+# "favorite X" names a relation by its noun; these nouns name one thing.
+FAVORITE_NOUNS = {"colour": "color", "dish": "food", "meal": "food", "cuisine": "food", "foods": "food",
+                  "sports": "sport", "game": "sport", "movie": "film", "films": "film", "book": "book",
+                  "band": "music", "song": "music", "singer": "music", "drink": "drink", "beverage": "drink"}
+_FAVORITE = re.compile(r"\bfavou?rite\s+([a-z]+)")
+_TYPED_NOUN = re.compile(r"\b(?:the colou?r|colou?r)\b")
+_COMPILED_RELATIONS = {name: re.compile(pattern) for name, pattern in BELIEF_RELATIONS.items()}
+_RELATION_WORDS = re.compile("|".join(f"(?:{pattern})" for pattern in BELIEF_RELATIONS.values())
+                             + r"|\bfavou?rite\s+[a-z]+|\bcolou?r\b")
+
+
+def belief_relations(text: str) -> frozenset[str]:
+    """The single-valued relations a statement names about its subject: registry names (``residence``,
+    ``employer``, ...) and ``favorite:<noun>`` ("favourite dish" -> ``favorite:food``)."""
+    lowered = text.casefold()
+    found = {name for name, pattern in _COMPILED_RELATIONS.items() if pattern.search(lowered)}
+    for noun in _FAVORITE.findall(lowered):
+        found.add("favorite:" + FAVORITE_NOUNS.get(noun, noun))
+    if _TYPED_NOUN.search(lowered) and not any(name.startswith("favorite:") for name in found):
+        found.add("favorite:color")                     # "loves the color blue", "likes blue more than any color"
+    return frozenset(found)
+
+
+# Words of time and frequency: they say when, never what ("these *days*", "every *weekend*").
+TIME_WORDS = frozenset("""
+now nowadays today tonight yesterday tomorrow lately recently currently still anymore again already soon
+day days week weeks weekend weekends month months year years morning mornings evening evenings night nights
+time times ago since last next every always usually often sometimes
+""".split())
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[\w-]+", text.casefold().replace("'s ", " "))
+
+
+def _value_words(text: str) -> list[str]:
+    """Words of a statement that are neither its subject, relation words, stopwords nor time words: where its
+    value lives ("Nina prefers *teal* these days")."""
+    subject = set((statement_subject(text) or "").split())
+    body = _RELATION_WORDS.sub(" ", _statement_body(text).casefold())
+    return list(dict.fromkeys(word for word in _words(body) if word not in STOPWORDS and word not in TIME_WORDS
+                              and tokenize(word) and not set(tokenize(word)) & subject))
+
+
+class RelationMatcher:
+    """Finds which current belief of a subject a statement in other words corrects (see above).
+
+    Args:
+        search: ``query -> [text, ...]``, statements in the store that share words with ``query`` (the
+            memory's own recall, within the space); used to learn what kind of value a word is.
+        min_votes: statements naming one relation a word must appear in before it counts as its value.
+        min_share: the share of those naming statements that must agree on that relation.
+        min_named: the share of the word's statements that must name a relation at all.
+
+    A statement whose words point at two relations is left alone: when unsure, a new belief.
+    """
+
+    def __init__(self, search: Callable[[str], list[str]], *, min_votes: int = 2, min_share: float = 0.75,
+                 min_named: float = 0.6) -> None:
+        self.search = search
+        self.min_votes = min_votes
+        self.min_share = min_share
+        self.min_named = min_named
+        self._typed: dict[str, str | None] = {}
+
+    def relations(self, text: str) -> frozenset[str]:
+        """Named relations, else the one relation its value words carry elsewhere in the store."""
+        return belief_relations(text) or self.inferred(text)
+
+    def word_relation(self, word: str) -> str | None:
+        """The relation ``word`` is a value of in the store's statements, or None when unclear."""
+        if word not in self._typed:
+            votes: dict[str, int] = {}
+            statements = named = 0
+            for other in self.search(word):
+                if word in _words(other):
+                    statements += 1
+                    relations = belief_relations(other)
+                    named += bool(relations)
+                    for relation in relations:
+                        votes[relation] = votes.get(relation, 0) + 1
+            best = max(votes.items(), key=lambda pair: (pair[1], pair[0]), default=None)
+            typed = best is not None and best[1] >= self.min_votes and named >= statements * self.min_named \
+                and best[1] / sum(votes.values()) >= self.min_share
+            self._typed[word] = best[0] if typed else None
+        return self._typed[word]
+
+    def inferred(self, text: str) -> frozenset[str]:
+        """The relation the statement's value words carry elsewhere; empty when none or several."""
+        found = {self.word_relation(word) for word in _value_words(text)} - {None}
+        return frozenset(found) if len(found) == 1 else frozenset()
+
+    def corrected(self, statement: str, beliefs: Sequence[str]) -> int | None:
+        """Index of the one belief in ``beliefs`` (current statements about the same subject) that
+        ``statement`` revises at the relation level, or None when none or several do."""
+        subject = statement_subject(statement)
+        mine = self.relations(statement) if subject is not None else frozenset()
+        if not mine:
+            return None
+        new_terms = set(_claim_terms(statement))
+        matches = []
+        for index, belief in enumerate(beliefs):
+            if statement_subject(belief) != subject:
+                continue
+            if MULTI_VALUED_PREDICATES & new_terms & set(_claim_terms(belief)):
+                continue                                  # another value of a many-valued relation
+            if mine & self.relations(belief):
+                matches.append(index)
+        return matches[0] if len(matches) == 1 else None
 
 
 REVISION_OUTCOMES = ("vacuous", "revised", "created")
@@ -6505,7 +6648,8 @@ class Memory:
                 return {"outcome": "vacuous", "kref": target["kref"]}      # agreeing with an official belief too
             if target_level == OFFICIAL and level != OFFICIAL:
                 return self._store_contradiction(content, space, title, kind, metadata, tags, target, artifacts)
-            restates = key is not None or explicit_append or same_belief(target["content"], content)
+            restates = key is not None or explicit_append or bool(target.get("_relation_match")) or \
+                same_belief(target["content"], content)
             if restates:
                 outcome = "revised"
                 item_kref, key = Kref.parse(target["item_kref"]), None
@@ -6547,11 +6691,31 @@ class Memory:
         return str(record.kref)
 
     def _stacking_match(self, content: str, space: str, kind: str) -> dict[str, Any] | None:
-        """The current memory in exactly ``space`` (same kind) that this statement most likely restates."""
-        for hit in self.recall(content[:2000], limit=5, space=space or None, follow_edges=False):
-            if hit["space"] == space and hit["kind"] == kind and same_belief(hit["content"], content):
+        """The current memory in exactly ``space`` (same kind) that this statement restates or corrects:
+        one that ``same_belief`` accepts, else the one belief of the same subject that ``RelationMatcher``
+        finds it corrects in other words."""
+        def here(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [hit for hit in hits if hit["space"] == space and hit["kind"] == kind]
+        for hit in here(self.recall(content[:2000], limit=5, space=space or None, follow_edges=False)):
+            if same_belief(hit["content"], content):
                 return hit
-        return None
+        subject = statement_subject(content)
+        if subject is None:
+            return None
+        # the subject's current beliefs: recall by the subject's own words (as written in the statement)
+        name = " ".join(word for word in re.findall(r"[\w'-]+", _statement_body(content))
+                        if set(tokenize(word)) & set(subject.split()))
+        beliefs = [hit for hit in here(self.recall(name or subject, limit=25, space=space or None,
+                                                   follow_edges=False))
+                   if statement_subject(hit["content"]) == subject]
+        if not beliefs:
+            return None
+        def search(term: str) -> list[str]:
+            return [hit["content"] for hit in self.recall(term, limit=20, space=space or None, follow_edges=False)]
+        index = RelationMatcher(search).corrected(content, [hit["content"] for hit in beliefs])
+        if index is None:
+            return None
+        return {**beliefs[index], "_relation_match": True}
 
     def _store_contradiction(self, content: str, space: str, title: str, kind: str, metadata: dict[str, Any],
                              tags: tuple[str, ...], official: Mapping[str, Any],

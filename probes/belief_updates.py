@@ -2,7 +2,7 @@
 
 Usage: python probes/belief_updates.py [--people 200] [--attributes 4] [--max-corrections 3]
                                        [--rephrase-rate 0.4] [--samples 400] [--limit 5] [--seed 7]
-                                       [--names full|first] [--disk]
+                                       [--names full|first] [--disk] [--phrasings design|heldout]
 
 Writes probes/results/belief_updates.json. The stream is deterministic from --seed: --people people (a first
 and a last name drawn from two pools, so first names repeat across people as they do in life), each with
@@ -128,10 +128,37 @@ ATTRIBUTES = {
 }
 
 
+# Phrasings written after the relation registry (kumiho_memory.BELIEF_RELATIONS) was, and never used to tune
+# it: --phrasings heldout states and corrects every belief with these instead, to show how the module does on
+# wording it was not shaped on.
+HELDOUT = {
+    "city": {"state": ["{x} resides in {v}", "{x} calls {v} home", "{x} is living in {v}"],
+             "correct": ["{x} has since moved to {v}", "{x} packed up and went to live in {v}",
+                         "These days {x} lives in {v}", "{x} is now a resident of {v}"]},
+    "employer": {"state": ["{x} is on the payroll at {v}", "{x} is an engineer at {v}", "{x} is working at {v}"],
+                 "correct": ["{x} was hired by {v}", "{x} took a job with {v}", "{x} now works for {v}",
+                             "{x} quit and went to {v}"]},
+    "color": {"state": ["{x}'s best-loved colour is {v}", "The color {x} likes most is {v}"],
+              "correct": ["{x} says {v} is their favorite color now", "{x}'s new favorite color is {v}",
+                          "{x} has gone off it and prefers {v} now"]},
+    "food": {"state": ["{x} always orders {v}", "{x}'s favorite meal is {v}"],
+             "correct": ["{x}'s new favorite dish is {v}", "These days {x} would pick {v} over anything",
+                         "{x} can't get enough of {v} lately"]},
+    "sport": {"state": ["{x} spends weekends on {v}", "{x}'s sport is {v}"],
+              "correct": ["{x} took up {v} instead", "{x} now spends weekends on {v}",
+                          "{x}'s favourite sport these days is {v}"]},
+    "pet": {"state": ["{x} owns a dog called {v}", "{x}'s puppy is named {v}"],
+            "correct": ["{x}'s dog now answers to {v}", "{x} gave the dog a new name: {v}",
+                        "It turns out {x}'s dog is named {v}"]},
+    "car": {"state": ["{x} commutes in a {v}", "{x}'s vehicle is a {v}"],
+            "correct": ["{x} traded in the car for a {v}", "{x} now drives a {v}", "{x} upgraded to a {v}"]},
+}
+
+
 # -- the stream -------------------------------------------------------------------------------------------
 
 def generate(people: int, attributes: int, max_corrections: int, rephrase_rate: float, seed: int,
-             names_style: str = "full") -> dict:
+             names_style: str = "full", phrasings: str = "design") -> dict:
     """Beliefs and an interleaved list of statements ``{belief, kind, value, text}``, in order."""
     rng = random.Random(seed)
     if names_style == "first":
@@ -144,7 +171,7 @@ def generate(people: int, attributes: int, max_corrections: int, rephrase_rate: 
     beliefs, queues = [], []
     for person in names[:people]:
         for attribute in rng.sample(sorted(ATTRIBUTES), min(attributes, len(ATTRIBUTES))):
-            spec = ATTRIBUTES[attribute]
+            spec = ATTRIBUTES[attribute] if phrasings == "design" else {**ATTRIBUTES[attribute], **HELDOUT[attribute]}
             belief = {"id": len(beliefs), "person": person, "attribute": attribute,
                       "question": rng.choice(spec["ask"]).format(x=person)}
             value, events, texts_used = rng.choice(spec["values"]), [], set()
@@ -319,9 +346,13 @@ def main() -> None:
     parser.add_argument("--names", choices=("full", "first"), default="full",
                         help="full: 'First Last' names (default); first: first names only, at most 30 people")
     parser.add_argument("--disk", action="store_true", help="use a file store instead of an in-memory one")
+    parser.add_argument("--phrasings", choices=("design", "heldout"), default="design",
+                        help="design: the phrasings above (default); heldout: HELDOUT, never used for tuning "
+                             "(writes belief_updates_heldout.json)")
     args = parser.parse_args()
     started = time.perf_counter()
-    data = generate(args.people, args.attributes, args.max_corrections, args.rephrase_rate, args.seed, args.names)
+    data = generate(args.people, args.attributes, args.max_corrections, args.rephrase_rate, args.seed, args.names,
+                    args.phrasings)
     figures = {}
     with tempfile.TemporaryDirectory() as folder:
         for mode in ("keyed", "stack"):
@@ -353,7 +384,8 @@ def main() -> None:
              pair("write_p50_ms"), pair("write_p95_ms"), pair("write_total_s"), pair("recall_p50_ms"),
              pair("as_of_recall_p50_ms"), ("elapsed_s", figures["elapsed_s"])]
     print_table(rows)
-    print("wrote", write_results("belief_updates", vars(args), figures))
+    name = "belief_updates" if args.phrasings == "design" else "belief_updates_heldout"
+    print("wrote", write_results(name, vars(args), figures))
 
 
 if __name__ == "__main__":

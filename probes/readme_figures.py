@@ -72,13 +72,19 @@ def store_table(document: dict) -> str:
 
 def belief_table(document: dict) -> str:
     keyed, stack = document["figures"]["keyed"], document["figures"]["stack"]
-    rows = ["| | keyed (`key=`) | unkeyed (`stack=True`) | target |", "|---|---|---|---|"]
+    heldout = (_load("belief_updates_heldout") or {}).get("figures", {}).get("stack")
+    if heldout is not None:
+        rows = ["| | keyed (`key=`) | unkeyed (`stack=True`) | unkeyed, held-out wording | target |",
+                "|---|---|---|---|---|"]
+    else:
+        rows = ["| | keyed (`key=`) | unkeyed (`stack=True`) | target |", "|---|---|---|---|"]
     for label, field, target in (("stale value outranks the current one", "stale_rate_pct", "0%"),
                                  ("unrelated memory stacked onto another belief", "unrelated_stack_rate_pct", "0%"),
                                  ("correction missed (kept as a separate belief)", "missed_revisions_pct", "0%"),
                                  ("point in time, `get(item?t=latest&time=T)`", "point_in_time_get_pct", "100%"),
                                  ("point in time, `recall(question, as_of=T)`", "point_in_time_recall_pct", "100%")):
-        rows.append(f"| {label} | {keyed[field]:.2f}% | {stack[field]:.2f}% | {target} |")
+        extra = f" {heldout[field]:.2f}% |" if heldout is not None else ""
+        rows.append(f"| {label} | {keyed[field]:.2f}% | {stack[field]:.2f}% |{extra} {target} |")
     params = document["parameters"]
     return "\n".join(rows) + (f"\n\n{keyed['statements']:,} statements about {params['people']} people x "
                               f"{params['attributes']} attributes ({keyed['corrections']:,} corrections, "
