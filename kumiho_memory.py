@@ -22,19 +22,20 @@ Sections (each uses only those above it):
     4. configuration  frozen settings and the environment variables they read (only when asked)
     5. data model     krefs, names, evidence levels, record types
     6. text           tokenizer, Porter stemmer, BM25, the impact-ordered recall index
-    7. storage        the graph-backend interface and the embedded SQLite engine
+    7. storage        the graph-backend interface, the embedded SQLite engine, the Kumiho server backend
     8. working memory session buffers: in process (or in the store file) and on Redis, session ids
     9. recall         time words, filters, evidence weights, reranking, embeddings, LLM adapters, graph
                       augmentation, belief similarity, prompt context
-   10. privacy        PII placeholders, credential guards, conversation summaries, the retry queue
+   10. privacy        PII placeholders, credential guards, conversation summaries, the retry queue,
+                      space profiles, skill ingest, Dream State
    11. facades        the sync ``Memory`` and the async ``UniversalMemoryManager``
    12. export         JSON lines and Mermaid renderings of the graph
    13. CLI            ``main(argv=None) -> int``
 
 Optional extras (``pip install 'kumiho-memory-onefile[EXTRA]'``), each imported only by the code that needs
 it: ``redis`` (working memory on Redis), ``kumiho`` (the Kumiho graph server), ``mcp`` (the MCP server
-script), ``embed`` (embedding adapters). None of them is needed for anything in this file today: the
-embedding adapter speaks HTTP with ``urllib``.
+script), ``embed`` (embedding adapters). Only ``KumihoBackend`` needs one (the ``kumiho`` SDK); everything
+else works with the standard library: the embedding and LLM adapters speak HTTP with ``urllib``.
 
 Design rules: nothing runs at import (no files, no environment reads, no clients, no threads); time and ids
 come from injected objects so every run is reproducible; revisions are immutable once written; every write
@@ -52,8 +53,10 @@ import abc
 import argparse
 import array
 import asyncio
+import base64
 import bisect
 import contextlib
+import concurrent.futures
 import copy
 import dataclasses
 import datetime as _dt
@@ -83,7 +86,7 @@ __all__ = [
     # errors
     "KumihoMemoryError", "InvalidArgumentError", "InvalidKrefError", "NotFoundError", "ConflictError",
     "ImportFormatError", "StoreError", "CorruptStoreError", "SchemaVersionError", "StoreBusyError",
-    "StoreClosedError", "ServiceError", "BackendUnavailableError",
+    "StoreClosedError", "ServiceError", "GraphServiceError", "BackendUnavailableError",
     # foundations
     "Clock", "SystemClock", "ManualClock", "IdFactory", "RandomIds", "SequentialIds",
     "parse_instant", "format_instant", "canonical_json", "content_hash",
@@ -98,7 +101,7 @@ __all__ = [
     # text
     "tokenize", "stem", "bm25_idf", "bm25_term_score", "RecallIndex",
     # storage
-    "GraphBackend", "RevisionDraft", "SQLiteGraph", "SCHEMA_VERSION",
+    "GraphBackend", "RevisionDraft", "SQLiteGraph", "KumihoBackend", "SCHEMA_VERSION",
     # facades
     "Memory", "UniversalMemoryManager",
     # recall
@@ -107,6 +110,7 @@ __all__ = [
     "evidence_badge", "apply_recency", "apply_mmr", "bm25_light", "select_siblings", "cosine",
     "EmbeddingAdapter", "OpenAICompatEmbeddingAdapter", "unit_vector", "embed_function",
     "GraphAugmentationConfig", "GraphAugmentedRecall", "lexical_angles", "build_recalled_context",
+    "PrefetchConfig", "AnticipatoryRecall", "TransitionTable", "blend_probabilities", "recall_state", "PREFETCH_GRAINS",
     "LLMAdapter", "OpenAICompatAdapter", "AnthropicAdapter", "parse_llm_json",
     # working memory
     "WorkingMemoryBuffer", "InProcessBuffer", "RedisMemoryBuffer", "WorkingMemoryConfig", "MessageTooLargeError",
@@ -118,6 +122,12 @@ __all__ = [
     "belief_relations", "RelationMatcher", "REVISION_OUTCOMES", "ExtractiveSummarizer", "MemorySummarizer", "render_summary",
     "RetryQueue", "MemoryAssessResult", "EvidencePolicy", "DEFAULT_STORAGE_POLICY", "heuristic_prefilter",
     "create_llm_assessor", "grade_evidence", "create_evidence_assessor",
+    # space profiles, skill ingest and Dream State
+    "SPACE_CLASSES", "SpaceSignals", "SpaceProfile", "SpaceProfiler", "get_space_profile", "classify_space",
+    "space_scores", "set_space_attribute", "space_attribute", "space_attributes", "SYSTEM_KINDS",
+    "SkillSection", "ParsedSkill", "IngestResult", "parse_skill", "scan_skill_text", "ingest_skill",
+    "ingest_file", "ingest_batch", "clear_quarantine", "list_skills", "SKILL_KIND", "QUARANTINE_TAG",
+    "DreamState", "DreamStateStats", "MemoryAssessment",
     # export
     "render_mermaid",
     # CLI
@@ -184,6 +194,17 @@ class ServiceError(KumihoMemoryError, ConnectionError):
         super().__init__(message)
         self.transient = transient
         self.status = status
+
+
+class GraphServiceError(ServiceError):
+    """The Kumiho graph server failed or could not be reached. ``transient`` is True for UNAVAILABLE,
+    DEADLINE_EXCEEDED (and the server's INTERNAL / RESOURCE_EXHAUSTED / ABORTED): a retry later may succeed,
+    so consolidation queues the write in the ``RetryQueue``. ``code`` is the gRPC status name. The token
+    never appears in the message."""
+
+    def __init__(self, message: str, *, transient: bool = True, code: str | None = None) -> None:
+        super().__init__(message, transient=transient)
+        self.code = code
 
 
 class BackendUnavailableError(KumihoMemoryError, ImportError):
@@ -379,6 +400,12 @@ ENVIRONMENT_VARIABLES = {
     "REDIS_URL": "fallback for KUMIHO_REDIS_URL",
     "KUMIHO_SESSION_ID": "the host's session id, used by resolve_session_id when no user is named",
     "KUMIHO_RETRY_QUEUE_DIR": "folder of the retry queue for consolidations (default ~/.kumiho/retry_queue)",
+    "KUMIHO_MEMORY_PREFETCH": "1 turns on anticipatory recall for engage calls that name a session (default off)",
+    "KUMIHO_MEMORY_BACKEND": "sqlite (default) or kumiho: the Kumiho graph server through the kumiho SDK",
+    "KUMIHO_SERVER_ENDPOINT": "the Kumiho server (host:port plain gRPC, https://host TLS; default localhost:8080)",
+    "KUMIHO_AUTH_TOKEN": "bearer token for the Kumiho server (never logged or shown)",
+    "KUMIHO_DREAM_EXTRA_INSTRUCTIONS": "deployment policy for Dream State (it may only tighten the guardrails)",
+    "KUMIHO_DREAM_MIN_AGE_DAYS": "Dream State never deprecates a memory younger than this (default 7)",
 }
 
 
@@ -406,6 +433,10 @@ class MemoryConfig:
     project: str = DEFAULT_PROJECT
     busy_timeout: float = 30.0
     evidence_rerank: bool = True
+    backend: str = "sqlite"                       # "sqlite" | "kumiho"
+    kumiho_endpoint: str | None = None
+    kumiho_token: str | None = dataclasses.field(default=None, repr=False)   # never in a repr
+    prefetch: bool = False                        # anticipatory recall for engage(session_id=...)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, durable: bool = True) -> "MemoryConfig":
@@ -423,8 +454,14 @@ class MemoryConfig:
         except ValueError as exc:
             raise InvalidArgumentError(f"KUMIHO_MEMORY_BUSY_TIMEOUT is not a number: {busy!r}") from exc
         rerank = environ.get("KUMIHO_EVIDENCE_RERANK", "1").strip().lower() not in ("0", "false", "no", "off")
+        backend = (environ.get("KUMIHO_MEMORY_BACKEND") or "sqlite").strip().lower()
+        if backend not in ("sqlite", "kumiho"):
+            raise InvalidArgumentError(f"KUMIHO_MEMORY_BACKEND must be sqlite or kumiho, not {backend!r}")
         return cls(path=path, project=environ.get("KUMIHO_MEMORY_PROJECT") or DEFAULT_PROJECT,
-                   busy_timeout=busy_timeout, evidence_rerank=rerank)
+                   busy_timeout=busy_timeout, evidence_rerank=rerank, backend=backend,
+                   kumiho_endpoint=environ.get("KUMIHO_SERVER_ENDPOINT") or None,
+                   kumiho_token=environ.get("KUMIHO_AUTH_TOKEN") or None,
+                   prefetch=environ.get("KUMIHO_MEMORY_PREFETCH", "0").strip().lower() in ("1", "true", "yes", "on"))
 
 
 # ==========================================================================================================
@@ -1399,6 +1436,17 @@ class GraphBackend(abc.ABC):
     @abc.abstractmethod
     def close(self) -> None:
         """Release the backend's resources; later calls raise ``StoreClosedError``."""
+
+    def change_token(self) -> Any:
+        """A value that changes whenever anything is written to the store, by anyone; None when the backend
+        cannot tell (then only this process's writes are noticed, through ``Memory``)."""
+        return None
+
+    def update_metadata(self, revision: Kref, updates: Mapping[str, Any]) -> RevisionRecord:
+        """Merge ``updates`` into one revision's metadata (a ``None`` value removes the key); content, number,
+        tags and content hash stay as they were. Used for enrichment (Dream State); a backend that cannot
+        raises ``InvalidArgumentError``."""
+        raise InvalidArgumentError(f"{type(self).__name__} cannot update revision metadata")
 
 
 # Conversation threads and signals recall reads from memory metadata. A memory with a speaker or a role is a
@@ -2432,6 +2480,22 @@ class SQLiteGraph(GraphBackend):
                 time.sleep(0.05)
         return False
 
+    def update_metadata(self, revision: Kref, updates: Mapping[str, Any]) -> RevisionRecord:
+        """Merge ``updates`` into the revision's metadata in one transaction (``None`` removes a key)."""
+        with self._write() as conn:
+            revision_id = self._revision_id(conn, revision)
+            item_id, raw = conn.execute("SELECT item_id, metadata FROM revisions WHERE id = ?",
+                                        (revision_id,)).fetchone()
+            metadata = json.loads(raw)
+            for key, value in updates.items():
+                if value is None:
+                    metadata.pop(key, None)
+                else:
+                    metadata[key] = value
+            conn.execute("UPDATE revisions SET metadata = ? WHERE id = ?", (canonical_json(metadata), revision_id))
+            self._log_change(conn, item_id)
+            return self._revision_by_id(conn, revision_id)
+
     # -- artifacts ----------------------------------------------------------------------------------------
 
     def add_artifact(self, revision: Kref, name: str, location: str,
@@ -2492,6 +2556,11 @@ class SQLiteGraph(GraphBackend):
                     notes["contested_by"] = [str(records[other].kref) for other in notes.pop("contested_by_ids")
                                              if other in records]
         return [ScoredRevision(records[doc_id], score, notes) for doc_id, score, notes in ranked if doc_id in records]
+
+    def change_token(self) -> int:
+        """The newest entry of the change log: it moves with every write, from this or another process."""
+        with self._read() as conn:
+            return conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0]
 
     def _recall_state(self, conn: sqlite3.Connection) -> _RecallState:
         """The recall index, built on first use and caught up with other processes' writes."""
@@ -2837,6 +2906,1279 @@ def _record_instant(record: Mapping[str, Any], field: str) -> str:
     if not isinstance(value, str):
         raise InvalidArgumentError(f"{field} must be an ISO 8601 string")
     return format_instant(parse_instant(value))
+
+
+# -- the Kumiho graph server, through the kumiho SDK ------------------------------------------------------
+
+_KM = "kumiho_memory."            # prefix of the metadata keys and attributes this module keeps on the server
+_KM_META = _KM + "metadata"       # the JSON of our metadata (server metadata maps hold strings only)
+_KM_CREATED = _KM + "created_at"  # an imported record's original timestamp (the server stamps its own)
+_KM_HASH = _KM + "content_hash"
+_KM_VECTOR = _KM + "vector"       # float32 embedding, hex
+_KM_VECTOR_MODEL = _KM + "vector_model"
+_KM_KEY = _KM + "key"             # an item's supersession key
+_KM_LAST = _KM + "last_number"    # highest revision number an import says was ever issued
+_KM_TAGS = _KM + "tag_events"     # an item's tag history, JSON [[tag, number | null, at], ...]
+_TRANSIENT_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "RESOURCE_EXHAUSTED", "ABORTED")
+
+
+def _server_instant(text: str) -> str:
+    """A server timestamp in the store's form (UTC, microseconds, ``Z``); unreadable text passes through."""
+    try:
+        return format_instant(parse_instant(text))
+    except InvalidArgumentError:
+        return text
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
+
+
+class KumihoBackend(GraphBackend):
+    """The Kumiho graph server as a ``GraphBackend``, driven through the official ``kumiho`` SDK (gRPC).
+
+    Projects, spaces, items, revisions, tags, edges, artifacts and krefs are the server's own: a kref this
+    backend returns is the server's kref, revision numbers come from the server, ``latest`` is the server's,
+    deprecation is the server's flag and ``forget`` its forced deletes. What the server's string-only
+    metadata cannot hold is kept in keys prefixed ``kumiho_memory.`` (the metadata JSON, an item's key and
+    tag history, imported timestamps, embeddings); revision metadata also carries plain ``title`` and
+    ``content`` for other clients.
+
+    Args:
+        endpoint: ``host:port`` (plain gRPC; loopback only without TLS, the SDK warns otherwise),
+            ``https://host`` or ``grpcs://host:port`` (TLS). Default ``$KUMIHO_SERVER_ENDPOINT``, then
+            ``localhost:8080``. The SDK's TLS variables (``KUMIHO_SERVER_USE_TLS``, ``KUMIHO_SERVER_CA_FILE``,
+            ``KUMIHO_SERVER_AUTHORITY``, ``KUMIHO_SSL_TARGET_OVERRIDE``) apply.
+        token: the bearer token, sent as ``authorization: Bearer``; default ``$KUMIHO_AUTH_TOKEN``. It never
+            appears in an error, a log line or a repr.
+        client: an SDK client (``kumiho.connect(...)``) to use instead of making one; it is left as given.
+        retries: extra attempts for a transient failure (UNAVAILABLE, DEADLINE_EXCEEDED, ...), with a short
+            backoff; the SDK's own retry loop is set to one attempt so the bound is this one.
+        timeout: seconds each call may take.
+        clock: the time source for tag-history entries (the server stamps everything else).
+        search_pool: how many candidates recall asks the server's search for, per space searched.
+
+    Environment variables are read here and only here. Nothing connects until the first call.
+
+    What degrades compared with the embedded engine (documented in the README):
+        - writes are several calls, not one transaction: a failure part-way is undone as far as the
+          server still answers, and a write the server never acknowledged raises ``GraphServiceError``;
+        - recall gathers candidates with the server's search, then ranks them here with the same BM25,
+          who/when boosts, edges and evidence weights: word statistics come from the candidates (not the
+          whole store), and a message does not borrow its thread neighbours' words;
+        - ``as_of`` recall uses today's deprecation flags (the server keeps no deprecation time);
+        - ``t=TAG&time=T`` asks the server first; tag history imported from another store (which the server
+          cannot backdate) is answered from the history this backend keeps on the item;
+        - ``forget`` reports ``scrubbed: None``: whether deleted bytes leave the server's disks is the server's
+          business.
+    """
+
+    def __init__(self, endpoint: str | None = None, token: str | None = None, *, client: Any = None,
+                 retries: int = 2, timeout: float = 10.0, clock: Clock | None = None,
+                 search_pool: int = 100, environ: Mapping[str, str] | None = None) -> None:
+        environ = os.environ if environ is None else environ
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise InvalidArgumentError(f"retries must be a non-negative integer, not {retries!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise InvalidArgumentError(f"timeout must be a positive number, not {timeout!r}")
+        self.endpoint = (endpoint or environ.get("KUMIHO_SERVER_ENDPOINT") or environ.get("KUMIHO_SERVER_ADDRESS")
+                         or "localhost:8080").strip()
+        self.address = _redact_endpoint(self.endpoint)   # no `path`: Memory reads `path` as a store file
+        self.__token = token if token is not None else environ.get("KUMIHO_AUTH_TOKEN", "")
+        self._retries = retries
+        self._timeout = float(timeout)
+        self._clock = clock or SystemClock()
+        self._search_pool = max(1, int(search_pool))
+        self._client = client
+        self._own_client = client is None
+        self._closed = False
+        self._lock = threading.RLock()
+        self._known_spaces: set[str] = set()
+        self.signals = RecallSignals()
+        self._pb: Any = None
+        self._grpc: Any = None
+
+    def __repr__(self) -> str:
+        return f"KumihoBackend({self.address!r})"
+
+    # -- the connection and the error mapping ---------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        if self._closed:
+            raise StoreClosedError("this Kumiho backend is closed")
+        if self._pb is None:
+            kumiho = _require("kumiho", extra="kumiho")
+            self._grpc = _require("grpc", extra="kumiho")
+            self._pb = importlib.import_module("kumiho.proto.kumiho_pb2")
+            if self._client is None:
+                try:
+                    self._client = kumiho.connect(self.endpoint, token=self.__token or "", enable_auto_login=False,
+                                                  use_discovery=False)
+                except ValueError as exc:
+                    raise InvalidArgumentError(f"bad Kumiho endpoint {self.address!r}: "
+                                               f"{self._mask(str(exc))}") from None
+                self._single_sdk_attempt(self._client)
+        return self._client
+
+    @staticmethod
+    def _single_sdk_attempt(client: Any) -> None:
+        """Set the SDK's transient-retry interceptor to one attempt: ``retries`` is the only retry loop."""
+        channel = getattr(client, "channel", None)
+        for _ in range(16):
+            interceptor = getattr(channel, "_interceptor", None)
+            if interceptor is None:
+                return
+            if hasattr(interceptor, "max_attempts"):
+                interceptor.max_attempts = 1
+            channel = getattr(channel, "_channel", None)
+
+    def _mask(self, text: str) -> str:
+        token = self.__token
+        if token:
+            text = text.replace(token, "[redacted]")
+        return text
+
+    def _error(self, exc: Any, rpc: str) -> KumihoMemoryError:
+        code = exc.code() if callable(getattr(exc, "code", None)) else None
+        name = getattr(code, "name", "UNKNOWN")
+        details = exc.details() if callable(getattr(exc, "details", None)) else ""
+        details = self._mask(str(details or ""))
+        message = f"Kumiho server {self.address}: {rpc} failed ({name}): {details}"
+        if name == "NOT_FOUND":
+            return NotFoundError(message)
+        if name in ("INVALID_ARGUMENT", "OUT_OF_RANGE"):
+            return InvalidArgumentError(message)
+        if name in ("ALREADY_EXISTS", "FAILED_PRECONDITION"):
+            return ConflictError(message)
+        if name in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+            return GraphServiceError(message + " (check the token)", transient=False, code=name)
+        return GraphServiceError(message, transient=name in _TRANSIENT_CODES, code=name)
+
+    def _call(self, rpc: str, request: Any, *, idempotent: bool = True, metadata: Sequence[tuple[str, str]] = ()) -> Any:
+        """One RPC with bounded retries: transient failures are retried (a non-idempotent call only on
+        UNAVAILABLE, when the server cannot have acted), everything else is mapped at once."""
+        with self._lock:
+            client = self._connect()
+        method = getattr(client.stub, rpc)
+        delay = 0.05
+        for attempt in range(self._retries + 1):
+            try:
+                if metadata:
+                    return method(request, timeout=self._timeout, metadata=tuple(metadata))
+                return method(request, timeout=self._timeout)
+            except self._grpc.RpcError as exc:
+                error = self._error(exc, rpc)
+                code = getattr(error, "code", None)
+                retry = isinstance(error, GraphServiceError) and error.transient and (idempotent or code == "UNAVAILABLE")
+                if not retry or attempt == self._retries:
+                    raise error from None
+            time.sleep(delay)
+            delay = min(delay * 4, 1.0)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def close(self) -> None:
+        """Close the channel (a client passed in is left open); later calls raise ``StoreClosedError``."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._own_client and self._client is not None:
+                with contextlib.suppress(Exception):
+                    self._client.close()
+            self._client = None
+
+    # -- addresses ------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _space_path(project: str, space: str) -> str:
+        return "/" + project + ("/" + space if space else "")
+
+    @staticmethod
+    def _space_kref(project: str, space: str) -> str:
+        return KREF_SCHEME + project + ("/" + space if space else "")
+
+    def _pb_kref(self, uri: str) -> Any:
+        return self._pb.Kref(uri=uri)
+
+    def _kref_of(self, uri: str) -> Kref:
+        """Our Kref for a server kref string."""
+        try:
+            return Kref.parse(uri)
+        except InvalidKrefError as exc:
+            raise GraphServiceError(f"Kumiho server {self.address} returned a kref this module cannot read: "
+                                    f"{uri!r} ({exc})", transient=False) from None
+
+    def _ensure_space(self, project: str, space: str) -> None:
+        """Create the project and every space down to ``space`` (get-or-create: ALREADY_EXISTS is fine)."""
+        path = self._space_path(project, space)
+        if path in self._known_spaces:
+            return
+        self._connect()
+        try:
+            self._call("CreateProject", self._pb.CreateProjectRequest(name=project))
+        except ConflictError:
+            pass
+        parts = space.split("/") if space else []
+        for depth in range(len(parts)):
+            parent = self._space_path(project, "/".join(parts[:depth]))
+            try:
+                self._call("CreateSpace", self._pb.CreateSpaceRequest(parent_path=parent, space_name=parts[depth],
+                                                                      exists_error=False))
+            except ConflictError:
+                pass
+        self._known_spaces.add(path)
+
+    # -- decoding -------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _json_field(metadata: Mapping[str, str], key: str, default: Any) -> Any:
+        raw = metadata.get(key)
+        if raw is None:
+            return default
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return default
+
+    def _user_metadata(self, metadata: Mapping[str, str], *, plain_skip: Container[str] = ()) -> dict[str, Any]:
+        """Our metadata back from a server map: the JSON we wrote, or (written by another client) its plain
+        string entries."""
+        if _KM_META in metadata:
+            value = self._json_field(metadata, _KM_META, {})
+            return value if isinstance(value, dict) else {}
+        return {key: value for key, value in metadata.items() if not key.startswith(_KM) and key not in plain_skip}
+
+    def _created(self, metadata: Mapping[str, str], server_value: str) -> str:
+        return metadata.get(_KM_CREATED) or _server_instant(server_value)
+
+    def _record(self, rev: Any, item_deprecated: bool) -> RevisionRecord:
+        metadata = dict(rev.metadata)
+        kref = self._kref_of(rev.item_kref.uri).with_revision(rev.number)
+        tags = {tag for tag in rev.tags if tag != LATEST_TAG}
+        if rev.latest:
+            tags.add(LATEST_TAG)
+        return RevisionRecord(kref=kref, number=rev.number, title=metadata.get("title", ""),
+                              content=metadata.get("content", ""),
+                              metadata=self._user_metadata(metadata, plain_skip=("title", "content")),
+                              tags=tuple(sorted(tags)), created_at=self._created(metadata, rev.created_at),
+                              deprecated=bool(rev.deprecated or item_deprecated))
+
+    def _edge_record(self, edge: Any) -> EdgeRecord:
+        metadata = dict(edge.metadata)
+        return EdgeRecord(self._kref_of(edge.source_kref.uri), self._kref_of(edge.target_kref.uri), edge.edge_type,
+                          self._user_metadata(metadata), self._created(metadata, edge.created_at))
+
+    def _artifact_record(self, art: Any) -> ArtifactRecord:
+        metadata = dict(art.metadata)
+        return ArtifactRecord(self._kref_of(art.revision_kref.uri), art.name, art.location,
+                              self._user_metadata(metadata), self._created(metadata, art.created_at))
+
+    # -- reading ----------------------------------------------------------------------------------------------
+
+    def _get_item(self, kref: Kref) -> Any:
+        self._connect()
+        try:
+            return self._call("GetItem", self._pb.GetItemRequest(parent_path=self._space_path(kref.project, kref.space),
+                                                                item_name=kref.name, kind=kref.kind))
+        except NotFoundError:
+            raise NotFoundError(f"no such item: {kref.item_kref()}") from None
+
+    def _tag_events(self, item: Any) -> list[list[Any]]:
+        events = self._json_field(item.metadata, _KM_TAGS, [])
+        return [event for event in events if isinstance(event, list) and len(event) == 3]
+
+    def _revisions_pb(self, item_uri: str) -> list[Any]:
+        response = self._call("GetRevisions", self._pb.GetRevisionsRequest(item_kref=self._pb_kref(item_uri)))
+        return sorted(response.revisions, key=lambda rev: rev.number)
+
+    def _revision_pb(self, item_uri: str, number: int) -> Any:
+        return self._call("GetRevision", self._pb.KrefRequest(kref=self._pb_kref(f"{item_uri}?r={number}")))
+
+    @staticmethod
+    def _wire_time(moment: _dt.datetime) -> str:
+        """The SDK's ``YYYYMMDDHHMM`` on a whole minute, else ISO 8601 with microseconds."""
+        if moment.second == 0 and moment.microsecond == 0:
+            return f"{moment.year:04d}{moment:%m%d%H%M}"
+        return format_instant(moment)
+
+    def _resolve_pb(self, kref: Kref, item: Any) -> Any:
+        """The server's revision for an item kref (its item already fetched)."""
+        uri = str(kref.item_kref())
+        try:
+            if kref.revision is not None:
+                return self._revision_pb(uri, kref.revision)
+            if kref.time is None:
+                return self._call("ResolveKref", self._pb.ResolveKrefRequest(
+                    kref=uri, tag="" if kref.tag in (None, LATEST_TAG) else kref.tag))
+            try:
+                return self._call("ResolveKref", self._pb.ResolveKrefRequest(
+                    kref=uri, tag=kref.tag or LATEST_TAG, time=self._wire_time(kref.time)))
+            except (NotFoundError, InvalidArgumentError):
+                pass
+            # The server did not know (imported history it cannot backdate) or took no such time: our history.
+            stamp = format_instant(kref.time)
+            number = None
+            if kref.tag in (None, LATEST_TAG):
+                for rev in self._revisions_pb(uri):
+                    if self._created(rev.metadata, rev.created_at) <= stamp:
+                        number = rev.number
+            else:
+                for tag, event_number, at in self._tag_events(item):
+                    if tag == kref.tag and at <= stamp:
+                        number = event_number
+            if number is None:
+                raise NotFoundError(f"no revision for {kref}")
+            return self._revision_pb(uri, number)
+        except NotFoundError:
+            raise NotFoundError(f"no revision for {kref}") from None
+
+    def resolve(self, kref: Kref) -> RevisionRecord:
+        """Return the revision an item kref selects (latest, ``r=``, ``t=``, ``t=`` at ``time=``)."""
+        item = self._get_item(kref)
+        return self._record(self._resolve_pb(kref, item), item.deprecated)
+
+    def _revision_count(self, item: Any) -> tuple[int, int | None]:
+        """(highest number ever issued, latest number or None)."""
+        uri = item.kref.uri
+        peek = self._call("PeekNextRevision", self._pb.PeekNextRevisionRequest(item_kref=self._pb_kref(uri))).number
+        try:
+            latest = self._call("ResolveKref", self._pb.ResolveKrefRequest(kref=uri)).number
+        except NotFoundError:
+            latest = None
+        imported = self._json_field(item.metadata, _KM_LAST, 0)
+        return max(peek - 1, imported if isinstance(imported, int) else 0, latest or 0), latest
+
+    def _item_record(self, item: Any) -> ItemRecord:
+        metadata = dict(item.metadata)
+        count, latest = self._revision_count(item)
+        key = metadata.get(_KM_KEY)
+        return ItemRecord(kref=self._kref_of(item.kref.uri), key=key,
+                          metadata=self._json_field(metadata, _KM_META, {}), created_at=self._created(metadata, item.created_at),
+                          deprecated=bool(item.deprecated), revision_count=count, latest_revision=latest)
+
+    def item(self, kref: Kref) -> ItemRecord:
+        """Return the item a kref is in."""
+        return self._item_record(self._get_item(kref))
+
+    def _spaces_under(self, project: str, space: str | None) -> list[Any]:
+        """``(path, SpaceResponse)`` of a space and all below it, or [] when it does not exist."""
+        base = self._space_path(project, space or "")
+        self._connect()
+        try:
+            root = self._call("GetSpace", self._pb.GetSpaceRequest(path_or_kref=base))
+        except NotFoundError:
+            return []
+        found, cursor = [root], ""
+        while True:
+            response = self._call("GetChildSpaces", self._pb.GetChildSpacesRequest(
+                parent_path=base, recursive=True, pagination=self._pb.PaginationRequest(page_size=500, cursor=cursor)))
+            found.extend(response.spaces)
+            cursor = response.pagination.next_cursor if response.HasField("pagination") else ""
+            if not cursor:
+                return found
+
+    def _items_pb(self, project: str, space: str | None, kind: str | None, include_deprecated: bool) -> list[tuple[str, Any]]:
+        rows = []
+        for space_pb in self._spaces_under(project, space):
+            cursor = ""
+            while True:
+                response = self._call("GetItems", self._pb.GetItemsRequest(
+                    parent_path=space_pb.path, kind_filter=kind or "", include_deprecated=include_deprecated,
+                    pagination=self._pb.PaginationRequest(page_size=500, cursor=cursor)))
+                rows.extend((space_pb.path, item) for item in response.items)
+                cursor = response.pagination.next_cursor if response.HasField("pagination") else ""
+                if not cursor:
+                    break
+        rows.sort(key=lambda row: (self._kref_of(row[1].kref.uri).space, row[1].item_name, row[1].kind))
+        return rows
+
+    def items(self, project: str, *, space: str | None = None, kind: str | None = None,
+              include_deprecated: bool = False) -> list[ItemRecord]:
+        """List items of ``project`` in ``space`` (and below), of ``kind``, live unless asked otherwise."""
+        return [self._item_record(item) for _, item in self._items_pb(project, space, kind, include_deprecated)]
+
+    def _key_attribute(self, key: str) -> str:
+        return f"{_KM}key.{_digest(key)}"
+
+    def _item_by_key_pb(self, project: str, space: str, key: str) -> Any | None:
+        self._connect()
+        try:
+            response = self._call("GetAttribute", self._pb.GetAttributeRequest(
+                kref=self._pb_kref(self._space_kref(project, space)), key=self._key_attribute(key)))
+        except NotFoundError:
+            return None
+        if not response.exists:
+            return None
+        name, _, kind = response.value.rpartition(".")
+        try:
+            item = self._get_item(Kref(project, space, name, kind))
+        except (NotFoundError, InvalidKrefError):
+            return None
+        return item if item.metadata.get(_KM_KEY) == key else None
+
+    def item_by_key(self, project: str, space: str, key: str) -> ItemRecord | None:
+        """The item holding ``key`` in ``project``/``space``, or None."""
+        item = self._item_by_key_pb(project, space, key)
+        return None if item is None else self._item_record(item)
+
+    def revisions(self, item: Kref) -> list[RevisionRecord]:
+        """Every revision of an item, oldest first."""
+        item_pb = self._get_item(item)
+        return [self._record(rev, item_pb.deprecated) for rev in self._revisions_pb(item_pb.kref.uri)]
+
+    # -- writing ----------------------------------------------------------------------------------------------
+
+    def _encode_revision(self, title: str, content: str, metadata: Mapping[str, Any], *,
+                         vector: Sequence[float] | None = None, vector_model: str = "",
+                         created_at: str | None = None) -> dict[str, str]:
+        encoded = {"title": title, "content": content, _KM_META: canonical_json(dict(metadata)),
+                   _KM_HASH: content_hash(content)}
+        if vector is not None:
+            encoded[_KM_VECTOR] = array.array("f", vector).tobytes().hex()
+            encoded[_KM_VECTOR_MODEL] = vector_model
+        if created_at is not None:
+            encoded[_KM_CREATED] = created_at
+        return encoded
+
+    def _set_attribute(self, uri: str, key: str, value: str) -> None:
+        self._call("SetAttribute", self._pb.SetAttributeRequest(kref=self._pb_kref(uri), key=key, value=value))
+
+    def _delete_attribute(self, uri: str, key: str) -> None:
+        with contextlib.suppress(NotFoundError):
+            self._call("DeleteAttribute", self._pb.DeleteAttributeRequest(kref=self._pb_kref(uri), key=key))
+
+    def _create_item(self, project: str, space: str, name: str, kind: str) -> Any:
+        for attempt in itertools.count(1):
+            candidate = name if attempt == 1 else f"{name}-{attempt}"
+            try:
+                return self._call("CreateItem", self._pb.CreateItemRequest(
+                    parent_path=self._space_path(project, space), item_name=candidate, kind=kind, exists_error=True),
+                    idempotent=False)
+            except ConflictError:
+                continue
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _create_revision(self, item_uri: str, encoded: Mapping[str, str], number: int = 0) -> Any:
+        text = f"{encoded.get('title', '')}\n{encoded.get('content', '')}"
+        return self._call("CreateRevision", self._pb.CreateRevisionRequest(
+            item_kref=self._pb_kref(item_uri), metadata=dict(encoded), number=number, exists_error=number > 0,
+            embedding_text=text[:8000]), idempotent=False, metadata=(("x-idempotency-key", secrets.token_hex(16)),))
+
+    def _log_tag(self, item_uri: str, tag: str, number: int | None, moment: _dt.datetime) -> None:
+        """Append a tag move to the item's history (what ``export`` and imported ``time=`` lookups read);
+        ``moment`` is read just before the server made the move."""
+        item = self._get_item(self._kref_of(item_uri))
+        events = self._tag_events(item)
+        now = format_instant(moment)
+        last = max((event[2] for event in events if event[0] == tag), default=None)
+        events.append([tag, number, max(now, last) if last else now])
+        self._set_attribute(item_uri, _KM_TAGS, canonical_json(events))
+
+    def _tag(self, rev: Any, tag: str, *, log: bool = True) -> bool:
+        if tag in rev.tags:
+            return False
+        moment = self._clock.now()
+        self._call("TagRevision", self._pb.TagRevisionRequest(kref=rev.kref, tag=tag))
+        if log:
+            self._log_tag(rev.item_kref.uri, tag, rev.number, moment)
+        return True
+
+    def write_revision(self, draft: RevisionDraft) -> tuple[RevisionRecord, bool]:
+        """Write a revision per ``draft`` (see ``RevisionDraft``); a failure part-way undoes what it wrote."""
+        text_hash = content_hash(draft.content)
+        self._ensure_space(draft.project, draft.space)
+        item = None
+        if draft.item is not None:
+            item = self._get_item(draft.item)
+        elif draft.key is not None:
+            item = self._item_by_key_pb(draft.project, draft.space, draft.key)
+        head = None
+        if item is not None:
+            try:
+                head = self._call("ResolveKref", self._pb.ResolveKrefRequest(kref=item.kref.uri))
+            except NotFoundError:
+                head = None
+            if head is not None and draft.key is not None and draft.item is None \
+                    and head.metadata.get(_KM_HASH) == text_hash:
+                return self._record(head, item.deprecated), False
+        created_item = item is None
+        if item is None:
+            item = self._create_item(draft.project, draft.space, draft.name, draft.kind)
+        item_uri = item.kref.uri
+        rev = None
+        try:
+            if created_item and draft.key is not None:
+                self._set_attribute(item_uri, _KM_KEY, draft.key)
+                self._set_attribute(self._space_kref(draft.project, draft.space), self._key_attribute(draft.key),
+                                    f"{item.item_name}.{item.kind}")
+            number = 0
+            imported_last = self._json_field(item.metadata, _KM_LAST, 0)
+            if isinstance(imported_last, int) and imported_last > 0:
+                peek = self._call("PeekNextRevision", self._pb.PeekNextRevisionRequest(item_kref=item.kref)).number
+                number = max(peek, imported_last + 1)
+            rev = self._create_revision(item_uri, self._encode_revision(
+                draft.title, draft.content, draft.metadata, vector=draft.vector, vector_model=draft.vector_model),
+                number)
+            tags = list(draft.tags)
+            if head is not None:
+                self._call("CreateEdge", self._pb.CreateEdgeRequest(
+                    source_revision_kref=rev.kref, target_revision_kref=head.kref, edge_type=SUPERSEDES,
+                    metadata={}, exists_error=False))
+                try:
+                    self._call("ResolveKref", self._pb.ResolveKrefRequest(kref=item_uri, tag=PUBLISHED_TAG))
+                    tags.append(PUBLISHED_TAG)        # a revised published belief stays published
+                except NotFoundError:
+                    pass
+            for tag in dict.fromkeys(tags):
+                self._tag(rev, tag)
+            for artifact_name, location, artifact_metadata in draft.artifacts:
+                self._put_artifact(rev.kref.uri, artifact_name, location, artifact_metadata)
+            if created_item and is_message(draft.metadata):
+                self._thread(draft, rev)
+            rev = self._revision_pb(item_uri, rev.number)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                if created_item:
+                    self._call("DeleteItem", self._pb.DeleteItemRequest(kref=item.kref, force=True))
+                    if draft.key is not None:
+                        self._delete_attribute(self._space_kref(draft.project, draft.space),
+                                               self._key_attribute(draft.key))
+                elif rev is not None:
+                    self._call("DeleteRevision", self._pb.DeleteRevisionRequest(kref=rev.kref, force=True))
+            raise
+        return self._record(rev, item.deprecated), True
+
+    def _thread_attribute(self, metadata: Mapping[str, Any]) -> str:
+        return f"{_KM}thread.{_digest(thread_key(metadata))}"
+
+    def _thread(self, draft: RevisionDraft, rev: Any) -> None:
+        """Link a new message to the previous message of its thread (FOLLOWS), then point the thread at it."""
+        space_uri = self._space_kref(draft.project, draft.space)
+        key = self._thread_attribute(draft.metadata)
+        previous = self._call("GetAttribute", self._pb.GetAttributeRequest(kref=self._pb_kref(space_uri), key=key))
+        if previous.exists and previous.value:
+            with contextlib.suppress(NotFoundError):
+                self._call("CreateEdge", self._pb.CreateEdgeRequest(
+                    source_revision_kref=rev.kref, target_revision_kref=self._pb_kref(previous.value),
+                    edge_type=FOLLOWS, metadata={}, exists_error=False))
+        self._set_attribute(space_uri, key, rev.kref.uri)
+
+    def set_tag(self, revision: Kref, tag: str) -> RevisionRecord:
+        """Point ``tag`` at a revision (the server moves it off any other revision of the item)."""
+        item = self._get_item(revision)
+        rev = self._resolve_pb(revision, item)
+        if self._tag(rev, tag):
+            rev = self._revision_pb(item.kref.uri, rev.number)
+        return self._record(rev, item.deprecated)
+
+    def remove_tag(self, revision: Kref, tag: str) -> bool:
+        """Remove ``tag`` if this revision carries it, recording the removal."""
+        item = self._get_item(revision)
+        rev = self._resolve_pb(revision, item)
+        if tag not in rev.tags:
+            return False
+        moment = self._clock.now()
+        try:
+            self._call("UnTagRevision", self._pb.UnTagRevisionRequest(kref=rev.kref, tag=tag))
+        except NotFoundError:
+            return False
+        self._log_tag(item.kref.uri, tag, None, moment)
+        return True
+
+    # -- edges ------------------------------------------------------------------------------------------------
+
+    def _edges_pb(self, rev_uri: str, direction: str = "both", edge_type: str | None = None) -> list[Any]:
+        code = {"outgoing": self._pb.OUTGOING, "incoming": self._pb.INCOMING, "both": self._pb.BOTH}[direction]
+        found, cursor = [], ""
+        while True:
+            response = self._call("GetEdges", self._pb.GetEdgesRequest(
+                kref=self._pb_kref(rev_uri), edge_type_filter=edge_type or "", direction=code,
+                pagination=self._pb.PaginationRequest(page_size=500, cursor=cursor)))
+            found.extend(response.edges)
+            cursor = response.pagination.next_cursor if response.HasField("pagination") else ""
+            if not cursor:
+                return found
+
+    def update_metadata(self, revision: Kref, updates: Mapping[str, Any]) -> RevisionRecord:
+        """Merge ``updates`` into the revision's metadata with the server's UpdateRevisionMetadata."""
+        item = self._get_item(revision)
+        rev = self._resolve_pb(revision, item)
+        metadata = self._user_metadata(dict(rev.metadata), plain_skip=("title", "content"))
+        for key, value in updates.items():
+            if value is None:
+                metadata.pop(key, None)
+            else:
+                metadata[key] = value
+        self._call("UpdateRevisionMetadata", self._pb.UpdateMetadataRequest(
+            kref=self._pb_kref(rev.kref.uri), metadata={_KM_META: canonical_json(metadata)}))
+        return self.resolve(self._kref_of(rev.item_kref.uri).with_revision(rev.number))
+
+    def add_edge(self, source: Kref, target: Kref, edge_type: str, metadata: Mapping[str, Any]) -> EdgeRecord:
+        """Create the edge unless it exists (the server's get-or-create); either way return it."""
+        source_rev = self._resolve_pb(source, self._get_item(source))
+        target_rev = self._resolve_pb(target, self._get_item(target))
+        if source_rev.kref.uri == target_rev.kref.uri:
+            raise InvalidArgumentError(f"an edge joins two different revisions; both ends are {source}")
+        return self._put_edge(source_rev.kref.uri, target_rev.kref.uri, edge_type,
+                              {_KM_META: canonical_json(dict(metadata))})
+
+    def _put_edge(self, source_uri: str, target_uri: str, edge_type: str, encoded: Mapping[str, str]) -> EdgeRecord:
+        try:
+            self._call("CreateEdge", self._pb.CreateEdgeRequest(
+                source_revision_kref=self._pb_kref(source_uri), target_revision_kref=self._pb_kref(target_uri),
+                edge_type=edge_type, metadata=dict(encoded), exists_error=False))
+        except ConflictError:
+            pass                                          # ALREADY_EXISTS: the edge is there; read it below
+        for edge in self._edges_pb(source_uri, "outgoing", edge_type):
+            if edge.target_kref.uri == target_uri:
+                return self._edge_record(edge)
+        raise GraphServiceError(f"Kumiho server {self.address}: the edge {source_uri} -{edge_type}-> {target_uri} "
+                                f"was accepted but cannot be read back", transient=True)
+
+    def edges(self, kref: Kref, *, direction: str = "both", edge_type: str | None = None) -> list[EdgeRecord]:
+        """Edges touching one revision, or every revision of the item for a bare item kref."""
+        item = self._get_item(kref)
+        if kref.is_bare_item:
+            uris = [rev.kref.uri for rev in self._revisions_pb(item.kref.uri)]
+        else:
+            uris = [self._resolve_pb(kref, item).kref.uri]
+        seen: dict[tuple[str, str, str], EdgeRecord] = {}
+        for uri in uris:
+            for edge in self._edges_pb(uri, direction, edge_type):
+                seen.setdefault((edge.source_kref.uri, edge.target_kref.uri, edge.edge_type), self._edge_record(edge))
+        return sorted(seen.values(), key=lambda e: (e.created_at, str(e.source_kref), str(e.target_kref), e.edge_type))
+
+    # -- deprecation and forgetting -----------------------------------------------------------------------------
+
+    def set_deprecated(self, kref: Kref, deprecated: bool) -> None:
+        """Set the server's deprecated flag on an item (bare kref) or one revision."""
+        item = self._get_item(kref)
+        target = item.kref if kref.is_bare_item else self._resolve_pb(kref, item).kref
+        self._call("SetDeprecated", self._pb.SetDeprecatedRequest(kref=target, deprecated=bool(deprecated)))
+
+    def forget(self, kref: Kref) -> dict[str, Any]:
+        """Erase an item or a revision with the server's forced deletes (its edges, tags and artifacts go
+        with it); the tag history this backend keeps forgets where the tag pointed."""
+        item = self._get_item(kref)
+        item_uri = item.kref.uri
+        revs = self._revisions_pb(item_uri) if kref.is_bare_item else [self._resolve_pb(kref, item)]
+        edges: set[tuple[str, str, str]] = set()
+        for rev in revs:
+            for edge in self._edges_pb(rev.kref.uri):
+                edges.add((edge.source_kref.uri, edge.target_kref.uri, edge.edge_type))
+        self._repair_threads(kref, revs)
+        if kref.is_bare_item:
+            self._call("DeleteItem", self._pb.DeleteItemRequest(kref=item.kref, force=True))
+            key = item.metadata.get(_KM_KEY)
+            if key is not None:
+                self._delete_attribute(self._space_kref(kref.project, kref.space), self._key_attribute(key))
+        else:
+            number = revs[0].number
+            self._call("DeleteRevision", self._pb.DeleteRevisionRequest(kref=revs[0].kref, force=True))
+            events = self._tag_events(item)
+            if any(event[1] == number for event in events):
+                self._set_attribute(item_uri, _KM_TAGS, canonical_json(
+                    [[tag, None if event_number == number else event_number, at] for tag, event_number, at in events]))
+        return {"kref": str(kref), "items": int(kref.is_bare_item), "revisions": len(revs), "edges": len(edges),
+                "scrubbed": None}
+
+    def _repair_threads(self, kref: Kref, revs: Sequence[Any]) -> None:
+        """A thread whose last message is forgotten continues from the message before it."""
+        gone = {rev.kref.uri for rev in revs}
+        space_uri = self._space_kref(kref.project, kref.space)
+        for rev in revs:
+            metadata = self._user_metadata(dict(rev.metadata), plain_skip=("title", "content"))
+            if not is_message(metadata):
+                continue
+            key = self._thread_attribute(metadata)
+            pointer = self._call("GetAttribute", self._pb.GetAttributeRequest(kref=self._pb_kref(space_uri), key=key))
+            if not pointer.exists or pointer.value != rev.kref.uri:
+                continue
+            before = [edge.target_kref.uri for edge in self._edges_pb(rev.kref.uri, "outgoing", FOLLOWS)
+                      if edge.target_kref.uri not in gone]
+            if before:
+                self._set_attribute(space_uri, key, before[0])
+            else:
+                self._delete_attribute(space_uri, key)
+
+    # -- artifacts ----------------------------------------------------------------------------------------------
+
+    def _put_artifact(self, rev_uri: str, name: str, location: str, metadata: Mapping[str, Any],
+                      created_at: str | None = None) -> Any:
+        encoded = {_KM_META: canonical_json(dict(metadata))}
+        if created_at is not None:
+            encoded[_KM_CREATED] = created_at
+        request = self._pb.CreateArtifactRequest(revision_kref=self._pb_kref(rev_uri), name=name, location=location,
+                                                 exists_error=True, metadata=encoded)
+        try:
+            return self._call("CreateArtifact", request, idempotent=False)
+        except ConflictError:
+            self._call("DeleteArtifact", self._pb.DeleteArtifactRequest(kref=self._pb_kref(f"{rev_uri}&a={name}"),
+                                                                         force=True))
+            return self._call("CreateArtifact", request, idempotent=False)
+
+    def add_artifact(self, revision: Kref, name: str, location: str,
+                     metadata: Mapping[str, Any]) -> ArtifactRecord:
+        """Attach (or replace) the named artifact of a revision."""
+        rev = self._resolve_pb(revision, self._get_item(revision))
+        return self._artifact_record(self._put_artifact(rev.kref.uri, name, location, metadata))
+
+    def artifacts(self, revision: Kref) -> list[ArtifactRecord]:
+        """The artifacts of one revision, by name."""
+        rev = self._resolve_pb(revision, self._get_item(revision))
+        response = self._call("GetArtifacts", self._pb.GetArtifactsRequest(revision_kref=rev.kref))
+        return sorted((self._artifact_record(art) for art in response.artifacts), key=lambda a: a.name)
+
+    # -- recall -------------------------------------------------------------------------------------------------
+
+    def _candidates(self, query: RecallQuery) -> list[tuple[Any, Any]]:
+        """``(item, revision)`` pairs the server's search finds, one current revision per item (or every live
+        one with ``include_superseded``), as ``search`` would choose them on the embedded engine."""
+        self._connect()
+        contexts = [query.project] if query.spaces is None else [
+            query.project + ("/" + space if space else "") for space in query.spaces]
+        words = " ".join(dict.fromkeys(query.terms))
+        items: dict[str, Any] = {}
+        for context in contexts:
+            request = self._pb.SearchRequest(query=words, context_filter=context, include_deprecated=False,
+                                             include_revision_metadata=True,
+                                             pagination=self._pb.PaginationRequest(page_size=self._search_pool))
+            for result in self._call("Search", request).results:
+                if not result.item.deprecated:
+                    items.setdefault(result.item.kref.uri, result.item)
+        stamp = None if query.as_of is None else format_instant(_dt.datetime.fromtimestamp(query.as_of, UTC))
+        pairs = []
+        for uri, item in items.items():
+            revs = [rev for rev in self._revisions_pb(uri) if not rev.deprecated]
+            if stamp is not None:
+                revs = [rev for rev in revs if self._created(rev.metadata, rev.created_at) <= stamp]
+            if not revs:
+                continue
+            if query.include_superseded:
+                chosen = revs
+            else:
+                published = None
+                if stamp is None:
+                    published = next((rev for rev in revs if PUBLISHED_TAG in rev.tags), None)
+                else:
+                    numbers = [number for tag, number, at in self._tag_events(item) if tag == PUBLISHED_TAG and at <= stamp]
+                    if numbers and numbers[-1] is not None:
+                        published = next((rev for rev in revs if rev.number == numbers[-1]), None)
+                chosen = [published or revs[-1]]
+                superseding = [edge for edge in self._edges_pb(chosen[0].kref.uri, "incoming", SUPERSEDES)
+                               if edge.source_kref.uri.split("?")[0] != uri
+                               and (stamp is None or self._created(edge.metadata, edge.created_at) <= stamp)]
+                if superseding:
+                    continue
+            pairs.extend((item, rev) for rev in chosen)
+        return pairs
+
+    def search(self, query: RecallQuery) -> list[ScoredRevision]:
+        """Gather candidates with the server's search, then rank them here: BM25 over the candidates' words,
+        the who/when boosts, edges lending score, the semantic channel when revisions carry embeddings, and
+        CONTRADICTS notes; so ``Memory.recall``'s evidence weights, siblings and filters work as on the
+        embedded engine. Word statistics come from the candidates (see the class notes)."""
+        if not query.terms and query.query_vector is None:
+            return []
+        pairs = self._candidates(query)
+        if not pairs:
+            return []
+        signals = self.signals
+        index = RecallIndex()
+        records: list[RevisionRecord] = []
+        who: dict[int, frozenset[str]] = {}
+        events: dict[int, float] = {}
+        vectors: dict[int, tuple[float, ...]] = {}
+        uri_doc: dict[str, int] = {}
+        for doc_id, (item, rev) in enumerate(pairs):
+            record = self._record(rev, item.deprecated)
+            records.append(record)
+            uri_doc[rev.kref.uri] = doc_id
+            terms = tokenize(record.title + "\n" + record.content)
+            counts: dict[str, float] = {}
+            for term in terms:
+                counts[term] = counts.get(term, 0.0) + 1.0
+            index.add(doc_id, counts, len(terms), short=is_message(record.metadata))
+            names = frozenset(term for name in who_names(record.metadata) for term in tokenize(name))
+            if names:
+                who[doc_id] = names
+            event = event_epoch(record.metadata)
+            if event is not None:
+                events[doc_id] = event
+            raw = rev.metadata.get(_KM_VECTOR)
+            if raw:
+                with contextlib.suppress(ValueError):
+                    vectors[doc_id] = tuple(array.array("f", bytes.fromhex(raw)))
+        eligible = set(range(len(records)))
+        depth = query.pool
+        hits = index.search(index.term_weights(query.terms), depth, eligible)
+        if query.query_vector is not None and vectors:
+            semantic = sorted(((doc_id, sum(a * b for a, b in zip(vector, query.query_vector)))
+                               for doc_id, vector in vectors.items()), key=lambda pair: -pair[1])[:depth]
+            hits = _RecallState._fuse(hits, semantic, query.semantic_weight)
+        scores = dict(hits)
+        notes: dict[int, dict[str, Any]] = {doc_id: {} for doc_id in scores}
+        name_terms = set().union(*who.values()) if who else set()
+        named = {term for term in query.terms if term in name_terms} if signals.who else set()
+        if named:
+            for doc_id in scores:
+                shared = who.get(doc_id, frozenset()) & named
+                if shared:
+                    scores[doc_id] *= 1.0 + signals.who
+                    notes[doc_id]["who"] = sorted(shared)
+        if query.time_window is not None and signals.when:
+            start, end = query.time_window
+            for doc_id in scores:
+                event = events.get(doc_id)
+                if event is not None:
+                    gap_days = 0.0 if start <= event <= end else min(abs(event - start), abs(event - end)) / 86400.0
+                    boost = signals.when * math.exp(-gap_days / max(signals.when_scale_days, 1e-9))
+                    if boost > 1e-3:
+                        scores[doc_id] *= 1.0 + boost
+                        notes[doc_id]["when"] = round(boost, 4)
+        ranked = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+        keep = ranked[: query.keep or query.pool]
+        linkable = set(signals.edge_types)
+        edges_of: dict[int, list[Any]] = {}
+        for doc_id, _ in keep:
+            edges_of[doc_id] = self._edges_pb(str(records[doc_id].kref))
+        if signals.edges and query.follow_edges:
+            for doc_id, score in keep[: signals.edge_seeds]:
+                for edge in edges_of[doc_id]:
+                    if edge.edge_type not in linkable:
+                        continue
+                    mine = str(records[doc_id].kref)
+                    other = uri_doc.get(edge.target_kref.uri if edge.source_kref.uri == mine else edge.source_kref.uri)
+                    lent = signals.edges * score
+                    if other is not None and lent > scores.get(other, 0.0):
+                        if other not in scores:
+                            notes[other] = {"graph_augmented": True, "hop": 1}
+                        scores[other] = lent
+                        notes[other].setdefault("via", {"kref": mine, "edge_type": edge.edge_type})
+            ranked = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+            keep = ranked[: query.keep or query.pool]
+        results = []
+        for doc_id, score in keep:
+            mine = str(records[doc_id].kref)
+            edges = edges_of.get(doc_id)
+            if edges is None:
+                edges = self._edges_pb(mine)
+            challengers = sorted({edge.source_kref.uri for edge in edges
+                                  if edge.edge_type == CONTRADICTS and edge.target_kref.uri == mine})
+            if challengers:
+                notes.setdefault(doc_id, {})["contested_by"] = challengers
+            results.append(ScoredRevision(records[doc_id], score, notes.get(doc_id, {})))
+        return results
+
+    # -- embeddings ---------------------------------------------------------------------------------------------
+
+    def set_vector(self, revision: Kref, model: str, vector: Sequence[float]) -> None:
+        """Store a revision's embedding (float32) in its metadata."""
+        rev = self._resolve_pb(revision, self._get_item(revision))
+        self._set_attribute(rev.kref.uri, _KM_VECTOR_MODEL, model)
+        self._set_attribute(rev.kref.uri, _KM_VECTOR, array.array("f", vector).tobytes().hex())
+
+    def revisions_without_vector(self, project: str, limit: int) -> list[RevisionRecord]:
+        """Revisions of ``project`` with no stored embedding, oldest first."""
+        found = []
+        for _, item in self._items_pb(project, None, None, True):
+            for rev in self._revisions_pb(item.kref.uri):
+                if _KM_VECTOR not in rev.metadata:
+                    found.append(self._record(rev, item.deprecated))
+        found.sort(key=lambda record: (record.created_at, str(record.kref)))
+        return found[:limit]
+
+    # -- stats --------------------------------------------------------------------------------------------------
+
+    def stats(self, project: str) -> dict[str, Any]:
+        """Counts for one project, read from the server (one pass over its items)."""
+        counts = {"items": 0, "revisions": 0, "edges": 0, "tags": 0, "deprecated_items": 0, "deprecated_revisions": 0}
+        for _, item in self._items_pb(project, None, None, True):
+            counts["items"] += 1
+            counts["deprecated_items"] += bool(item.deprecated)
+            for rev in self._revisions_pb(item.kref.uri):
+                counts["revisions"] += 1
+                counts["deprecated_revisions"] += bool(rev.deprecated)
+                counts["tags"] += sum(1 for tag in rev.tags if tag != LATEST_TAG)
+                counts["edges"] += len(self._edges_pb(rev.kref.uri, "outgoing"))
+        spaces = max(0, len(self._spaces_under(project, None)) - 1)
+        return {"project": project, "items": counts["items"], "revisions": counts["revisions"],
+                "edges": counts["edges"], "spaces": spaces, "tags": counts["tags"],
+                "deprecated_items": counts["deprecated_items"], "deprecated_revisions": counts["deprecated_revisions"],
+                "backend": "kumiho", "path": self.address, "schema_version": SCHEMA_VERSION}
+
+    # -- export and import --------------------------------------------------------------------------------------
+
+    def export_records(self) -> Iterator[dict[str, Any]]:
+        """Every project on the server in ``SQLiteGraph.export_records``'s format and order: header, spaces,
+        items with their revisions, artifacts and tag history, then edges. Timestamps are the originals for
+        imported records and the server's otherwise."""
+        self._connect()
+        yield {"record": "header", "format": EXPORT_FORMAT, "format_version": EXPORT_FORMAT_VERSION}
+        projects = sorted(project.name for project in self._call("GetProjects", self._pb.GetProjectsRequest()).projects)
+        for project in projects:
+            for space in sorted(self._spaces_under(project, None), key=lambda s: s.path):
+                path = space.path.strip("/").partition("/")[2]
+                yield {"record": "space", "project": project, "path": path,
+                       "created_at": self._created(space.metadata, space.created_at)}
+        edges: list[EdgeRecord] = []
+        for project in projects:
+            for _, item in self._items_pb(project, None, None, True):
+                record = self._item_record(item)
+                yield {"record": "item", "item_kref": str(record.kref), "key": record.key,
+                       "metadata": dict(record.metadata), "created_at": record.created_at,
+                       "deprecated": record.deprecated, "last_number": record.revision_count}
+                revs = self._revisions_pb(item.kref.uri)
+                for rev in revs:
+                    rev_record = self._record(rev, False)
+                    yield {"record": "revision", "kref": str(rev_record.kref), "title": rev_record.title,
+                           "content": rev_record.content, "metadata": dict(rev_record.metadata),
+                           "created_at": rev_record.created_at, "deprecated": bool(rev.deprecated)}
+                for rev in revs:
+                    response = self._call("GetArtifacts", self._pb.GetArtifactsRequest(revision_kref=rev.kref))
+                    for art in sorted((self._artifact_record(a) for a in response.artifacts), key=lambda a: a.name):
+                        yield {"record": "artifact", "revision_kref": str(art.revision_kref), "name": art.name,
+                               "location": art.location, "metadata": dict(art.metadata), "created_at": art.created_at}
+                ordered = sorted(enumerate(self._tag_events(item)), key=lambda pair: (pair[1][2], pair[0]))
+                for _, (tag, number, at) in ordered:
+                    yield {"record": "tag_event", "item_kref": str(record.kref), "tag": tag, "revision": number,
+                           "at": at}
+                for rev in revs:
+                    edges.extend(self._edge_record(edge) for edge in self._edges_pb(rev.kref.uri, "outgoing"))
+
+        def order(edge: EdgeRecord) -> tuple[Any, ...]:
+            s, t = edge.source_kref, edge.target_kref
+            return (s.project, s.space, s.name, s.kind, s.revision, t.project, t.space, t.name, t.kind, t.revision,
+                    edge.edge_type)
+        for edge in sorted(edges, key=order):
+            yield {"record": "edge", **edge.to_dict()}
+
+    def import_records(self, records: Iterable[tuple[int, dict[str, Any]]],
+                       progress: Callable[[int], None] | None = None) -> dict[str, int]:
+        """Load an export: every record is checked against the stream and the server first, so a bad or
+        conflicting stream writes nothing; then the writes run in order, and a failure part-way deletes the
+        items this import created (the server has no multi-call transaction)."""
+        plan = _KumihoImportPlan(self)
+        counts = {"records": 0, "added": 0, "skipped": 0}
+        for line_number, record in records:
+            kind = record.get("record") if isinstance(record, dict) else None
+            if counts["records"] == 0 and kind != "header":
+                raise ImportFormatError(f"line {line_number}: an export starts with a header record")
+            if kind not in plan.checkers:
+                raise ImportFormatError(f"line {line_number}: unknown record type {kind!r}")
+            try:
+                added = plan.checkers[kind](record)
+            except ConflictError as exc:
+                raise ConflictError(f"line {line_number}: {exc}") from exc
+            except NotFoundError as exc:
+                raise ImportFormatError(f"line {line_number}: refers to something not yet defined: {exc}") from exc
+            except (InvalidArgumentError, KeyError, TypeError, ValueError) as exc:
+                raise ImportFormatError(f"line {line_number}: bad {kind} record: {exc}") from exc
+            counts["records"] += 1
+            if kind != "header":
+                counts["added" if added else "skipped"] += 1
+        plan.run()
+        if progress is not None:
+            for number in range(1, counts["records"] + 1):
+                progress(number)
+        return counts
+
+
+class _KumihoImportPlan:
+    """Checks an import stream against itself and the server (reading only), then writes it."""
+
+    def __init__(self, backend: KumihoBackend) -> None:
+        self.backend = backend
+        self.actions: list[Callable[[], None]] = []
+        self.new_items: dict[str, dict[str, Any]] = {}           # item kref -> the item record
+        self.items: dict[str, Any] = {}                          # item kref -> server item (existing)
+        self.revisions: dict[str, dict[str, Any] | None] = {}    # revision kref -> record (None: on the server)
+        self.keys: dict[tuple[str, str, str], str] = {}
+        self.tag_events: dict[str, list[list[Any]]] = {}
+        self.touched_tags: set[tuple[str, str]] = set()
+        self.created: list[Any] = []
+        self.checkers = {"header": self.header, "space": self.space, "item": self.item, "revision": self.revision,
+                         "artifact": self.artifact, "tag_event": self.tag_event, "edge": self.edge}
+
+    @staticmethod
+    def header(record: dict[str, Any]) -> bool:
+        if record.get("format") != EXPORT_FORMAT:
+            raise InvalidArgumentError(f"not a {EXPORT_FORMAT} stream")
+        version = record.get("format_version")
+        if not isinstance(version, int) or version > EXPORT_FORMAT_VERSION:
+            raise InvalidArgumentError(f"format_version {version!r} is newer than this module reads "
+                                       f"({EXPORT_FORMAT_VERSION}); upgrade kumiho_memory")
+        return False
+
+    def space(self, record: dict[str, Any]) -> bool:
+        backend = self.backend
+        project = _check_pattern(record["project"], SEGMENT_PATTERN, "project", InvalidArgumentError)
+        path = normalize_space(record["path"])
+        created_at = _record_instant(record, "created_at")
+        backend._connect()
+        try:
+            backend._call("GetSpace", backend._pb.GetSpaceRequest(path_or_kref=backend._space_path(project, path)))
+            return False
+        except NotFoundError:
+            pass
+
+        def write() -> None:
+            backend._ensure_space(project, path)
+            backend._set_attribute(backend._space_kref(project, path), _KM_CREATED, created_at)
+        self.actions.append(write)
+        return True
+
+    def _server_item(self, kref: Kref) -> Any | None:
+        text = str(kref)
+        if text not in self.items:
+            try:
+                self.items[text] = self.backend._get_item(kref)
+            except NotFoundError:
+                self.items[text] = None
+        return self.items[text]
+
+    def item(self, record: dict[str, Any]) -> bool:
+        backend = self.backend
+        kref = _record_kref(record, "item_kref", bare=True)
+        key = record.get("key")
+        if key is not None and not isinstance(key, str):
+            raise InvalidArgumentError("key must be a string or null")
+        metadata = _record_object(record, "metadata")
+        last_number = record["last_number"]
+        if not isinstance(last_number, int) or last_number < 0:
+            raise InvalidArgumentError("last_number must be a non-negative integer")
+        created_at = _record_instant(record, "created_at")
+        text = str(kref)
+        existing = self._server_item(kref)
+        if existing is not None or text in self.new_items:
+            held = existing.metadata.get(_KM_KEY) if existing is not None else self.new_items[text]["key"]
+            if held != key:
+                raise ConflictError(f"{kref} exists here with key {held!r}, the import says {key!r}")
+            if existing is not None:
+                def raise_last() -> None:
+                    current = backend._json_field(backend._get_item(kref).metadata, _KM_LAST, 0)
+                    if not isinstance(current, int) or current < last_number:
+                        backend._set_attribute(existing.kref.uri, _KM_LAST, str(last_number))
+                self.actions.append(raise_last)
+            return False
+        if key is not None:
+            holder = self.keys.get((kref.project, kref.space, key))
+            if holder is None and backend._item_by_key_pb(kref.project, kref.space, key) is not None:
+                holder = "the server"
+            if holder is not None:
+                raise ConflictError(f"key {key!r} is held by another item in {kref.project}/{kref.space}")
+            self.keys[(kref.project, kref.space, key)] = text
+        self.new_items[text] = {"key": key}
+        deprecated = bool(record.get("deprecated"))
+
+        def write() -> None:
+            backend._ensure_space(kref.project, kref.space)
+            item = backend._call("CreateItem", backend._pb.CreateItemRequest(
+                parent_path=backend._space_path(kref.project, kref.space), item_name=kref.name, kind=kref.kind,
+                exists_error=True), idempotent=False)
+            self.created.append(item.kref)
+            uri = item.kref.uri
+            backend._set_attribute(uri, _KM_META, canonical_json(metadata))
+            backend._set_attribute(uri, _KM_CREATED, created_at)
+            backend._set_attribute(uri, _KM_LAST, str(last_number))
+            if key is not None:
+                backend._set_attribute(uri, _KM_KEY, key)
+                backend._set_attribute(backend._space_kref(kref.project, kref.space), backend._key_attribute(key),
+                                       kref.item)
+            if deprecated:
+                self.finish.append(lambda: backend._call("SetDeprecated", backend._pb.SetDeprecatedRequest(
+                    kref=item.kref, deprecated=True)))
+        self.actions.append(write)
+        return True
+
+    finish: list[Callable[[], None]]
+
+    def _known_item(self, kref: Kref) -> None:
+        if str(kref.item_kref()) not in self.new_items and self._server_item(kref.item_kref()) is None:
+            raise NotFoundError(f"no such item: {kref.item_kref()}")
+
+    def _revision_known(self, kref: Kref) -> bool:
+        text = str(kref)
+        if text in self.revisions:
+            return True
+        item = self._server_item(kref.item_kref())
+        if item is None:
+            return False
+        try:
+            rev = self.backend._revision_pb(item.kref.uri, kref.revision)
+        except NotFoundError:
+            return False
+        self.revisions[text] = {"server": rev}
+        return True
+
+    def revision(self, record: dict[str, Any]) -> bool:
+        backend = self.backend
+        kref = _record_kref(record, "kref", revision=True)
+        self._known_item(kref)
+        title, content = record["title"], record["content"]
+        if not isinstance(title, str) or not isinstance(content, str):
+            raise InvalidArgumentError("title and content must be strings")
+        metadata = _record_object(record, "metadata")
+        canonical_json(metadata)
+        created_at = _record_instant(record, "created_at")
+        if self._revision_known(kref):
+            known = self.revisions[str(kref)]
+            if "server" in known:
+                current = backend._record(known["server"], False)
+                same = (current.title, current.content, canonical_json(dict(current.metadata)), current.created_at)
+            else:
+                same = known["fields"]
+            if same != (title, content, canonical_json(metadata), created_at):
+                raise ConflictError(f"{kref} exists here with different content; revisions are immutable")
+            return False
+        self.revisions[str(kref)] = {"fields": (title, content, canonical_json(metadata), created_at)}
+        deprecated = bool(record.get("deprecated"))
+
+        def write() -> None:
+            rev = backend._create_revision(str(kref.item_kref()), backend._encode_revision(
+                title, content, metadata, created_at=created_at), kref.revision)
+            if deprecated:
+                self.finish.append(lambda: backend._call("SetDeprecated", backend._pb.SetDeprecatedRequest(
+                    kref=rev.kref, deprecated=True)))
+            if is_message(metadata):
+                self.messages.append((kref, metadata, created_at))
+        self.actions.append(write)
+        return True
+
+    messages: list[tuple[Kref, dict[str, Any], str]]
+
+    def _check_revision(self, kref: Kref) -> None:
+        self._known_item(kref)
+        if not self._revision_known(kref):
+            raise NotFoundError(f"no revision for {kref}")
+
+    def artifact(self, record: dict[str, Any]) -> bool:
+        backend = self.backend
+        kref = _record_kref(record, "revision_kref", revision=True)
+        self._check_revision(kref)
+        name = _check_pattern(record["name"], ARTIFACT_PATTERN, "artifact name", InvalidArgumentError)
+        location = record["location"]
+        if not isinstance(location, str):
+            raise InvalidArgumentError("location must be a string")
+        metadata = _record_object(record, "metadata")
+        created_at = _record_instant(record, "created_at")
+        known = self.revisions[str(kref)]
+        if "server" in known:
+            try:
+                backend._call("GetArtifact", backend._pb.GetArtifactRequest(revision_kref=known["server"].kref, name=name))
+                return False
+            except NotFoundError:
+                pass
+        names = known.setdefault("artifacts", set())
+        if name in names:
+            return False
+        names.add(name)
+        self.actions.append(lambda: backend._put_artifact(str(kref), name, location, metadata, created_at))
+        return True
+
+    def tag_event(self, record: dict[str, Any]) -> bool:
+        kref = _record_kref(record, "item_kref", bare=True)
+        tag = validate_tag(record["tag"])
+        self._known_item(kref)
+        number = record.get("revision")
+        if number is not None:
+            self._check_revision(kref.with_revision(number))
+        at = _record_instant(record, "at")
+        text = str(kref)
+        if text not in self.tag_events:
+            item = self._server_item(kref)
+            self.tag_events[text] = self.backend._tag_events(item) if item is not None else []
+        self.touched_tags.add((text, tag))
+        event = [tag, number, at]
+        if event in self.tag_events[text]:
+            return False
+        self.tag_events[text].append(event)
+        return True
+
+    def edge(self, record: dict[str, Any]) -> bool:
+        backend = self.backend
+        source = _record_kref(record, "source_kref", revision=True)
+        target = _record_kref(record, "target_kref", revision=True)
+        self._check_revision(source)
+        self._check_revision(target)
+        if source == target:
+            raise InvalidArgumentError("an edge joins two different revisions")
+        edge_type = validate_edge_type(record["edge_type"])
+        metadata = _record_object(record, "metadata")
+        created_at = _record_instant(record, "created_at")
+        known = self.revisions[str(source)]
+        if "server" in known:
+            for edge in backend._edges_pb(str(source), "outgoing", edge_type):
+                if edge.target_kref.uri == str(target):
+                    return False
+        planned = known.setdefault("edges", set())
+        if (str(target), edge_type) in planned:
+            return False
+        planned.add((str(target), edge_type))
+        encoded = {_KM_META: canonical_json(metadata), _KM_CREATED: created_at}
+        self.actions.append(lambda: backend._put_edge(str(source), str(target), edge_type, encoded))
+        return True
+
+    def run(self) -> None:
+        backend = self.backend
+        self.finish = []
+        self.messages = []
+        try:
+            for action in self.actions:
+                action()
+            for item_text, events in self.tag_events.items():
+                backend._set_attribute(item_text, _KM_TAGS, canonical_json(events))
+            for item_text, tag in sorted(self.touched_tags):
+                ordered = [event for _, event in sorted(enumerate(self.tag_events[item_text]),
+                                                        key=lambda pair: (pair[1][2], pair[0])) if event[0] == tag]
+                number = ordered[-1][1] if ordered else None
+                item_kref = Kref.parse(item_text)
+                if number is not None:
+                    rev = backend._revision_pb(item_text, number)
+                    backend._tag(rev, tag, log=False)
+                else:
+                    for rev in backend._revisions_pb(item_text):
+                        if tag in rev.tags:
+                            backend._call("UnTagRevision", backend._pb.UnTagRevisionRequest(kref=rev.kref, tag=tag))
+                del item_kref
+            for step in self.finish:
+                step()
+            self._continue_threads()
+        except BaseException:
+            for kref in reversed(self.created):
+                with contextlib.suppress(Exception):
+                    backend._call("DeleteItem", backend._pb.DeleteItemRequest(kref=kref, force=True))
+            raise
+
+    def _continue_threads(self) -> None:
+        """Point each imported thread at its newest message (by time), so the next message follows it."""
+        backend = self.backend
+        newest: dict[tuple[str, str, str], tuple[str, str]] = {}
+        for kref, metadata, created_at in self.messages:
+            key = (kref.project, kref.space, backend._thread_attribute(metadata))
+            newest[key] = max(newest.get(key, ("", "")), (created_at, str(kref)))
+        for (project, space, attribute), (created_at, kref_text) in newest.items():
+            space_uri = backend._space_kref(project, space)
+            pointer = backend._call("GetAttribute", backend._pb.GetAttributeRequest(kref=backend._pb_kref(space_uri),
+                                                                                    key=attribute))
+            if pointer.exists and pointer.value:
+                try:
+                    current = backend._record(backend._call("GetRevision", backend._pb.KrefRequest(
+                        kref=backend._pb_kref(pointer.value))), False)
+                    if current.created_at > created_at:
+                        continue
+                except NotFoundError:
+                    pass
+            backend._set_attribute(space_uri, attribute, kref_text)
+
+
+def _redact_endpoint(endpoint: str) -> str:
+    """An endpoint without any user or password part (``https://user:pw@host`` -> ``https://host``)."""
+    scheme, sep, rest = endpoint.partition("://")
+    if not sep:
+        scheme, rest = "", endpoint
+    host = rest.rpartition("@")[2]
+    return f"{scheme}://{host}" if sep else host
 
 
 # ==========================================================================================================
@@ -5516,8 +6858,725 @@ def build_recalled_context(memories: Sequence[Mapping[str, Any]], query: str = "
     return "\n\n".join(blocks)
 
 
+# Needs `import concurrent.futures` in section 1 (the line below is for the scratch build only; drop it when
+# pasting). Everything else comes from the module header.
+
+
+# -- anticipatory recall --------------------------------------------------------------------------------------
+#
+# A session moves through memory: each engage lands somewhere (its top result's space, item or entity), and
+# the next one usually lands somewhere predictable. AnticipatoryRecall learns those moves as decayed
+# transition counts, predicts the next states after each engage, and prepares the engage results that
+# usually follow in the background, so the next agent of a pipeline finds them ready.
+#
+# When a prepared result may be served (the rule that keeps a wrong prediction from changing anything):
+#
+#     same query text, limit, char_budget and recall options      -> required (the entry's key)
+#     query or options read the clock ("last week", recency)      -> never prepared
+#     anything written since the entry was prepared               -> not served; re-prepared in the background
+#         (this Memory's writes through on_change; other processes' through the backend's change_token)
+#     a memory the entry covers was revised, deprecated, forgotten -> entry dropped at once
+#
+# Recall is a pure function of the query, its options and the store, so an entry that passes this table is
+# exactly what a fresh engage would return; a prediction only decides which entries get prepared.
+
+PREFETCH_GRAINS = ("item", "space", "entity")
+PREFETCH_SYSTEM_SPACE = "_system"
+PREFETCH_STATE_KIND = "prefetch-state"
+PREFETCH_STATE_KEY = "prefetch-state"
+PREFETCH_STATE_FORMAT = 1
+_DAY_SECONDS = 86400.0
+
+
+def recall_state(results: Sequence[Mapping[str, Any]], grain: str = "space") -> str | None:
+    """Where a recall landed: the state of its top result at ``grain``, or None when nothing was found.
+
+    ``space`` -> ``"space:<path>"``; ``item`` -> ``"item:<item kref>"``; ``entity`` -> ``"entity:<name>"``
+    from the first who-name in the metadata (``who_names``), else the statement's subject
+    (``statement_subject``), else the ``space`` state.
+    """
+    if grain not in PREFETCH_GRAINS:
+        raise InvalidArgumentError(f"grain must be one of {PREFETCH_GRAINS}, not {grain!r}")
+    if not results:
+        return None
+    top = results[0]
+    if grain == "item":
+        return f"item:{top['item_kref']}"
+    if grain == "entity":
+        names = who_names(top.get("metadata") or {})
+        subject = names[0].casefold() if names else statement_subject(top.get("content") or "")
+        if subject:
+            return f"entity:{' '.join(subject.split())}"
+    return f"space:{top['space']}"
+
+
+@dataclasses.dataclass(frozen=True)
+class PrefetchConfig:
+    """How ``Memory`` anticipates the next recall of a session (``Memory(..., prefetch=PrefetchConfig())``).
+
+    Attributes:
+        enabled: False keeps engage exactly as without prefetching (no tables, no thread).
+        grain: what a state is: the top result's ``space`` (default), ``item`` or ``entity``.
+        top_n: how many next states are predicted after each engage.
+        min_probability: the confidence gate: a state below it is never prefetched.
+        half_life_days: transition counts halve over this many days without being seen (None: no decay).
+        personal_sessions: sessions after which an agent's own table fully replaces the global one.
+        cache_size: prepared results kept (least recently used go first).
+        token_budget: tokens (len/4) one round of predictions may prepare, split by probability.
+        cues_per_transition: the queries remembered per transition (the ones prepared for it).
+        save_every: transitions between saves of the tables (they are also saved at ``end_session``).
+        max_sessions: open sessions tracked (the least recently active is dropped beyond it).
+        workers: background threads preparing results.
+    """
+
+    enabled: bool = True
+    grain: str = "space"
+    top_n: int = 3
+    min_probability: float = 0.4
+    half_life_days: float | None = 14.0
+    personal_sessions: int = 20
+    cache_size: int = 64
+    token_budget: int = 4000
+    cues_per_transition: int = 4
+    save_every: int = 100
+    max_sessions: int = 1024
+    workers: int = 2
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.enabled, bool):
+            raise InvalidArgumentError(f"enabled must be True or False, not {self.enabled!r}")
+        if self.grain not in PREFETCH_GRAINS:
+            raise InvalidArgumentError(f"grain must be one of {PREFETCH_GRAINS}, not {self.grain!r}")
+        for name in ("top_n", "personal_sessions", "cache_size", "token_budget", "cues_per_transition",
+                     "save_every", "max_sessions", "workers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidArgumentError(f"{name} must be a positive integer, not {value!r}")
+        probability = self.min_probability
+        if isinstance(probability, bool) or not isinstance(probability, (int, float)) or not 0.0 <= probability <= 1.0:
+            raise InvalidArgumentError(f"min_probability must be a number from 0 to 1, not {probability!r}")
+        half_life = self.half_life_days
+        if half_life is not None and (isinstance(half_life, bool) or not isinstance(half_life, (int, float))
+                                      or not math.isfinite(half_life) or half_life <= 0):
+            raise InvalidArgumentError(f"half_life_days must be a positive number or None, not {half_life!r}")
+
+    @property
+    def decay_lambda(self) -> float:
+        """The decay rate per day, ``ln 2 / half_life_days`` (0 without decay)."""
+        return 0.0 if self.half_life_days is None else math.log(2.0) / self.half_life_days
+
+
+class TransitionTable:
+    """Decayed counts of moves between states: ``effective = count * exp(-lambda * days since last_seen)``.
+
+    A new observation first decays the stored count to now, then adds one, so an old habit fades while a
+    new one grows (``observe``); ``probabilities`` normalizes the effective counts out of one state.
+
+    Args:
+        decay_lambda: decay per day (0: counts never fade).
+    """
+
+    def __init__(self, decay_lambda: float = 0.0) -> None:
+        if isinstance(decay_lambda, bool) or not isinstance(decay_lambda, (int, float)) or decay_lambda < 0:
+            raise InvalidArgumentError(f"decay_lambda must be a non-negative number, not {decay_lambda!r}")
+        self.decay_lambda = float(decay_lambda)
+        self.sessions = 0
+        self._edges: dict[str, dict[str, list[float]]] = {}     # source -> target -> [count, last_seen epoch]
+
+    def __len__(self) -> int:
+        return sum(len(targets) for targets in self._edges.values())
+
+    def _decayed(self, count: float, last_seen: float, at: float) -> float:
+        days = max(0.0, at - last_seen) / _DAY_SECONDS
+        return count * math.exp(-self.decay_lambda * days)
+
+    def observe(self, source: str, target: str, at: float, weight: float = 1.0) -> float:
+        """Count one move ``source -> target`` at epoch ``at``; return the new effective count."""
+        entry = self._edges.setdefault(source, {}).get(target)
+        count = weight if entry is None else self._decayed(entry[0], entry[1], at) + weight
+        self._edges[source][target] = [count, max(at, entry[1]) if entry else at]
+        return count
+
+    def effective(self, source: str, target: str, at: float) -> float:
+        """The decayed count of ``source -> target`` at epoch ``at`` (0 when never seen)."""
+        entry = self._edges.get(source, {}).get(target)
+        return 0.0 if entry is None else self._decayed(entry[0], entry[1], at)
+
+    def probabilities(self, source: str, at: float) -> dict[str, float]:
+        """``{target: p}`` out of ``source`` at epoch ``at`` (empty when nothing left ``source``)."""
+        counts = {target: self._decayed(count, seen, at) for target, (count, seen) in self._edges.get(source, {}).items()}
+        total = sum(counts.values())
+        return {target: value / total for target, value in counts.items()} if total > 0 else {}
+
+    def prune(self, at: float, floor: float = 0.01) -> int:
+        """Drop moves whose effective count fell below ``floor``; return how many went."""
+        dropped = 0
+        for source in list(self._edges):
+            targets = self._edges[source]
+            for target in [t for t, (count, seen) in targets.items() if self._decayed(count, seen, at) < floor]:
+                del targets[target]
+                dropped += 1
+            if not targets:
+                del self._edges[source]
+        return dropped
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready copy: ``{sessions, edges: {source: {target: [count, last_seen]}}}``."""
+        return {"sessions": self.sessions,
+                "edges": {source: {target: [round(count, 6), seen] for target, (count, seen) in targets.items()}
+                          for source, targets in self._edges.items()}}
+
+    @classmethod
+    def from_json(cls, document: Any, decay_lambda: float = 0.0) -> "TransitionTable":
+        """Rebuild a table from ``to_json`` output.
+
+        Raises:
+            InvalidArgumentError: the document does not have that shape.
+        """
+        table = cls(decay_lambda)
+        if not isinstance(document, dict) or not isinstance(document.get("edges"), dict):
+            raise InvalidArgumentError("a transition table is {sessions, edges}")
+        sessions = document.get("sessions", 0)
+        if isinstance(sessions, bool) or not isinstance(sessions, int) or sessions < 0:
+            raise InvalidArgumentError(f"sessions must be a non-negative integer, not {sessions!r}")
+        table.sessions = sessions
+        for source, targets in document["edges"].items():
+            if not isinstance(targets, dict):
+                raise InvalidArgumentError(f"transitions out of {source!r} are not an object")
+            for target, pair in targets.items():
+                if not (isinstance(pair, list) and len(pair) == 2
+                        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in pair)
+                        and pair[0] >= 0):
+                    raise InvalidArgumentError(f"transition {source!r} -> {target!r} is not [count, last_seen]")
+                table._edges.setdefault(source, {})[target] = [float(pair[0]), float(pair[1])]
+        return table
+
+
+def blend_probabilities(personal: Mapping[str, float], shared: Mapping[str, float], sessions: int,
+                        full_weight_sessions: int = 20) -> dict[str, float]:
+    """The cold-start blend ``p = w * p_personal + (1 - w) * p_global`` with ``w = min(1, sessions / N)``.
+
+    Args:
+        personal: the agent's (or user's) own ``{state: p}``. shared: the global ``{state: p}``.
+        sessions: how many sessions the personal table has learned from. full_weight_sessions: ``N``.
+    """
+    weight = min(1.0, max(0, sessions) / full_weight_sessions)
+    states = set(personal) | set(shared)
+    return {state: weight * personal.get(state, 0.0) + (1.0 - weight) * shared.get(state, 0.0) for state in states}
+
+
+@dataclasses.dataclass
+class _Cue:
+    """One engage call that followed a transition: enough to repeat it exactly."""
+
+    query: str
+    limit: int
+    char_budget: int
+    options: dict[str, Any]
+    count: float
+    last_seen: float
+    tokens: int
+
+    def to_json(self) -> list[Any]:
+        return [self.query, self.limit, self.char_budget, self.options, round(self.count, 6), self.last_seen,
+                self.tokens]
+
+
+@dataclasses.dataclass
+class _Prepared:
+    """A prepared engage result and what it depends on."""
+
+    key: str
+    state: str
+    result: dict[str, Any]
+    generation: int
+    token: Any
+    covers: frozenset[str]
+    tokens: int
+    served: int = 0
+
+
+@dataclasses.dataclass
+class _SessionTrace:
+    last_state: str | None = None
+    agent: str | None = None
+    predictions: list[tuple[str, float]] = dataclasses.field(default_factory=list)
+    wanted: list[str] = dataclasses.field(default_factory=list)      # keys prepared for the next step
+    transitions: int = 0
+    hits: int = 0
+    engages: int = 0
+    profiles: set[str] = dataclasses.field(default_factory=set)
+
+
+def _covered_items(result: Mapping[str, Any]) -> frozenset[str]:
+    """Every item an engage result shows or names (results, contested-by krefs, sibling revisions)."""
+    covered = set()
+    for memory in result.get("results") or ():
+        covered.add(memory["item_kref"])
+        for kref in list(memory.get("contested_by") or ()) + [s.get("kref") for s in memory.get("sibling_revisions") or ()]:
+            if isinstance(kref, str):
+                with contextlib.suppress(InvalidKrefError):
+                    covered.add(str(Kref.parse(kref).item_kref()))
+    return frozenset(covered)
+
+
+class AnticipatoryRecall:
+    """Learns how sessions move through memory and prepares the next engage before it is asked for.
+
+    ``Memory`` builds one when given ``prefetch=PrefetchConfig(...)`` and routes ``engage(session_id=...)``
+    here. Per session it records the move from the previous engage's state to this one (global table and
+    the previous agent's personal table), predicts the ``top_n`` next states with ``p >= min_probability``
+    (``p = w * personal + (1 - w) * global``), and prepares, on a background thread, the engage calls that
+    followed those moves before (within ``token_budget``, split by probability). A later engage with the
+    same call is served from the prepared result only while nothing was written since (see the table
+    above), so prefetching changes how fast a result comes, never what it is.
+
+    Tables are saved as the deprecated item ``_system/prefetch-state`` (kind ``prefetch-state``, JSON
+    content; deprecated so recall never returns it) every ``save_every`` transitions, at ``end_session``
+    and at ``close``; they are loaded on first use.
+
+    Args:
+        memory: the ``Memory`` whose recall is anticipated (its clock dates the transitions).
+        config: the ``PrefetchConfig``.
+    """
+
+    def __init__(self, memory: "Memory", config: PrefetchConfig) -> None:
+        if not isinstance(config, PrefetchConfig):
+            raise InvalidArgumentError(f"prefetch must be a PrefetchConfig, not {type(config).__name__}")
+        self.config = config
+        self._memory = memory
+        self._backend = memory.backend
+        self._clock = memory._clock
+        self._change_token = getattr(self._backend, "change_token", None)
+        self._lock = threading.RLock()
+        self._loaded = False
+        self._closed = False
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._global = TransitionTable(config.decay_lambda)
+        self._personal: dict[str, TransitionTable] = {}
+        self._cues: dict[tuple[str, str], dict[str, _Cue]] = {}
+        self._other_grains: dict[str, Any] = {}        # tables of other grains, kept as loaded
+        self._sessions: dict[str, _SessionTrace] = {}
+        self._cache: dict[str, _Prepared] = {}         # insertion order = least recently used first
+        self._pending: dict[str, concurrent.futures.Future[Any]] = {}
+        self._running: set[str] = set()
+        self._generation = 0
+        self._token: Any = None
+        self._unsaved = 0
+        self._dirty = False
+        self._stats = dict.fromkeys(("hits", "misses", "cold", "uncacheable", "prepared", "refreshes", "wasted_prefetches",
+                                     "invalidations", "stale_discarded", "tokens_spent", "tokens_served",
+                                     "transitions", "sessions", "saves", "errors"), 0)
+        self._last_error: str | None = None
+
+    # -- the engage path ----------------------------------------------------------------------------------
+
+    def engage(self, query: str, *, session_id: str, agent: str | None = None, limit: int = 5,
+               char_budget: int = CONTEXT_CHAR_BUDGET, **recall_options: Any) -> dict[str, Any]:
+        """``Memory.engage`` for one step of a session: the result (prepared or fresh), plus
+        ``context_was_prefetched``, ``state`` and ``predictions: [{state, p}]`` for the next step."""
+        session_id = _checked_text(session_id, "session_id", limit=512)
+        if agent is not None:
+            agent = _checked_text(agent, "agent", limit=512)
+        if self._closed:
+            raise StoreClosedError("this memory is closed")
+        self._ensure_loaded()
+        self._sync_token()
+        key = self._key(query, limit, char_budget, recall_options)
+        result = self._take(key) if key is not None else None
+        prefetched = result is not None
+        if result is None:
+            result = self._memory._engage_fresh(query, limit=limit, char_budget=char_budget, **recall_options)
+        state = recall_state(result["results"], self.config.grain)
+        now = self._now()
+        save = False
+        with self._lock:
+            trace = self._sessions.pop(session_id, None) or _SessionTrace()
+            self._sessions[session_id] = trace                  # most recently active last
+            while len(self._sessions) > self.config.max_sessions:
+                self._sessions.pop(next(iter(self._sessions)))
+            outcome = "hits" if prefetched else ("misses" if trace.predictions else "cold")
+            self._stats[outcome] += 1
+            if key is None:
+                self._stats["uncacheable"] += 1
+            if prefetched:
+                trace.hits += 1
+                self._stats["tokens_served"] += result["approx_tokens"]
+            trace.engages += 1
+            if state is not None and trace.last_state is not None:
+                self._learn(trace, state, key, query, limit, char_budget, recall_options, result, now)
+                save = self._unsaved >= self.config.save_every
+            if state is not None:
+                trace.last_state, trace.agent = state, agent
+                trace.predictions = self.predict(state, agent=agent, at=now)
+            trace.wanted = self._plan(trace)
+            predictions = list(trace.predictions)
+        if save:
+            self._submit("save", self.save)
+        return {**result, "context_was_prefetched": prefetched, "state": state,
+                "predictions": [{"state": name, "p": round(p, 4)} for name, p in predictions]}
+
+    def _key(self, query: str, limit: int, char_budget: int, options: Mapping[str, Any]) -> str | None:
+        """The cache key of an engage call, or None when its result depends on the clock or the options
+        are not plain JSON (then it is never prepared, and always recalled fresh)."""
+        if not isinstance(query, str) or isinstance(limit, bool) or not isinstance(limit, int) \
+                or isinstance(char_budget, bool) or not isinstance(char_budget, int):
+            return None
+        anchored = options.get("as_of") is not None or options.get("query_time") is not None
+        if not anchored and (options.get("recency_half_life_days") or parse_time_window(query, self._clock.now())):
+            return None
+        try:
+            return canonical_json([query, limit, char_budget, dict(options)])
+        except (TypeError, ValueError):
+            return None
+
+    def _take(self, key: str) -> dict[str, Any] | None:
+        """A copy of the prepared result for ``key`` if it is still exact; waits for it only when it is
+        being prepared right now (that wait is shorter than recalling afresh)."""
+        with self._lock:
+            future = self._pending.get(key) if key in self._running else None
+        if future is not None:
+            with contextlib.suppress(Exception):     # a failed preparation is counted by the job; recall afresh
+                future.result()
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is None or entry.generation != self._generation or entry.token != self._token:
+                return None
+            self._cache[key] = self._cache.pop(key)          # most recently used last
+            entry.served += 1
+            return copy.deepcopy(entry.result)
+
+    def _learn(self, trace: _SessionTrace, state: str, key: str | None, query: str, limit: int, char_budget: int,
+               options: Mapping[str, Any], result: Mapping[str, Any], now: float) -> None:
+        """Count the move ``trace.last_state -> state`` and remember the call that made it (lock held)."""
+        source = str(trace.last_state)
+        self._global.observe(source, state, now)
+        profile = trace.agent
+        if profile is not None:
+            table = self._personal.setdefault(profile, TransitionTable(self.config.decay_lambda))
+            table.observe(source, state, now)
+            if profile not in trace.profiles:
+                trace.profiles.add(profile)
+                table.sessions += 1
+        if trace.transitions == 0:
+            self._global.sessions += 1
+            self._stats["sessions"] += 1
+        trace.transitions += 1
+        self._stats["transitions"] += 1
+        self._unsaved += 1
+        self._dirty = True
+        if key is None:
+            return
+        cues = self._cues.setdefault((source, state), {})
+        cue = cues.get(key)
+        if cue is None:
+            cue = cues[key] = _Cue(query, limit, char_budget, json.loads(canonical_json(dict(options))), 0.0, now, 0)
+        cue.count = self._global._decayed(cue.count, cue.last_seen, now) + 1.0
+        cue.last_seen, cue.tokens = now, int(result.get("approx_tokens") or 0)
+        if len(cues) > self.config.cues_per_transition:
+            weakest = min(cues, key=lambda k: (self._global._decayed(cues[k].count, cues[k].last_seen, now), cues[k].last_seen))
+            del cues[weakest]
+
+    def predict(self, state: str, *, agent: str | None = None, at: float | None = None) -> list[tuple[str, float]]:
+        """The ``top_n`` next states after ``state`` with ``p >= min_probability``: ``[(state, p)]``, most
+        likely first (ties by name). ``agent`` selects the personal table blended in."""
+        at = self._now() if at is None else at
+        with self._lock:
+            self._ensure_loaded()
+            shared = self._global.probabilities(state, at)
+            personal_table = self._personal.get(agent) if agent is not None else None
+            if personal_table is None:
+                blended = shared
+            else:
+                blended = blend_probabilities(personal_table.probabilities(state, at), shared,
+                                              personal_table.sessions, self.config.personal_sessions)
+        ranked = sorted(((name, p) for name, p in blended.items() if p >= self.config.min_probability - 1e-12),
+                        key=lambda pair: (-pair[1], pair[0]))
+        return ranked[: self.config.top_n]
+
+    # -- preparing ----------------------------------------------------------------------------------------
+
+    def _plan(self, trace: _SessionTrace) -> list[str]:
+        """Queue the calls that followed the predicted moves and return their keys (lock held).
+
+        Each predicted state gets ``token_budget * p / sum(p)`` tokens: its most frequent call always, the
+        next ones while their last size still fits.
+        """
+        if not trace.predictions or trace.last_state is None or self._closed:
+            return []
+        now = self._now()
+        total = sum(p for _, p in trace.predictions)
+        wanted = []
+        for state, p in trace.predictions:
+            share = self.config.token_budget * p / total
+            cues = self._cues.get((trace.last_state, state), {})
+            ranked = sorted(cues.items(), key=lambda pair: (-self._global._decayed(pair[1].count, pair[1].last_seen, now),
+                                                            pair[0]))
+            spent = 0
+            for key, cue in ranked:
+                if spent and spent + cue.tokens > share:
+                    break
+                spent += max(1, cue.tokens)
+                wanted.append(key)
+                entry = self._cache.get(key)
+                if entry is not None and entry.generation == self._generation and entry.token == self._token:
+                    self._cache[key] = self._cache.pop(key)
+                elif key not in self._pending:
+                    self._pending[key] = self._submit(
+                        key, lambda key=key, cue=cue, state=state: self._prepare(key, cue, state))
+        return wanted
+
+    def _submit(self, name: str, work: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        """Run ``work`` on the background thread (started on first use)."""
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.config.workers, thread_name_prefix="kumiho-prefetch")
+        return self._executor.submit(self._guarded, name, work)
+
+    def _guarded(self, name: str, work: Callable[[], Any]) -> Any:
+        """Run a background job; a failure is counted and kept in ``last_error``, never lost."""
+        try:
+            return work()
+        except Exception as exc:  # a job on our thread: record what failed (the caller recalls afresh)
+            with self._lock:
+                self._stats["errors"] += 1
+                self._last_error = f"{'save' if name == 'save' else 'prepare'}: {type(exc).__name__}: {exc}"
+            raise
+
+    def _prepare(self, key: str, cue: _Cue, state: str, attempt: int = 0) -> None:
+        """Run one anticipated engage and keep its result if nothing was written meanwhile."""
+        with self._lock:
+            if self._closed:
+                self._pending.pop(key, None)
+                return
+            self._running.add(key)
+            generation, token = self._generation, self._token
+        try:
+            result = self._memory._engage_fresh(cue.query, limit=cue.limit, char_budget=cue.char_budget, **cue.options)
+            current_token = self._read_token()
+        finally:
+            with self._lock:
+                self._running.discard(key)
+                self._pending.pop(key, None)
+        with self._lock:
+            self._stats["prepared"] += 1
+            self._stats["tokens_spent"] += result["approx_tokens"]
+            if current_token != token:
+                self._changed_locked(None, token=current_token)
+            if generation != self._generation or self._closed:
+                self._stats["stale_discarded"] += 1
+                self._stats["wasted_prefetches"] += 1
+                if not self._closed and attempt < 3 and any(key in t.wanted for t in self._sessions.values()):
+                    self._pending[key] = self._submit(
+                        key, lambda: self._prepare(key, cue, state, attempt + 1))
+                return
+            old = self._cache.pop(key, None)
+            if old is not None and not old.served:
+                self._stats["wasted_prefetches"] += 1
+            self._cache[key] = _Prepared(key, state, result, generation, token, _covered_items(result),
+                                         int(result["approx_tokens"]))
+            while len(self._cache) > self.config.cache_size:
+                evicted = self._cache.pop(next(iter(self._cache)))
+                if not evicted.served:
+                    self._stats["wasted_prefetches"] += 1
+
+    # -- staying exact ------------------------------------------------------------------------------------
+
+    def on_change(self, item_kref: str | None = None) -> None:
+        """Tell the prefetcher the store changed: ``item_kref`` (any kref form) was written, revised,
+        tagged, linked, deprecated or forgotten; None when the change is not about one item.
+
+        Entries that show the item are dropped at once; every other entry stops being served until it is
+        prepared again (a new memory may outrank what it holds), which happens in the background for the
+        calls open sessions expect next.
+        """
+        item = None
+        if item_kref is not None:
+            item = str(parse_item_kref(item_kref).item_kref())
+        token = self._read_token()
+        with self._lock:
+            if self._closed:
+                return
+            self._changed_locked(item, token=token)
+
+    def _changed_locked(self, item: str | None, *, token: Any) -> None:
+        self._generation += 1
+        self._token = token
+        if self._closed:
+            return
+        if item is not None:
+            for key in [k for k, entry in self._cache.items() if item in entry.covers]:
+                entry = self._cache.pop(key)
+                self._stats["invalidations"] += 1
+                if not entry.served:
+                    self._stats["wasted_prefetches"] += 1
+        for trace in list(self._sessions.values()):
+            if trace.wanted:
+                self._stats["refreshes"] += 1
+                trace.wanted = self._plan(trace)
+
+    def _read_token(self) -> Any:
+        return None if self._change_token is None else self._change_token()
+
+    def _sync_token(self) -> None:
+        """Notice writes by other processes (when the backend can tell)."""
+        token = self._read_token()
+        with self._lock:
+            if token != self._token:
+                self._changed_locked(None, token=token)
+
+    # -- sessions, persistence, stats ---------------------------------------------------------------------
+
+    def end_session(self, session_id: str) -> dict[str, Any]:
+        """Forget the session's trace and save the tables.
+
+        Returns:
+            ``{session_id, engages, transitions, hits, saved}`` (zeros for a session never seen).
+        """
+        session_id = _checked_text(session_id, "session_id", limit=512)
+        with self._lock:
+            trace = self._sessions.pop(session_id, None) or _SessionTrace()
+            dirty = self._dirty
+        saved = self.save() if dirty else False
+        return {"session_id": session_id, "engages": trace.engages, "transitions": trace.transitions,
+                "hits": trace.hits, "saved": saved}
+
+    def _now(self) -> float:
+        return self._clock.now().timestamp()
+
+    def _ensure_loaded(self) -> None:
+        """Load the saved tables on first use.
+
+        Raises:
+            CorruptStoreError: the saved tables are not readable (forget the item to start over).
+        """
+        with self._lock:
+            if self._loaded:
+                return
+            held = self._backend.item_by_key(self._memory.project, PREFETCH_SYSTEM_SPACE, PREFETCH_STATE_KEY)
+            if held is not None and held.latest_revision is not None:
+                record = self._backend.resolve(held.kref)
+                try:
+                    self._restore(json.loads(record.content))
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise CorruptStoreError(f"the anticipatory-recall tables in {record.kref} are unreadable ({exc}); "
+                                            f"forget that item to start them over") from exc
+            self._loaded = True
+
+    def _restore(self, document: Any) -> None:
+        if not isinstance(document, dict) or document.get("format") != PREFETCH_STATE_FORMAT:
+            raise ValueError(f"expected format {PREFETCH_STATE_FORMAT}")
+        grains = document["grains"]
+        if not isinstance(grains, dict):
+            raise ValueError("grains is not an object")
+        decay = self.config.decay_lambda
+        for grain, tables in grains.items():
+            if grain != self.config.grain:
+                self._other_grains[grain] = tables
+                continue
+            self._global = TransitionTable.from_json(tables["global"], decay)
+            self._personal = {name: TransitionTable.from_json(table, decay) for name, table in tables["personal"].items()}
+            self._cues = {}
+            for source, targets in tables["cues"].items():
+                for target, cues in targets.items():
+                    bucket = self._cues.setdefault((source, target), {})
+                    for query, limit, char_budget, options, count, seen, tokens in cues:
+                        if not isinstance(query, str) or not isinstance(options, dict):
+                            raise ValueError("a cue is [query, limit, char_budget, options, count, seen, tokens]")
+                        bucket[canonical_json([query, limit, char_budget, options])] = _Cue(
+                            query, int(limit), int(char_budget), options, float(count), float(seen), int(tokens))
+
+    def _document(self) -> dict[str, Any]:
+        now = self._now()
+        for table in [self._global, *self._personal.values()]:
+            table.prune(now)
+        cues: dict[str, dict[str, list[Any]]] = {}
+        for (source, target), bucket in sorted(self._cues.items()):
+            if self._global.effective(source, target, now) > 0:
+                cues.setdefault(source, {})[target] = [cue.to_json() for cue in bucket.values()]
+        grains = dict(self._other_grains)
+        grains[self.config.grain] = {"global": self._global.to_json(), "cues": cues,
+                                     "personal": {name: table.to_json() for name, table in sorted(self._personal.items())}}
+        return {"format": PREFETCH_STATE_FORMAT, "grains": grains}
+
+    def save(self) -> bool:
+        """Write the tables to the store now (a new revision of ``_system/prefetch-state`` when they changed).
+
+        Returns:
+            True when something was written.
+        """
+        with self._lock:
+            self._ensure_loaded()
+            content = canonical_json(self._document())
+            self._unsaved, self._dirty = 0, False
+        draft = RevisionDraft(project=self._memory.project, space=PREFETCH_SYSTEM_SPACE, kind=PREFETCH_STATE_KIND,
+                              name=PREFETCH_STATE_KEY, title="Anticipatory recall: transition tables",
+                              content=content, metadata={"format": PREFETCH_STATE_FORMAT}, key=PREFETCH_STATE_KEY)
+        record, created = self._backend.write_revision(draft)
+        item = self._backend.item(record.kref)
+        if not item.deprecated:
+            self._backend.set_deprecated(item.kref, True)     # recall never returns the tables
+        with self._lock:
+            self._stats["saves"] += int(created)
+            if created and self._change_token is None:
+                self._changed_locked(None, token=self._token)
+        return created
+
+    def stats(self) -> dict[str, Any]:
+        """Counters since this memory opened: ``hits`` (served prepared), ``misses`` (a step was predicted
+        but recalled fresh), ``cold`` (nothing predicted yet), ``hit_rate`` = hits / (hits + misses),
+        ``prepared``, ``wasted_prefetches`` (prepared, never served), ``invalidations``, ``refreshes``,
+        ``stale_discarded``, ``tokens_spent`` (preparing) and ``tokens_served``, ``transitions``,
+        ``sessions``, ``saves``, ``errors`` (+ ``last_error``), ``cache_entries``, ``pending``,
+        ``open_sessions``, ``grain``."""
+        with self._lock:
+            stats = dict(self._stats)
+            predicted = stats["hits"] + stats["misses"]
+            stats.update(hit_rate=round(stats["hits"] / predicted, 4) if predicted else None,
+                         cache_entries=len(self._cache), pending=len(self._pending),
+                         open_sessions=len(self._sessions), grain=self.config.grain, last_error=self._last_error)
+            return stats
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no preparation is queued or running; False if ``timeout`` seconds passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                futures = list(self._pending.values())
+            if not futures:
+                return True
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            done, not_done = concurrent.futures.wait(futures, timeout=remaining)
+            if not_done and deadline is not None and time.monotonic() >= deadline:
+                return False
+
+    def close(self) -> None:
+        """Stop the background thread (queued preparations are dropped) and save unsaved tables. Safe to
+        call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            executor, self._executor = self._executor, None
+            dirty = self._dirty and self._loaded
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            self._stats["wasted_prefetches"] += sum(1 for entry in self._cache.values() if not entry.served)
+            self._cache.clear()
+            self._pending.clear()
+        if dirty:
+            self.save()
+
+    @property
+    def closed(self) -> bool:
+        """True after ``close()``."""
+        return self._closed
+
+
 # ==========================================================================================================
-# 10. Privacy and consolidation: PII placeholders, credential guards, summaries, the retry queue
+# 10. Privacy and consolidation: PII placeholders, credential guards, summaries, the retry queue, space
+#     profiles, skill ingest, Dream State
 # ==========================================================================================================
 
 # -- privacy: PII placeholders and credential guards ----------------------------------------------------------
@@ -6369,6 +8428,1771 @@ def _is_transient(error: BaseException) -> bool:
     return isinstance(error, (StoreError, OSError)) and not isinstance(error, (CorruptStoreError, SchemaVersionError))
 
 
+# -- space attributes and space profiles --------------------------------------------------------------------
+#
+# A space attribute is one named string on a space (upstream: a Space's single-key attribute). The embedded
+# store has no space rows, so an attribute is a keyed item of kind ``space-attribute`` in that space: setting
+# it adds a revision, so the history of a pin is kept like any other memory's.
+
+SPACE_ATTRIBUTE_KIND = "space-attribute"
+SPACE_PROFILE_KIND = "space-profile"
+SPACE_PROFILE_ITEM = "_space_profile"
+SPACE_CLASS_ATTRIBUTE = "space_class"
+# Bookkeeping kinds: they describe a space or a job, not knowledge, so profiles and skill counts skip them.
+SYSTEM_KINDS = frozenset({SPACE_PROFILE_KIND, SPACE_ATTRIBUTE_KIND, "dream-state", "prefetch-state"})
+_ATTRIBUTE_KEY_PREFIX = "space-attribute:"
+_ATTRIBUTE_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+MAX_ATTRIBUTE_CHARS = 4096
+
+
+def _keyed_item(memory: Any, space: str, key: str, kind: str | None = None) -> dict[str, Any] | None:
+    """The item (live or deprecated) that holds supersession ``key`` in exactly ``space``, or None."""
+    for item in memory.items(space=space, kind=kind, include_deprecated=True):
+        if item["space"] == space and item["key"] == key:
+            return item
+    return None
+
+
+def _checked_attribute_name(name: Any) -> str:
+    if not isinstance(name, str) or not _ATTRIBUTE_NAME_PATTERN.match(name):
+        raise InvalidArgumentError(f"invalid space attribute name {name!r} (expected "
+                                   f"{_ATTRIBUTE_NAME_PATTERN.pattern})")
+    return name
+
+
+def set_space_attribute(memory: Any, space: str, name: str, value: str | None) -> str | None:
+    """Set (or, with ``value=None``, remove) the attribute ``name`` of a space.
+
+    Args:
+        memory: the ``Memory`` holding the space.
+        space: the space path (``"news"``, ``"personal/u1"``).
+        name: the attribute name, e.g. ``space_class``.
+        value: a non-empty string, or None to remove the attribute.
+
+    Returns:
+        The kref of the revision that holds the value (unchanged values write nothing), or None on removal.
+
+    Raises:
+        InvalidArgumentError: a malformed space, name or value (nothing is written).
+    """
+    space = normalize_space(space)
+    name = _checked_attribute_name(name)
+    if value is not None and (not isinstance(value, str) or not value.strip() or len(value) > MAX_ATTRIBUTE_CHARS):
+        raise InvalidArgumentError(f"a space attribute value is a non-empty string of at most "
+                                   f"{MAX_ATTRIBUTE_CHARS} characters, not {value!r:.80}")
+    held = _keyed_item(memory, space, _ATTRIBUTE_KEY_PREFIX + name, SPACE_ATTRIBUTE_KIND)
+    if value is None:
+        if held is not None and not held["deprecated"]:
+            memory.deprecate(held["item_kref"])
+        return None
+    if held is None:
+        return memory.remember(value, space=space, kind=SPACE_ATTRIBUTE_KIND, title=name,
+                               metadata={"attribute": name}, key=_ATTRIBUTE_KEY_PREFIX + name)
+    current = memory.get(held["item_kref"])
+    # Compared exactly: a supersession key would treat "Canonical" and "canonical" as the same statement.
+    kref = current["kref"] if current["content"] == value else memory.remember(
+        value, space=space, kind=SPACE_ATTRIBUTE_KIND, title=name, metadata={"attribute": name},
+        item=held["item_kref"])
+    if held["deprecated"]:
+        memory.deprecate(held["item_kref"], False)
+    return kref
+
+
+def space_attribute(memory: Any, space: str, name: str) -> str | None:
+    """The value of a space's attribute ``name``, or None when it is not set."""
+    space = normalize_space(space)
+    held = _keyed_item(memory, space, _ATTRIBUTE_KEY_PREFIX + _checked_attribute_name(name), SPACE_ATTRIBUTE_KIND)
+    if held is None or held["deprecated"]:
+        return None
+    return memory.get(held["item_kref"])["content"]
+
+
+def space_attributes(memory: Any, space: str) -> dict[str, str]:
+    """Every attribute set on exactly ``space`` (not its sub-spaces), as ``{name: value}``."""
+    space = normalize_space(space)
+    found = {}
+    for item in memory.items(space=space, kind=SPACE_ATTRIBUTE_KIND):
+        key = item["key"] or ""
+        if item["space"] == space and key.startswith(_ATTRIBUTE_KEY_PREFIX):
+            found[key[len(_ATTRIBUTE_KEY_PREFIX):]] = memory.get(item["item_kref"])["content"]
+    return dict(sorted(found.items()))
+
+
+# Space classification, as the reference gives it (scores rounded to 4 decimal places):
+#
+#   churn     = min(1, .5*min(1, revisions_per_item/5) + .3*min(1, revision_rate_per_day/3)
+#                      + .2*min(1, supersedes_max_depth/5))                    all revisions, deprecated too
+#   evidence  = sum(quality[level] * count) / live revisions                   live revisions only
+#   stability = min(1, .6*published_share + .4*min(1, median_revision_age_days/30))   live revisions only
+#
+#   label          rule (first that holds)
+#   canonical      stability >= .6 and churn <= .4 and (no live revision graded or evidence >= .3)
+#   correspondence churn >= .6 and stability <= .4
+#   working        otherwise
+SPACE_CLASSES = ("canonical", "working", "correspondence")
+EVIDENCE_QUALITY = {OFFICIAL: 1.0, CORROBORATED: 0.7, SINGLE_SOURCE: 0.3, UNVERIFIED: 0.0}
+UNGRADED = "ungraded"
+SCORE_DECIMALS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class SpaceSignals:
+    """What the profiler measured in one space (bookkeeping kinds in ``SYSTEM_KINDS`` are not counted).
+
+    Attributes:
+        item_count, live_item_count: items, and those not deprecated.
+        revision_count, live_revision_count: revisions, and those neither deprecated nor in a deprecated item.
+        revisions_per_item_mean: ``revision_count / item_count``.
+        revisions_in_window, revision_rate_per_day: revisions created in the window, and per day of it.
+        supersedes_edge_count, supersedes_max_depth: SUPERSEDES edges leaving the space's revisions, and the
+            longest chain of them (capped at the profiler's ``max_supersedes_depth``).
+        evidence_histogram: live revisions per evidence level, plus ``ungraded``.
+        deprecated_item_count, deprecated_revision_count: deprecated items; revisions that are not live.
+        deprecation_ratio: ``deprecated_revision_count / revision_count``.
+        published_share: share of live revisions tagged ``published``.
+        median_revision_age_days: median age of the live revisions at ``window_end``.
+        window_start, window_end: the window, as ISO 8601 instants.
+    """
+
+    item_count: int = 0
+    live_item_count: int = 0
+    revision_count: int = 0
+    live_revision_count: int = 0
+    revisions_per_item_mean: float = 0.0
+    revisions_in_window: int = 0
+    revision_rate_per_day: float = 0.0
+    supersedes_edge_count: int = 0
+    supersedes_max_depth: int = 0
+    evidence_histogram: dict[str, int] = dataclasses.field(default_factory=dict)
+    deprecated_item_count: int = 0
+    deprecated_revision_count: int = 0
+    deprecation_ratio: float = 0.0
+    published_share: float = 0.0
+    median_revision_age_days: float = 0.0
+    window_start: str = ""
+    window_end: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The signals as a JSON-ready dict."""
+        return {**dataclasses.asdict(self), "evidence_histogram": dict(self.evidence_histogram)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SpaceSignals":
+        """Rebuild signals from ``to_dict`` output (unknown keys are ignored, missing ones default)."""
+        names = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in names})
+
+    @property
+    def graded(self) -> bool:
+        """True when at least one live revision carries an evidence level."""
+        return any(count for level, count in self.evidence_histogram.items() if level != UNGRADED)
+
+
+@dataclasses.dataclass(frozen=True)
+class SpaceProfile:
+    """What kind of knowledge a space holds, as one profiler run saw it.
+
+    Attributes:
+        space_path: the space (``"news"``; ``""`` is the project root).
+        signals: the ``SpaceSignals`` measured.
+        scores: ``{churn, evidence, stability}``, each 0..1, rounded to 4 decimal places.
+        label: the class in force: the ``space_class`` pin when set, else ``observed_label``; None when empty.
+        pinned: True when the space's ``space_class`` attribute fixes the label.
+        previous_label: the label of the previous stored profile, if any.
+        observed_label: the class the signals give (one of ``SPACE_CLASSES``); None when empty.
+        empty: True when the space holds no memories (it is then neither classified nor stored).
+        revision_kref: the stored profile revision (None on a dry run or when empty).
+        profiled_at: when the profile was made (ISO 8601).
+    """
+
+    space_path: str
+    signals: SpaceSignals
+    scores: dict[str, float]
+    label: str | None
+    pinned: bool = False
+    previous_label: str | None = None
+    observed_label: str | None = None
+    empty: bool = False
+    revision_kref: str | None = None
+    profiled_at: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The profile as a JSON-ready dict."""
+        return {"space_path": self.space_path, "label": self.label, "observed_label": self.observed_label,
+                "pinned": self.pinned, "previous_label": self.previous_label, "empty": self.empty,
+                "scores": dict(self.scores), "signals": self.signals.to_dict(), "revision_kref": self.revision_kref,
+                "profiled_at": self.profiled_at}
+
+
+def _score(value: float) -> float:
+    return round(min(1.0, max(0.0, value)), SCORE_DECIMALS)
+
+
+def space_scores(signals: SpaceSignals) -> dict[str, float]:
+    """The reference's churn, evidence and stability scores for ``signals`` (0..1, 4 decimal places)."""
+    churn = (0.5 * min(1.0, signals.revisions_per_item_mean / 5) + 0.3 * min(1.0, signals.revision_rate_per_day / 3)
+             + 0.2 * min(1.0, signals.supersedes_max_depth / 5))
+    live = signals.live_revision_count
+    evidence = (sum(EVIDENCE_QUALITY[level] * signals.evidence_histogram.get(level, 0) for level in EVIDENCE_QUALITY)
+                / live) if live else 0.0
+    stability = 0.6 * signals.published_share + 0.4 * min(1.0, signals.median_revision_age_days / 30)
+    return {"churn": _score(churn), "evidence": _score(evidence), "stability": _score(stability)}
+
+
+def classify_space(scores: Mapping[str, float], *, graded: bool) -> str:
+    """The class (one of ``SPACE_CLASSES``) that rounded ``scores`` give; ``graded`` says whether any live
+    revision carries an evidence level (an ungraded space is not held back from ``canonical``)."""
+    churn, evidence, stability = scores["churn"], scores["evidence"], scores["stability"]
+    if stability >= 0.6 and churn <= 0.4 and (not graded or evidence >= 0.3):
+        return "canonical"
+    if churn >= 0.6 and stability <= 0.4:
+        return "correspondence"
+    return "working"
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _longest_chain(successors: Mapping[str, Sequence[str]], cap: int) -> int:
+    """Edges in the longest path through ``successors`` (a cycle counts until ``cap``)."""
+    depth = dict.fromkeys(successors, 0)
+    for _ in range(cap):
+        following = {node: max((1 + depth.get(target, 0) for target in targets), default=0)
+                     for node, targets in successors.items()}
+        if following == depth:
+            break
+        depth = following
+    return min(cap, max(depth.values(), default=0))
+
+
+def _space_from_path(memory: Any, space_path: str) -> str:
+    """A space given as ``news`` or upstream-style ``/Project/news`` (this memory's project)."""
+    if not isinstance(space_path, str):
+        raise InvalidArgumentError(f"space_path must be a string, not {type(space_path).__name__}")
+    project = getattr(memory, "project", None)
+    if space_path.startswith("/") and project:
+        head, _, rest = space_path.strip("/").partition("/")
+        if head == project:
+            return normalize_space(rest)
+    return normalize_space(space_path)
+
+
+def _stored_profile(memory: Any, space: str, profile_kind: str, profile_item_name: str) -> dict[str, Any] | None:
+    """The latest stored profile revision of ``space`` (as ``Memory.get`` returns it), or None."""
+    held = _keyed_item(memory, space, profile_item_name, profile_kind)
+    return None if held is None or held["latest_revision"] is None else memory.get(held["item_kref"])
+
+
+def get_space_profile(memory: Any, space_path: str, *, profile_kind: str = SPACE_PROFILE_KIND,
+                      profile_item_name: str = SPACE_PROFILE_ITEM) -> SpaceProfile | None:
+    """Read the latest stored profile of a space (what ``SpaceProfiler`` last persisted).
+
+    Args:
+        memory: the ``Memory`` holding the space.
+        space_path: ``"news"``, or upstream-style ``"/CognitiveMemory/news"``.
+        profile_kind, profile_item_name: as given to ``SpaceProfiler``.
+
+    Returns:
+        The ``SpaceProfile``, or None when the space was never profiled.
+
+    Raises:
+        InvalidArgumentError: a malformed space path.
+    """
+    space = _space_from_path(memory, space_path)
+    stored = _stored_profile(memory, space, profile_kind, profile_item_name)
+    if stored is None:
+        return None
+    meta = stored["metadata"]
+    return SpaceProfile(space_path=space, signals=SpaceSignals.from_dict(meta.get("signals") or {}),
+                        scores=dict(meta.get("scores") or {}), label=meta.get("label"),
+                        pinned=bool(meta.get("pinned")), previous_label=meta.get("previous_label"),
+                        observed_label=meta.get("observed_label"), empty=False, revision_kref=stored["kref"],
+                        profiled_at=meta.get("profiled_at", stored["created_at"]))
+
+
+class SpaceProfiler:
+    """Classifies every space of a memory as canonical, working or correspondence knowledge (no LLM).
+
+    Per space it measures churn (revisions per item, revisions created per day in the window, SUPERSEDES
+    chain depth), evidence (grades of live revisions) and stability (published share, median age), scores
+    and labels them (see ``SPACE_CLASSES`` and ``classify_space``), and stores each profile as a revision of
+    the space's ``space-profile`` item, so successive runs form a SUPERSEDES chain. A ``space_class`` space
+    attribute (``set_space_attribute``) pins the label; the profiler then reports disagreement as drift.
+
+    Args:
+        memory: the ``Memory`` to profile.
+        window_days: the window for the revision rate, in days (>= 1).
+        max_supersedes_depth: how far SUPERSEDES chains are followed (>= 1).
+        dry_run: classify and report, store nothing.
+        profile_kind, profile_item_name: the kind and key of the items profiles are stored in.
+        clock: time source (default the memory's own clock).
+
+    Raises:
+        InvalidArgumentError: a parameter is out of range.
+    """
+
+    def __init__(self, memory: Any, *, window_days: int = 30, max_supersedes_depth: int = 10, dry_run: bool = False,
+                 profile_kind: str = SPACE_PROFILE_KIND, profile_item_name: str = SPACE_PROFILE_ITEM,
+                 clock: Clock | None = None) -> None:
+        for name, value in (("window_days", window_days), ("max_supersedes_depth", max_supersedes_depth)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidArgumentError(f"{name} must be a positive integer, not {value!r}")
+        if not isinstance(dry_run, bool):
+            raise InvalidArgumentError("dry_run must be True or False")
+        _check_pattern(profile_kind, KIND_PATTERN, "profile kind", InvalidArgumentError)
+        if not isinstance(profile_item_name, str) or not profile_item_name.strip():
+            raise InvalidArgumentError("profile_item_name must be a non-empty string")
+        self.memory = memory
+        self.window_days = window_days
+        self.max_supersedes_depth = max_supersedes_depth
+        self.dry_run = dry_run
+        self.profile_kind = profile_kind
+        self.profile_item_name = profile_item_name
+        self.clock = clock or getattr(memory, "_clock", None) or SystemClock()
+        self.ignored_kinds = SYSTEM_KINDS | {profile_kind}
+
+    async def run(self) -> dict[str, Any]:
+        """Profile every space (in a worker thread); see ``run_sync`` for the result."""
+        return await asyncio.to_thread(self.run_sync)
+
+    def run_sync(self) -> dict[str, Any]:
+        """Profile every space that holds an item.
+
+        Returns:
+            ``{success, spaces_profiled, labels, drift, profiles, errors, dry_run, duration_ms}``: ``labels``
+            counts classified spaces per class; ``drift`` lists ``{space_path, from, to, pinned}`` (a pin the
+            signals disagree with, or an unpinned label that changed since the last stored profile);
+            ``profiles`` maps each space to ``{label, observed_label, pinned, empty, scores, previous_label,
+            revision_kref}``; ``errors`` lists ``{space_path, error}`` (a space that failed is skipped, the
+            others are still profiled).
+        """
+        started = self.clock.now()
+        by_space: dict[str, list[dict[str, Any]]] = {}
+        for item in self.memory.items(include_deprecated=True):
+            by_space.setdefault(item["space"], []).append(item)
+        labels = dict.fromkeys(SPACE_CLASSES, 0)
+        drift: list[dict[str, Any]] = []
+        profiles: dict[str, dict[str, Any]] = {}
+        errors: list[dict[str, str]] = []
+        for space in sorted(by_space):
+            try:
+                profile, pin_error = self._profile(space, by_space[space], started)
+            except KumihoMemoryError as exc:
+                errors.append({"space_path": space, "error": str(exc)})
+                continue
+            if pin_error:
+                errors.append({"space_path": space, "error": pin_error})
+            profiles[space] = {"label": profile.label, "observed_label": profile.observed_label,
+                               "pinned": profile.pinned, "empty": profile.empty, "scores": profile.scores,
+                               "previous_label": profile.previous_label, "revision_kref": profile.revision_kref}
+            if profile.empty:
+                continue
+            labels[profile.label] += 1
+            if profile.pinned and profile.observed_label != profile.label:
+                drift.append({"space_path": space, "from": profile.label, "to": profile.observed_label, "pinned": True})
+            elif not profile.pinned and profile.previous_label not in (None, profile.label):
+                drift.append({"space_path": space, "from": profile.previous_label, "to": profile.label,
+                              "pinned": False})
+        elapsed = (self.clock.now() - started).total_seconds()
+        return {"success": not errors, "spaces_profiled": sum(labels.values()), "labels": labels, "drift": drift,
+                "profiles": profiles, "errors": errors, "dry_run": self.dry_run,
+                "duration_ms": max(0, int(round(elapsed * 1000)))}
+
+    def signals(self, items: Sequence[Mapping[str, Any]], now: _dt.datetime) -> SpaceSignals:
+        """Measure one space's items (as ``Memory.items`` lists them) at ``now``."""
+        window_start = now - _dt.timedelta(days=self.window_days)
+        histogram = dict.fromkeys((*EVIDENCE_LEVELS, UNGRADED), 0)
+        revisions = live = in_window = published = deprecated_items = 0
+        ages: list[float] = []
+        successors: dict[str, list[str]] = {}
+        counted = [item for item in items if item["kind"] not in self.ignored_kinds]
+        for item in counted:
+            deprecated_items += bool(item["deprecated"])
+            for revision in self.memory.history(item["item_kref"]):
+                revisions += 1
+                created = parse_instant(revision["created_at"])
+                in_window += window_start <= created <= now
+                if item["deprecated"] or revision["deprecated"]:
+                    continue
+                live += 1
+                histogram[parse_evidence(revision["metadata"], revision["tags"], UNGRADED)] += 1
+                published += PUBLISHED_TAG in revision["tags"]
+                ages.append(max(0.0, (now - created).total_seconds() / 86400))
+            for edge in self.memory.edges(item["item_kref"], direction="outgoing", edge_type=SUPERSEDES):
+                successors.setdefault(edge["source_kref"], []).append(edge["target_kref"])
+        edge_count = sum(len(set(targets)) for targets in successors.values())
+        return SpaceSignals(
+            item_count=len(counted), live_item_count=len(counted) - deprecated_items, revision_count=revisions,
+            live_revision_count=live,
+            revisions_per_item_mean=round(revisions / len(counted), SCORE_DECIMALS) if counted else 0.0,
+            revisions_in_window=in_window,
+            revision_rate_per_day=round(in_window / self.window_days, SCORE_DECIMALS),
+            supersedes_edge_count=edge_count,
+            supersedes_max_depth=_longest_chain(successors, self.max_supersedes_depth),
+            evidence_histogram=histogram, deprecated_item_count=deprecated_items,
+            deprecated_revision_count=revisions - live,
+            deprecation_ratio=round((revisions - live) / revisions, SCORE_DECIMALS) if revisions else 0.0,
+            published_share=round(published / live, SCORE_DECIMALS) if live else 0.0,
+            median_revision_age_days=round(_median(ages), SCORE_DECIMALS),
+            window_start=format_instant(window_start), window_end=format_instant(now))
+
+    def _profile(self, space: str, items: Sequence[Mapping[str, Any]],
+                 now: _dt.datetime) -> tuple[SpaceProfile, str]:
+        """Profile one space and store the profile; returns it and a pin problem to report ("" if none)."""
+        signals = self.signals(items, now)
+        stored = _stored_profile(self.memory, space, self.profile_kind, self.profile_item_name)
+        previous_label = stored["metadata"].get("label") if stored else None
+        pin, pin_error = space_attribute(self.memory, space, SPACE_CLASS_ATTRIBUTE), ""
+        if pin is not None and pin.strip().lower() not in SPACE_CLASSES:
+            pin_error = f"space_class {pin!r} is not one of {SPACE_CLASSES}; the pin is ignored"
+            pin = None
+        pin = pin.strip().lower() if pin is not None else None
+        if signals.item_count == 0:
+            return SpaceProfile(space_path=space, signals=signals, scores={}, label=None, pinned=pin is not None,
+                                previous_label=previous_label, empty=True,
+                                profiled_at=signals.window_end), pin_error
+        scores = space_scores(signals)
+        observed = classify_space(scores, graded=signals.graded)
+        profile = SpaceProfile(space_path=space, signals=signals, scores=scores, label=pin or observed,
+                               pinned=pin is not None, previous_label=previous_label, observed_label=observed,
+                               profiled_at=signals.window_end)
+        if self.dry_run:
+            return profile, pin_error
+        record = {"label": profile.label, "observed_label": observed, "pinned": profile.pinned,
+                  "scores": scores, "signals": signals.to_dict()}
+        metadata = {**record, "memory_type": self.profile_kind, "space_path": space,
+                    "previous_label": previous_label, "window_days": self.window_days,
+                    "profiled_at": signals.window_end}
+        kref = self.memory.remember(canonical_json(record), space=space, kind=self.profile_kind,
+                                    title=f"Space profile of {space or '(root)'}: {profile.label}",
+                                    metadata=metadata, key=self.profile_item_name)
+        return dataclasses.replace(profile, revision_kref=kref), pin_error
+
+
+# -- skill ingest: SKILL.md files and reference docs as versioned, safety-scanned memories ---------------------
+#
+# A SKILL.md is YAML-ish frontmatter (name, description, tags) and Markdown; each ``##`` section becomes a
+# ``skill`` item keyed by skill name and section slug, so re-ingesting an unchanged section adds nothing and a
+# changed one adds a revision. Before anything is published a scan looks for what should never reach an
+# agent unreviewed (hidden unicode, injection phrases, secrets, base64 payloads); flagged revisions stay out
+# of ``published`` and carry ``quarantine:flagged`` until an operator calls ``clear_quarantine``.
+
+SKILL_KIND = "skill"
+QUARANTINE_TAG = "quarantine:flagged"
+SKILL_AGENT_COMPAT = ("claude", "zeroclaw", "openclaw")
+MAX_SKILL_FILE_BYTES = 1_000_000
+_SKILL_KEY_PREFIX = "skill:"
+_SUMMARY_CHARS = 300
+_SKILL_TITLE_CHARS = 500
+_DESCRIPTION_CHARS = 2000
+
+
+@dataclasses.dataclass(frozen=True)
+class SkillSection:
+    """One ``##`` section of a skill file.
+
+    Attributes:
+        name: the section's slug (``"usage"``; repeated titles get ``-2``, ``-3``).
+        title: the heading text. content: the body below the heading (trailing blank lines dropped).
+        inline: True when ``<!-- inline -->`` stands in the section or on the line before its heading: the
+            section belongs inline in the skill's prompt and is not ingested on its own.
+        level: the heading level (always 2: only ``##`` opens a section). line_start: the heading's line (1-based).
+    """
+
+    name: str
+    title: str
+    content: str
+    inline: bool = False
+    level: int = 2
+    line_start: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ParsedSkill:
+    """A parsed skill file.
+
+    Attributes:
+        name: frontmatter ``name``; else the folder name for ``SKILL.md``, else the file name without ``.md``.
+        description: frontmatter ``description``, else the first paragraph of the preamble.
+        tags: frontmatter ``tags`` (a list or a comma-separated string).
+        preamble: the text before the first ``##`` heading. title: its ``#`` heading, if any.
+        sections: the ``##`` sections in order. frontmatter: every frontmatter key as read.
+        path: the file read (resolved). body: the whole text after the frontmatter.
+    """
+
+    name: str
+    description: str
+    tags: tuple[str, ...]
+    preamble: str
+    sections: tuple[SkillSection, ...]
+    title: str = ""
+    frontmatter: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    path: str = ""
+    body: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestResult:
+    """What ingesting one skill section (or one file) did, or on a dry run would do.
+
+    Attributes:
+        item_name: the item's supersession key (``skill-name/section``, or the file's item name).
+        item_kref, revision_kref, artifact_kref: where it is stored (None for what a dry run would create).
+        created_new_item: a new item was (would be) created. changed: a new revision was (would be) written.
+        quarantined: the revision is held back from ``published`` by the safety scan.
+        quarantine_reasons: what the scan found. section: the section slug (None for ``ingest_file``).
+    """
+
+    item_name: str
+    item_kref: str | None
+    revision_kref: str | None
+    artifact_kref: str | None
+    created_new_item: bool
+    quarantined: bool
+    quarantine_reasons: tuple[str, ...] = ()
+    changed: bool = False
+    section: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as a JSON-ready dict."""
+        return {**dataclasses.asdict(self), "quarantine_reasons": list(self.quarantine_reasons)}
+
+
+# -- the safety scan -----------------------------------------------------------------------------------------
+
+# Characters that render as nothing (or reorder what is shown) and so can hide text from a human reviewer.
+_HIDDEN_RANGES = ((0x061C, 0x061C), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064),
+                  (0x2066, 0x2069), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0xE0000, 0xE007F), (0xE0100, 0xE01EF))
+_HIDDEN_CHARS = re.compile("[" + "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in _HIDDEN_RANGES) + "]")
+_HIDDEN_GROUPS = {(0xE0000, 0xE007F): "U+E0000-U+E007F TAG CHARACTERS",
+                  (0xE0100, 0xE01EF): "U+E0100-U+E01EF VARIATION SELECTORS SUPPLEMENT"}
+_ZWJ = "\u200d"
+
+# Phrases that try to take over the reading model, matched on casefolded NFKC text with hidden characters
+# removed and whitespace collapsed (so "Ignore\u200b previous" and full-width letters do not slip by).
+_INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((label, re.compile(pattern)) for label, pattern in (
+    ("ignore previous instructions",
+     r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|the|your|of|these|those)\s+)*"
+     r"(?:previous|prior|above|earlier|preceding|foregoing|original|system|developer)\s+(?:\w+\s+)?"
+     r"(?:instructions?|prompts?|rules|directions|guidelines|messages|directives|context)\b"),
+    ("disregard all prior", r"\b(?:disregard|forget|ignore)\s+(?:all|any|everything)\s+(?:\w+\s+)?"
+                            r"(?:prior|previous|above|earlier|before|you\s+were\s+told)\b"),
+    ("you are now", r"\byou\s+are\s+now\s+(?:a|an|the|my|no\s+longer|free|unrestricted|unfiltered|jailbroken|"
+                    r"in\s+(?:developer|dan|god)\s+mode|dan)\b"),
+    ("system prompt", r"\bsystem\s+prompt\b"),
+    ("new instructions", r"\b(?:new|updated|real|actual|hidden)\s+instructions\s*:"),
+    ("do not tell the user", r"\b(?:do\s+not|don't|never)\s+(?:tell|inform|alert|notify|let)\s+(?:the\s+)?user\b"),
+    ("jailbreak persona", r"\b(?:act|behave|pretend|roleplay)\s+as\s+(?:an?\s+)?(?:unrestricted|unfiltered|"
+                          r"jailbroken|uncensored|evil)\b|\bjailbreak\b|\b(?:dan|developer|god)\s+mode\b"),
+    ("reveal hidden instructions", r"\b(?:reveal|print|output|repeat|leak|disclose)\s+(?:your|the)\s+"
+                                   r"(?:hidden\s+|secret\s+|initial\s+|original\s+)?(?:instructions|prompt)\b"),
+    ("chat-template control tokens", r"<\|(?:im_start|im_end|system|endoftext)\|>|\[/?inst\]|<</?sys>>"),
+    ("exfiltration request", r"\b(?:send|post|upload|exfiltrate|forward|email)\s+(?:\w+\s+){0,3}(?:credentials|"
+                             r"api\s+keys?|secrets|tokens|passwords|env(?:ironment)?\s+variables)\s+to\b"),
+))
+
+_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/=_-])(?:[A-Za-z0-9+/]{24,}={0,2}|[A-Za-z0-9_-]{24,}={0,2})"
+                         r"(?![A-Za-z0-9+/=_-])")
+_BASE64_HINT = re.compile(r"(?i)base64\s+(?:-d|-D|--decode)\b|b64decode|atob\s*\(|frombase64string|"
+                          r"base64\.decode|decode\s+(?:the\s+following|this)\b|\|\s*base64\b|base64[- ]encoded")
+BASE64_MIN_RUN = 32            # characters, for a run with no decoding hint near it
+_BASE64_HINT_WINDOW = 200      # characters either side of a run where a hint counts
+
+
+def _hidden_character(text: str, index: int) -> bool:
+    """A hidden character at ``index``, except a zero-width joiner inside an emoji sequence."""
+    if text[index] != _ZWJ:
+        return True
+    before = text[index - 1] if index else ""
+    after = text[index + 1] if index + 1 < len(text) else ""
+    return not (before and after and unicodedata.category(before) == "So" and unicodedata.category(after) == "So")
+
+
+def _readable(data: bytes) -> str | None:
+    """``data`` as text when it is mostly printable UTF-8 (at least 16 characters), else None."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    printable = sum(char.isprintable() or char in "\n\r\t" for char in text)
+    return text if len(text) >= 16 and printable >= 0.9 * len(text) else None
+
+
+def _decode_base64(run: str) -> bytes | None:
+    stripped = run.rstrip("=")
+    if len(stripped) % 4 == 1:
+        return None
+    padded = stripped + "=" * (-len(stripped) % 4)
+    try:
+        if "-" in padded or "_" in padded:
+            return base64.urlsafe_b64decode(padded)
+        return base64.b64decode(padded, validate=True)
+    except ValueError:           # binascii.Error is a ValueError
+        return None
+
+
+def _phrase_text(text: str) -> str:
+    return " ".join(_HIDDEN_CHARS.sub("", unicodedata.normalize("NFKC", text)).casefold().split())
+
+
+def scan_skill_text(text: str, *, first_line: int = 1) -> list[str]:
+    """Look for content that must not reach an agent unreviewed.
+
+    Four checks: hidden or bidirectional unicode (zero-width and bidi controls, the BOM, invisible
+    operators, tag characters); prompt-injection phrases ("ignore previous instructions", "you are now a",
+    "system prompt", chat-template tokens, ...); credentials (the ``PIIRedactor`` rules); and base64
+    payloads (a long run that decodes to readable text, or any 24+ character run near a decoding hint such
+    as ``base64 -d`` or ``atob(``).
+
+    Args:
+        text: the text to scan.
+        first_line: the line number of the text's first line, for the reasons.
+
+    Returns:
+        One reason per finding, in a fixed order; empty when the text is clean. Reasons never quote a
+        secret or a decoded payload.
+
+    Raises:
+        InvalidArgumentError: ``text`` is not a string.
+    """
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"text must be a string, not {type(text).__name__}")
+    reasons: list[str] = []
+    hidden: dict[str, list[int]] = {}
+    for match in _HIDDEN_CHARS.finditer(text):
+        if _hidden_character(text, match.start()):
+            hidden.setdefault(match.group(), []).append(match.start())
+    grouped: dict[str, list[int]] = {}
+    for char, positions in hidden.items():      # tag characters spell hidden text: one finding, not one per letter
+        label = next((group for (low, high), group in _HIDDEN_GROUPS.items() if low <= ord(char) <= high), None)
+        grouped.setdefault(label or f"U+{ord(char):04X} {unicodedata.name(char, 'FORMAT CHARACTER')}",
+                           []).extend(positions)
+    for label, positions in sorted(grouped.items(), key=lambda entry: min(entry[1])):
+        line = first_line + text.count("\n", 0, min(positions))
+        reasons.append(f"hidden unicode: {label} x{len(positions)} (first on line {line})")
+    phrases = _phrase_text(text)
+    claimed: list[tuple[int, int]] = []          # one phrase is reported once, by the first pattern it fits
+    for label, pattern in _INJECTION_PATTERNS:
+        spans = [match.span() for match in pattern.finditer(phrases)]
+        fresh = [span for span in spans if not any(span[0] < end and start < span[1] for start, end in claimed)]
+        if fresh:
+            reasons.append(f"prompt-injection phrase: {label!r}")
+        claimed.extend(spans)
+    reasons.extend(f"credential: {kind}" for kind in PIIRedactor().find_credentials(text))
+    for match in _BASE64_RUN.finditer(text):
+        run = match.group()
+        window = text[max(0, match.start() - _BASE64_HINT_WINDOW): match.end() + _BASE64_HINT_WINDOW]
+        hinted = _BASE64_HINT.search(window) is not None
+        decoded = _decode_base64(run)
+        readable = _readable(decoded) if decoded is not None else None
+        if decoded is None or (readable is None and not hinted) or (not hinted and len(run) < BASE64_MIN_RUN):
+            continue
+        line = first_line + text.count("\n", 0, match.start())
+        why = "decodes to readable text" if readable is not None else "next to a decoding hint"
+        inner = []
+        if readable is not None:
+            inner_phrases = _phrase_text(readable)
+            if any(pattern.search(inner_phrases) for _, pattern in _INJECTION_PATTERNS):
+                inner.append("a prompt-injection phrase")
+            if PIIRedactor().find_credentials(readable):
+                inner.append("a credential")
+        reasons.append(f"base64 payload: {len(run)} characters on line {line} {why}"
+                       + (f" containing {' and '.join(inner)}" if inner else ""))
+    return list(dict.fromkeys(reasons))
+
+
+# -- reading skill files -------------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+_SECTION_HEADING = re.compile(r"^##(?!#)\s+(.*?)\s*#*\s*$")
+_TITLE_HEADING = re.compile(r"^#(?!#)\s+(.*?)\s*#*\s*$")
+_INLINE_MARKER = re.compile(r"^\s*<!--\s*inline\s*-->\s*$", re.I)
+_FRONTMATTER_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:\s*(.*)$")
+
+
+def _skill_slug(text: str, max_length: int = 48) -> str:
+    """An ASCII slug for section and skill names (``"Error Handling!"`` -> ``"error-handling"``); may be empty."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii").lower()
+    return re.sub(r"[^a-z0-9]+", "-", ascii_text).strip("-")[:max_length].rstrip("-")
+
+
+def _scalar(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _parse_frontmatter(lines: list[str], path: str) -> tuple[dict[str, Any], int]:
+    """Read a ``---`` frontmatter block (simple YAML: scalars, ``[a, b]``, ``- item`` lists, ``|``/``>`` blocks).
+
+    Returns the keys and the index of the first line after the block (0 when there is none).
+    """
+    if not lines or lines[0].strip() != "---":
+        return {}, 0
+    end = next((index for index in range(1, len(lines)) if lines[index].strip() in ("---", "...")), None)
+    if end is None:
+        raise InvalidArgumentError(f"{path}: frontmatter opened with '---' is never closed")
+    data: dict[str, Any] = {}
+    index = 1
+    while index < end:
+        line = lines[index]
+        index += 1
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _FRONTMATTER_KEY.match(line)
+        if match is None:
+            raise InvalidArgumentError(f"{path}, line {index}: frontmatter line is not 'key: value': {line.strip()!r:.80}")
+        key, value = match.group(1), match.group(2).strip()
+        if value in ("|", ">", "|-", ">-"):
+            block = []
+            while index < end and (not lines[index].strip() or lines[index][:1] in " \t"):
+                block.append(lines[index].strip())
+                index += 1
+            data[key] = ("\n" if value.startswith("|") else " ").join(block).strip()
+        elif value.startswith("[") and value.endswith("]"):
+            data[key] = [_scalar(part) for part in value[1:-1].split(",") if part.strip()]
+        elif not value:
+            items = []
+            while index < end and lines[index].lstrip().startswith("- "):
+                items.append(_scalar(lines[index].lstrip()[2:]))
+                index += 1
+            data[key] = items if items else ""
+        else:
+            data[key] = _scalar(value)
+    return data, end + 1
+
+
+def _first_paragraph(text: str) -> str:
+    """The first paragraph of Markdown text that is not a heading, comment or fence, on one line."""
+    paragraph: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            if paragraph:
+                break
+            continue
+        if stripped.startswith(("#", "<!--", "```", "~~~")):
+            if paragraph:
+                break
+            continue
+        paragraph.append(stripped)
+    return " ".join(paragraph)
+
+
+def _tag_list(value: Any, path: str) -> tuple[str, ...]:
+    if value in (None, ""):
+        return ()
+    parts = value.split(",") if isinstance(value, str) else value
+    if not isinstance(parts, list) or not all(isinstance(part, str) for part in parts):
+        raise InvalidArgumentError(f"{path}: frontmatter tags must be a list of strings")
+    return tuple(dict.fromkeys(part.strip() for part in parts if part.strip()))
+
+
+def _strip_trailing_blank(lines: list[str]) -> list[str]:
+    while lines and not lines[-1].strip():
+        lines = lines[:-1]
+    return lines
+
+
+def _check_relative_parts(text: str) -> None:
+    if ".." in re.split(r"[\\/]", text):
+        raise InvalidArgumentError(f"{text!r} climbs out of its folder with '..'; give a path inside it")
+
+
+def _confined_path(path: Any, root: Any, *, directory: bool = False) -> str:
+    """Resolve ``path`` (relative paths against ``root``) and insist it stays inside ``root``.
+
+    ``root`` defaults to the folder the path names (for a file, its parent). ``..`` is refused outright, and a
+    symlink anywhere on the way that resolves outside ``root`` is refused.
+
+    Returns:
+        The resolved path. Raises InvalidArgumentError (outside, wrong type) or NotFoundError (missing).
+    """
+    if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
+        raise InvalidArgumentError(f"a path must be a string, not {type(path).__name__}")
+    text = os.fspath(path)
+    if not text or "\x00" in text:
+        raise InvalidArgumentError(f"invalid path {text!r}")
+    _check_relative_parts(text)
+    if root is None:
+        absolute = os.path.abspath(text)
+        root_dir = absolute if directory else os.path.dirname(absolute)
+    else:
+        if not isinstance(root, (str, os.PathLike)) or isinstance(root, bytes):
+            raise InvalidArgumentError(f"root must be a path, not {type(root).__name__}")
+        root_dir = os.path.abspath(os.fspath(root))
+        absolute = text if os.path.isabs(text) else os.path.join(root_dir, text)
+    real_root, real = os.path.realpath(root_dir), os.path.realpath(absolute)
+    try:
+        inside = os.path.commonpath([real_root, real]) == real_root
+    except ValueError:           # different drives
+        inside = False
+    if not inside:
+        raise InvalidArgumentError(f"{text!r} resolves outside {root_dir!r}; refusing to read it")
+    if not os.path.exists(real):
+        raise NotFoundError(f"no such {'folder' if directory else 'file'}: {text!r}")
+    if directory != os.path.isdir(real) or not (directory or os.path.isfile(real)):
+        raise InvalidArgumentError(f"{text!r} is not a {'folder' if directory else 'regular file'}")
+    return real
+
+
+def _read_skill_text(real: str) -> str:
+    size = os.stat(real).st_size
+    if size > MAX_SKILL_FILE_BYTES:
+        raise InvalidArgumentError(f"{real} is {size} bytes; skill files are limited to {MAX_SKILL_FILE_BYTES}")
+    try:
+        with open(real, encoding="utf-8-sig", newline="") as stream:
+            return stream.read().replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgumentError(f"{real} is not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot read {real}: {exc.strerror}") from exc
+
+
+def _parse_skill_text(text: str, path: str) -> ParsedSkill:
+    lines = text.split("\n")
+    frontmatter, start = _parse_frontmatter(lines, path)
+    preamble: list[str] = []
+    chunks: list[tuple[str, int, list[str], bool]] = []      # (title, line, body lines, inline)
+    fence: str | None = None
+    current = preamble
+    for number, line in enumerate(lines[start:], start=start + 1):
+        fence_match = _FENCE.match(line)
+        if fence_match:
+            marker = fence_match.group(1)
+            if fence is None:
+                fence = marker[0] * 3
+            elif marker.startswith(fence):
+                fence = None
+        heading = _SECTION_HEADING.match(line) if fence is None and not fence_match else None
+        if heading is None:
+            current.append(line)
+            continue
+        body = _strip_trailing_blank(current)
+        inline_before = bool(body) and _INLINE_MARKER.match(body[-1]) is not None
+        if inline_before:
+            del current[len(body) - 1:]
+        chunks.append((heading.group(1), number, [], inline_before))
+        current = chunks[-1][2]
+    default_name = os.path.basename(os.path.dirname(path)) if os.path.basename(path).lower() == "skill.md" else \
+        os.path.splitext(os.path.basename(path))[0]
+    name = str(frontmatter.get("name") or default_name).strip()
+    if not _skill_slug(name):
+        raise InvalidArgumentError(f"{path}: the skill name {name!r} has no letters or digits to name items by")
+    preamble_text = "\n".join(_strip_trailing_blank(preamble)).strip("\n")
+    title = next((match.group(1) for match in map(_TITLE_HEADING.match, preamble) if match), "")
+    sections, used = [], {}
+    for heading_title, number, body_lines, inline_before in chunks:
+        marked = [index for index, line in enumerate(body_lines) if _INLINE_MARKER.match(line)]
+        body = [line for index, line in enumerate(body_lines) if index not in marked]
+        slug = _skill_slug(heading_title) or "section"
+        used[slug] = used.get(slug, 0) + 1
+        if used[slug] > 1:
+            slug = f"{slug}-{used[slug]}"
+        sections.append(SkillSection(name=slug, title=heading_title or slug, line_start=number,
+                                     content="\n".join(_strip_trailing_blank(body)).strip("\n"),
+                                     inline=inline_before or bool(marked)))
+    description = frontmatter.get("description")
+    description = str(description).strip() if description else _first_paragraph(preamble_text)
+    body_text = "\n".join(lines[start:]).strip("\n")
+    return ParsedSkill(name=name, description=description, tags=_tag_list(frontmatter.get("tags"), path),
+                       preamble=preamble_text, sections=tuple(sections), title=title, frontmatter=frontmatter,
+                       path=path, body=body_text)
+
+
+def parse_skill(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> ParsedSkill:
+    """Read a SKILL.md (or any Markdown file) into frontmatter, preamble and ``##`` sections.
+
+    Args:
+        path: the file; relative paths are taken from ``root``.
+        root: the folder the file must stay inside (default: the file's own folder, so a symlink that
+            leads elsewhere is refused).
+
+    Returns:
+        A ``ParsedSkill``. ``##`` inside fenced code blocks does not open a section.
+
+    Raises:
+        InvalidArgumentError: the path leaves ``root`` or has ``..``; not UTF-8; larger than
+            ``MAX_SKILL_FILE_BYTES``; malformed frontmatter. NotFoundError: no such file.
+    """
+    real = _confined_path(path, root)
+    return _parse_skill_text(_read_skill_text(real), real)
+
+
+# -- writing skills ------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class _PlannedSkillWrite:
+    """One item's worth of ingest, decided before anything is written."""
+
+    key: str
+    section: str | None
+    title: str
+    content: str
+    metadata: dict[str, Any]
+    artifact: tuple[str, str]
+    reasons: tuple[str, ...]
+    evidence_level: str | None
+    held: dict[str, Any] | None           # the existing item, if any
+    latest: dict[str, Any] | None         # its latest revision
+    changed: bool
+    demote: bool = False                  # the item is official and the operator gave a lower grade
+
+
+def _checked_skill_options(space: Any, evidence_level: Any, tags: Any = None) -> tuple[str, tuple[str, ...]]:
+    space = normalize_space(space)
+    if evidence_level is not None:
+        evidence_tag(evidence_level)
+    if tags is None:
+        return space, ()
+    if isinstance(tags, str) or not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) for t in tags):
+        raise InvalidArgumentError("tags must be a list of strings")
+    return space, tuple(dict.fromkeys(t.strip() for t in tags if t.strip()))
+
+
+def _skill_index(memory: Any, space: str) -> dict[str, dict[str, Any]]:
+    """The skill items in exactly ``space`` by supersession key (deprecated ones too)."""
+    return {item["key"]: item for item in memory.items(space=space, kind=SKILL_KIND, include_deprecated=True)
+            if item["space"] == space and item["key"]}
+
+
+def _plan(memory: Any, index: Mapping[str, dict[str, Any]], *, key: str, section: str | None, title: str,
+          content: str, summary: str, description: str, tags: tuple[str, ...], source_skill: str, real: str,
+          line_start: int, evidence_level: str | None, scan_prefix: str = "") -> _PlannedSkillWrite:
+    reasons = tuple(scan_skill_text(f"{title}\n{content}", first_line=max(1, line_start)))
+    if scan_prefix:
+        reasons = tuple(dict.fromkeys(reasons + tuple(f"frontmatter/preamble: {reason}"
+                                                      for reason in scan_skill_text(scan_prefix))))
+    redactor = PIIRedactor()
+    # A flagged revision is stored for review, but a secret never enters the store: the artifact points at
+    # the original file.
+    title, content = redactor.redact_credentials(title)[:_SKILL_TITLE_CHARS], redactor.redact_credentials(content)
+    summary = redactor.redact_credentials(summary)[:_SUMMARY_CHARS]
+    description = redactor.redact_credentials(description)[:_DESCRIPTION_CHARS]
+    if not content.strip():
+        content = f"## {title}"
+    fingerprint = content_hash(canonical_json({"title": title, "content": content, "tags": list(tags),
+                                               "description": description}))
+    metadata: dict[str, Any] = {"memory_type": SKILL_KIND, "title": title, "summary": summary,
+                                "description": description, "tags": list(tags), "source_skill": source_skill,
+                                "source_path": real, "line_start": line_start, "skill_hash": fingerprint}
+    if section is not None:
+        metadata["section"] = section
+    if reasons:
+        metadata.update(quarantined="true", quarantine_reasons=list(reasons))
+    else:
+        metadata["agent_compat"] = list(SKILL_AGENT_COMPAT)
+    held = index.get(key)
+    latest = memory.get(held["item_kref"]) if held is not None and held["latest_revision"] is not None else None
+    # A grade counts only when given: re-ingesting without --evidence-level leaves a graded skill alone.
+    changed = latest is None or latest["metadata"].get("skill_hash") != fingerprint or (
+        evidence_level is not None and latest["metadata"].get("evidence_level") != evidence_level)
+    held_level = parse_evidence(latest["metadata"], latest["tags"]) if latest is not None else None
+    artifact_name = f"{section or _skill_slug(key.rsplit('/', 1)[-1]) or 'skill'}.md"
+    return _PlannedSkillWrite(key=key, section=section, title=title, content=content, metadata=metadata,
+                              artifact=(artifact_name, real), reasons=reasons,
+                              evidence_level=evidence_level if evidence_level is not None else held_level,
+                              held=held, latest=latest, changed=changed,
+                              demote=held_level == OFFICIAL and evidence_level not in (None, OFFICIAL))
+
+
+def _plan_skill(memory: Any, parsed: ParsedSkill, index: Mapping[str, dict[str, Any]], *,
+                section_filter: Any, evidence_level: str | None) -> list[_PlannedSkillWrite]:
+    wanted = None
+    if section_filter is not None:
+        wanted = {section_filter} if isinstance(section_filter, str) else set(section_filter)
+        known = {section.name for section in parsed.sections if not section.inline}
+        unknown = sorted(wanted - known)
+        if unknown:
+            raise InvalidArgumentError(f"{parsed.path}: no ingestible section {', '.join(map(repr, unknown))}; "
+                                       f"sections: {', '.join(sorted(known)) or '(none)'}")
+    skill_slug = _skill_slug(parsed.name)
+    skill_level = "\n".join(part for part in (parsed.name, parsed.description, " ".join(parsed.tags),
+                                              parsed.preamble) if part)
+    plans = []
+    for section in parsed.sections:
+        if section.inline or (wanted is not None and section.name not in wanted):
+            continue
+        plans.append(_plan(memory, index, key=f"{_SKILL_KEY_PREFIX}{skill_slug}/{section.name}", section=section.name,
+                           title=f"{parsed.name}: {section.title}", content=section.content,
+                           summary=_first_paragraph(section.content), description=parsed.description,
+                           tags=parsed.tags, source_skill=parsed.name, real=parsed.path,
+                           line_start=section.line_start, evidence_level=evidence_level, scan_prefix=skill_level))
+    return plans
+
+
+def _plan_file(memory: Any, parsed: ParsedSkill, index: Mapping[str, dict[str, Any]], *, item_name: str | None,
+               tags: tuple[str, ...], evidence_level: str | None) -> _PlannedSkillWrite:
+    name = item_name if item_name is not None else os.path.splitext(os.path.basename(parsed.path))[0]
+    if not isinstance(name, str) or not _skill_slug(name):
+        raise InvalidArgumentError(f"item_name {name!r} has no letters or digits to name an item by")
+    body = parsed.body if parsed.body.strip() else name
+    return _plan(memory, index, key=f"{_SKILL_KEY_PREFIX}{_skill_slug(name)}", section=None,
+                 title=parsed.title or name, content=body, summary=_first_paragraph(parsed.preamble or body),
+                 description=parsed.description, tags=tuple(dict.fromkeys(parsed.tags + tags)),
+                 source_skill=name, real=parsed.path, line_start=1, evidence_level=evidence_level)
+
+
+def _apply(memory: Any, plans: Sequence[_PlannedSkillWrite], space: str, dry_run: bool) -> list[IngestResult]:
+    """Write the plans that changed (none on a dry run); one result per plan, in order."""
+    results = []
+    for plan in plans:
+        quarantined = bool(plan.reasons)
+        item_kref = plan.held["item_kref"] if plan.held else None
+        if not plan.changed:
+            latest = plan.latest or {}
+            stored_flag = latest.get("metadata", {}).get("quarantined") == "true"
+            results.append(IngestResult(
+                item_name=plan.key[len(_SKILL_KEY_PREFIX):], item_kref=item_kref, revision_kref=latest.get("kref"),
+                artifact_kref=f"{latest['kref']}&a={plan.artifact[0]}" if latest else None, created_new_item=False,
+                quarantined=stored_flag and PUBLISHED_TAG not in latest.get("tags", ()),
+                quarantine_reasons=tuple(latest.get("metadata", {}).get("quarantine_reasons") or ()),
+                changed=False, section=plan.section))
+            continue
+        revision_kref = None
+        if not dry_run:
+            revision_kref = _write_skill_revision(memory, plan, space)
+            item_kref = revision_kref.split("?", 1)[0]
+        results.append(IngestResult(
+            item_name=plan.key[len(_SKILL_KEY_PREFIX):], item_kref=item_kref, revision_kref=revision_kref,
+            artifact_kref=f"{revision_kref}&a={plan.artifact[0]}" if revision_kref else None,
+            created_new_item=plan.held is None, quarantined=quarantined, quarantine_reasons=plan.reasons,
+            changed=True, section=plan.section))
+    return results
+
+
+def _write_skill_revision(memory: Any, plan: _PlannedSkillWrite, space: str) -> str:
+    """Add one revision; a flagged one never inherits ``published`` from the item's older revisions."""
+    tags = [QUARANTINE_TAG] if plan.reasons else [PUBLISHED_TAG]
+    options = dict(space=space, kind=SKILL_KIND, title=plan.title, metadata=plan.metadata, tags=tags,
+                   evidence_level=plan.evidence_level,
+                   artifacts=[{"name": plan.artifact[0], "location": plan.artifact[1]}])
+    if plan.held is None:
+        return memory.remember(plan.content, key=plan.key, **options)
+    if plan.demote:
+        # An official belief is only ever regraded explicitly (``set_evidence``); a plain new revision with a
+        # lower grade would be kept apart as a contradiction of it.
+        regraded = memory.set_evidence(plan.latest["kref"], plan.evidence_level,
+                                       reason=f"skill re-ingested as {plan.evidence_level}")
+        if plan.latest["metadata"].get("skill_hash") == plan.metadata["skill_hash"]:
+            return regraded
+    published_kref = None
+    if plan.reasons:
+        # The store carries ``published`` forward to a new revision of a published item; take it off first
+        # and put it back on the clean revision afterwards, so the flagged text is never published, even
+        # for a moment (if this fails half way the item is unpublished, never wrongly published).
+        with contextlib.suppress(NotFoundError):
+            published_kref = memory.get(f"{plan.held['item_kref']}?t={PUBLISHED_TAG}")["kref"]
+        if published_kref is not None:
+            memory.untag(published_kref, PUBLISHED_TAG)
+    try:
+        return memory.remember(plan.content, item=plan.held["item_kref"], **options)
+    finally:
+        if published_kref is not None:
+            memory.tag(published_kref, PUBLISHED_TAG)
+
+
+def ingest_skill(memory: Any, path: str | os.PathLike[str], *, space: str = "Skills", section_filter: Any = None,
+                 dry_run: bool = False, evidence_level: str | None = None,
+                 root: str | os.PathLike[str] | None = None) -> list[IngestResult]:
+    """Ingest a SKILL.md: each ``##`` section (not marked inline) becomes a versioned ``skill`` item.
+
+    Each section is an item keyed ``skill-name/section-slug`` in ``space``: new -> created; unchanged (same
+    title, content, tags and description, and the same evidence level when one is given) -> nothing
+    written; changed -> a new revision
+    (SUPERSEDES the previous one). Each revision gets the metadata ``title, summary, description, tags,
+    source_skill, section, source_path, skill_hash`` and an artifact ``<section>.md`` pointing at the file.
+    A section that passes ``scan_skill_text`` (together with the frontmatter and preamble) is tagged
+    ``published`` (with ``agent_compat``); a flagged one gets ``quarantine:flagged``, metadata
+    ``quarantined="true"`` and ``quarantine_reasons``, and no ``published`` tag until ``clear_quarantine``.
+    Credentials are redacted from what is stored.
+
+    Args:
+        memory: the ``Memory`` to write to.
+        path: the skill file (see ``parse_skill`` for ``root``).
+        space: the space for the items. section_filter: a section slug or list of slugs to ingest (only).
+        dry_run: report what would happen, write nothing. evidence_level: grade every revision written
+            (without it a new revision keeps the grade its section already has).
+
+    Returns:
+        One ``IngestResult`` per ingested section, in file order.
+
+    Raises:
+        InvalidArgumentError: bad path (outside ``root``, ``..``), unreadable file, unknown section or evidence
+            level; NotFoundError: no such file. On any error nothing is written.
+    """
+    space, _ = _checked_skill_options(space, evidence_level)
+    parsed = parse_skill(path, root=root)
+    plans = _plan_skill(memory, parsed, _skill_index(memory, space), section_filter=section_filter,
+                        evidence_level=evidence_level)
+    return _apply(memory, plans, space, dry_run)
+
+
+def ingest_file(memory: Any, path: str | os.PathLike[str], *, item_name: str | None = None, space: str = "Skills",
+                tags: Sequence[str] | None = None, dry_run: bool = False, evidence_level: str | None = None,
+                root: str | os.PathLike[str] | None = None) -> IngestResult:
+    """Ingest a whole Markdown document (a reference doc) as one versioned ``skill`` item.
+
+    The title is the first ``#`` heading (else the item name), the summary the first paragraph; ``tags``
+    join the frontmatter tags. Versioning, the safety scan and quarantine work as in ``ingest_skill``.
+
+    Args:
+        item_name: the item's name (default the file name without ``.md``). Other arguments as ``ingest_skill``.
+
+    Returns:
+        The ``IngestResult``.
+
+    Raises:
+        As ``ingest_skill``.
+    """
+    space, checked_tags = _checked_skill_options(space, evidence_level, tags)
+    parsed = parse_skill(path, root=root)
+    plan = _plan_file(memory, parsed, _skill_index(memory, space), item_name=item_name, tags=checked_tags,
+                      evidence_level=evidence_level)
+    return _apply(memory, [plan], space, dry_run)[0]
+
+
+def _is_skill_file(parsed: ParsedSkill) -> bool:
+    return os.path.basename(parsed.path).lower() == "skill.md" or "name" in parsed.frontmatter
+
+
+def ingest_batch(memory: Any, directory: str | os.PathLike[str], *, space: str = "Skills",
+                 tags: Sequence[str] | None = None, dry_run: bool = False, evidence_level: str | None = None,
+                 root: str | os.PathLike[str] | None = None) -> list[IngestResult]:
+    """Ingest every ``*.md`` in a folder (sorted by name), and every ``<sub-folder>/SKILL.md``.
+
+    A file named ``SKILL.md`` or with a frontmatter ``name`` is ingested by sections (``ingest_skill``); any
+    other file whole (``ingest_file``). Every file is read, checked and planned before anything is written.
+
+    Args:
+        directory: the folder (it must stay inside ``root`` when given; every file must stay inside it).
+        Other arguments as ``ingest_file``.
+
+    Returns:
+        All results, file by file.
+
+    Raises:
+        As ``ingest_skill``, for any file: then nothing at all is written.
+    """
+    space, checked_tags = _checked_skill_options(space, evidence_level, tags)
+    real_dir = _confined_path(directory, root, directory=True)
+    names = []
+    for entry in sorted(os.listdir(real_dir)):
+        full = os.path.join(real_dir, entry)
+        if entry.lower().endswith(".md") and not os.path.isdir(full):
+            names.append(entry)
+        elif os.path.isdir(full) and os.path.lexists(os.path.join(full, "SKILL.md")):
+            names.append(os.path.join(entry, "SKILL.md"))
+    index = _skill_index(memory, space)
+    plans: list[_PlannedSkillWrite] = []
+    keys: dict[str, str] = {}
+    for name in names:
+        parsed = parse_skill(name, root=real_dir)
+        planned = _plan_skill(memory, parsed, index, section_filter=None, evidence_level=evidence_level) \
+            if _is_skill_file(parsed) else [_plan_file(memory, parsed, index, item_name=None, tags=checked_tags,
+                                                       evidence_level=evidence_level)]
+        for plan in planned:
+            if plan.key in keys:
+                raise InvalidArgumentError(f"{parsed.path} and {keys[plan.key]} both ingest as "
+                                           f"{plan.key[len(_SKILL_KEY_PREFIX):]!r}; rename one")
+            keys[plan.key] = parsed.path
+        plans.extend(planned)
+    return _apply(memory, plans, space, dry_run)
+
+
+def clear_quarantine(memory: Any, revision_kref: str) -> dict[str, Any]:
+    """Publish a quarantined skill revision after review: tag it ``published``, remove ``quarantine:flagged``.
+
+    The revision's metadata keeps the scan's verdict (revisions are immutable); the tags say what is in force.
+
+    Returns:
+        ``{revision_kref, item_kref, published, quarantine_reasons}``.
+
+    Raises:
+        InvalidArgumentError: the revision was never quarantined, or is deprecated. NotFoundError: no such
+            revision.
+    """
+    revision = memory.get(revision_kref)
+    if revision["metadata"].get("quarantined") != "true":
+        raise InvalidArgumentError(f"{revision['kref']} was not quarantined by a skill scan")
+    if revision["deprecated"]:
+        raise InvalidArgumentError(f"{revision['kref']} is deprecated; restore it before publishing it")
+    memory.tag(revision["kref"], PUBLISHED_TAG)
+    memory.untag(revision["kref"], QUARANTINE_TAG)
+    return {"revision_kref": revision["kref"], "item_kref": revision["item_kref"], "published": True,
+            "quarantine_reasons": list(revision["metadata"].get("quarantine_reasons") or [])}
+
+
+def list_skills(memory: Any, *, space: str = "Skills") -> list[dict[str, Any]]:
+    """The live skill items in ``space``: ``[{item_name, item_kref, revision_kref, title, published_kref,
+    quarantined}]`` where ``quarantined`` says the latest revision is held back by the scan."""
+    space = normalize_space(space)
+    listed = []
+    for item in memory.items(space=space, kind=SKILL_KIND):
+        if item["space"] != space or item["latest_revision"] is None:
+            continue
+        latest = memory.get(item["item_kref"])
+        published = None
+        with contextlib.suppress(NotFoundError):
+            published = memory.get(f"{item['item_kref']}?t={PUBLISHED_TAG}")["kref"]
+        key = item["key"] or item["name"]
+        listed.append({"item_name": key[len(_SKILL_KEY_PREFIX):] if key.startswith(_SKILL_KEY_PREFIX) else key,
+                       "item_kref": item["item_kref"], "revision_kref": latest["kref"], "title": latest["title"],
+                       "published_kref": published,
+                       "quarantined": latest["metadata"].get("quarantined") == "true"
+                       and PUBLISHED_TAG not in latest["tags"]})
+    return listed
+
+
+# -- Dream State: tidying memory between sessions, behind hard guardrails ----------------------------------------
+#
+# A run walks the memories written since its cursor, assesses them in batches (by heuristics, or by an LLM
+# when one is given), and applies what passes the guardrails below. The guardrails are code, applied after
+# any suggestion, whatever the policy text or the model says:
+#
+#   the revision is graded official                 -> never deprecated
+#   it is published (tag)                           -> never, unless allow_published_deprecation
+#   it is younger than min_age_days (or age unknown) -> not yet
+#   it is corroborated                              -> only with a stated reason of 10+ characters
+#   another memory got an edge to it this run       -> kept (something now refers to it)
+#   deprecations so far reach the ratio cap          -> the rest wait for the next run
+#
+# Deprecation is soft (the revision stays addressable and can be restored); enrichment never touches the
+# evidence carriers (``evidence:`` tags, ``evidence_level``, ``source``, ``sources``, ``confidence``).
+
+DREAM_SPACE = "_dream_state"
+DREAM_KIND = "dream-state"
+DREAM_MIN_AGE_DAYS = 7
+DREAM_MAX_FAILURES = 2
+EVIDENCE_METADATA_KEYS = frozenset({"evidence_level", "source", "sources", "confidence"})
+ACKNOWLEDGEMENTS = frozenset("""
+ok okay k kk sure thanks thank thx ty yes yeah yep no nope lol haha cool great nice fine alright right hi hello
+hey bye got it np
+""".split())
+
+DREAM_SYSTEM_PROMPT = """You tidy an AI agent's long-term memory. For each memory in the batch decide:
+relevance_score (0..1), should_deprecate (true only for duplicates, superseded leftovers, or stale
+chit-chat with no lasting value), deprecation_reason (one sentence), suggested_tags (short lowercase),
+metadata_updates ([{key, value}] facts worth indexing: topics, entities), related_indices (indices of other
+memories in this batch it relates to) and relationship_type (DERIVED_FROM, REFERENCED, DEPENDS_ON or
+SUPERSEDES). Be conservative: when in doubt, keep. Answer with one JSON object {"assessments": [...]}, one
+entry per memory, each with its "index"."""
+
+
+@dataclasses.dataclass
+class MemoryAssessment:
+    """What a Dream State assessment says about one revision (the reference's fields)."""
+
+    revision_kref: str
+    relevance_score: float = 0.5
+    should_deprecate: bool = False
+    deprecation_reason: str = ""
+    suggested_tags: list[str] = dataclasses.field(default_factory=list)
+    metadata_updates: dict[str, Any] = dataclasses.field(default_factory=dict)
+    related_memories: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    category: str = ""          # duplicate | superseded | stale | llm: why it was proposed
+
+
+@dataclasses.dataclass
+class DreamStateStats:
+    """Counters of one Dream State run."""
+
+    events_processed: int = 0
+    revisions_assessed: int = 0
+    deprecated: int = 0
+    metadata_updated: int = 0
+    tags_added: int = 0
+    edges_created: int = 0
+    last_cursor: str = ""
+    duration_ms: float = 0.0
+    errors: list[str] = dataclasses.field(default_factory=list)
+    deprecations_proposed: int = 0
+    guarded_skips: dict[str, int] = dataclasses.field(default_factory=dict)
+    refuted_skips: int = 0
+    parked: int = 0
+
+
+def _term_set(text: str) -> frozenset[str]:
+    return frozenset(tokenize(text))
+
+
+class DreamState:
+    """Offline consolidation of a ``Memory``: deprecate duplicates and leftovers, enrich, link.
+
+    Args:
+        memory: the ``Memory`` to tidy.
+        llm_adapter: an ``LLMAdapter``; with one, batches are assessed by the model (structured JSON), else
+            by heuristics (exact and near-exact duplicates in a space, items superseded from another item but
+            still live, stale low-value chat messages; contradictions are reported and tagged ``contested``).
+        model: the model name passed to the adapter.
+        batch_size: memories per assessment batch.
+        dry_run: assess and report, change nothing (not even the cursor).
+        max_deprecation_ratio: at most ``max(1, int(assessed * ratio))`` deprecations per run, 0.1..0.9.
+        allow_published_deprecation: let a ``published`` revision be deprecated.
+        kind_filter: only items of these kinds (default every kind but the system ones).
+        extra_instructions: deployment policy appended to the LLM prompt (it may only tighten; the
+            guardrails apply in code whatever it says). Default ``$KUMIHO_DREAM_EXTRA_INSTRUCTIONS`` via
+            ``from_env``.
+        min_age_days: a revision younger than this is never deprecated (``$KUMIHO_DREAM_MIN_AGE_DAYS``, 7).
+        stale_after_days: a chat message this old with no lasting content may be deprecated (90).
+        max_failures: an item whose assessment failed this many runs is parked (skipped from then on).
+        report_dir: also write each run's Markdown report there as ``dream_state_{time}.md``.
+        progress: ``callable(done, total)`` after each batch (the CLI prints it on stderr).
+
+    The cursor (time of the newest memory processed), the failure counts and the parked items live in the
+    graph, as revisions of the ``_dream_state`` item (kind ``dream-state``) whose content is the run's
+    report; a run resumes where the last one stopped, and a failed batch is assessed again next run.
+
+    Raises:
+        InvalidArgumentError: ``max_deprecation_ratio`` outside 0.1..0.9 or another bad argument.
+    """
+
+    def __init__(self, memory: Any, *, llm_adapter: Any = None, model: str = "", batch_size: int = 20,
+                 dry_run: bool = False, max_deprecation_ratio: float = 0.5,
+                 allow_published_deprecation: bool = False, kind_filter: Sequence[str] | str | None = None,
+                 extra_instructions: str | None = None, min_age_days: float = DREAM_MIN_AGE_DAYS,
+                 stale_after_days: float = 90.0, max_failures: int = DREAM_MAX_FAILURES,
+                 report_dir: str | os.PathLike[str] | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        if not isinstance(max_deprecation_ratio, (int, float)) or not 0.1 <= max_deprecation_ratio <= 0.9:
+            raise InvalidArgumentError(f"max_deprecation_ratio must be between 0.1 and 0.9, not {max_deprecation_ratio!r}")
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise InvalidArgumentError(f"batch_size must be a positive integer, not {batch_size!r}")
+        for name, value in (("min_age_days", min_age_days), ("stale_after_days", stale_after_days)):
+            if not isinstance(value, (int, float)) or value < 0:
+                raise InvalidArgumentError(f"{name} must be a non-negative number, not {value!r}")
+        if not isinstance(max_failures, int) or max_failures < 1:
+            raise InvalidArgumentError(f"max_failures must be a positive integer, not {max_failures!r}")
+        if extra_instructions is not None and not isinstance(extra_instructions, str):
+            raise InvalidArgumentError("extra_instructions must be a string")
+        self.memory = memory
+        self.llm_adapter = llm_adapter
+        self.model = model
+        self.batch_size = batch_size
+        self.dry_run = bool(dry_run)
+        self.max_deprecation_ratio = float(max_deprecation_ratio)
+        self.allow_published_deprecation = bool(allow_published_deprecation)
+        self.kind_filter = None if kind_filter is None else frozenset(
+            [kind_filter] if isinstance(kind_filter, str) else kind_filter)
+        self.extra_instructions = (extra_instructions or "").strip()
+        self.min_age_days = float(min_age_days)
+        self.stale_after_days = float(stale_after_days)
+        self.max_failures = max_failures
+        self.report_dir = report_dir
+        self.progress = progress
+
+    @classmethod
+    def from_env(cls, memory: Any, environ: Mapping[str, str] | None = None, **options: Any) -> "DreamState":
+        """Build with ``KUMIHO_DREAM_EXTRA_INSTRUCTIONS`` and ``KUMIHO_DREAM_MIN_AGE_DAYS`` (explicit options win)."""
+        env = os.environ if environ is None else environ
+        if env.get("KUMIHO_DREAM_EXTRA_INSTRUCTIONS") and options.get("extra_instructions") is None:
+            options["extra_instructions"] = env["KUMIHO_DREAM_EXTRA_INSTRUCTIONS"]
+        if env.get("KUMIHO_DREAM_MIN_AGE_DAYS") and "min_age_days" not in options:
+            try:
+                options["min_age_days"] = float(env["KUMIHO_DREAM_MIN_AGE_DAYS"])
+            except ValueError:
+                raise InvalidArgumentError("KUMIHO_DREAM_MIN_AGE_DAYS must be a number of days") from None
+        return cls(memory, **options)
+
+    # -- the run ---------------------------------------------------------------------------------------------
+
+    def run_sync(self) -> dict[str, Any]:
+        """``run()`` for synchronous callers (not from inside a running event loop)."""
+        return asyncio.run(self.run())
+
+    async def run(self) -> dict[str, Any]:
+        """Assess, apply within the guardrails, save the cursor and the report.
+
+        Returns:
+            ``{success, dry_run, ...DreamStateStats fields, actions, report, report_kref, extra_instructions}``
+            where ``actions`` lists every applied (or, in a dry run, proposed) action with its reason.
+        """
+        started = time.perf_counter()
+        stats = DreamStateStats()
+        state = self._load_state()
+        now = self.memory._clock.now()
+        todo = self._collect(state)
+        stats.events_processed = len(todo)
+        actions: list[dict[str, Any]] = []
+        proposals: list[tuple[dict[str, Any], MemoryAssessment]] = []
+        failed: list[dict[str, Any]] = []
+        batches = [todo[start:start + self.batch_size] for start in range(0, len(todo), self.batch_size)]
+        for number, batch in enumerate(batches, 1):
+            assessed, batch_failed, errors = await self._assess_batch(batch)
+            stats.errors += errors
+            failed += batch_failed
+            proposals += assessed
+            stats.revisions_assessed += len(assessed)
+            if self.progress is not None:
+                self.progress(number, len(batches))
+        systemic = bool(todo) and len(failed) == len(todo)
+        for revision in failed:
+            if systemic:
+                break                                    # everything failed: the service, not the items
+            count = state["failures"].get(revision["item_kref"], 0) + 1
+            state["failures"][revision["item_kref"]] = count
+            if count >= self.max_failures:
+                state["parked"].append(revision["item_kref"])
+                stats.parked += 1
+                actions.append({"action": "park", "kref": revision["kref"],
+                                "reason": f"assessment failed in {count} runs"})
+        actions += self._contradiction_notes(stats)
+        deferred: list[dict[str, Any]] = []
+        actions += self._apply(proposals, stats, now, deferred)
+        # The cursor moves past everything done, but not past a memory that failed and is not parked, nor
+        # one whose deprecation the ratio cap deferred: the next run starts there again.
+        held_back = [revision for revision in failed if revision["item_kref"] not in state["parked"]] + deferred
+        processed = todo
+        if held_back:
+            first = min(revision["created_at"] for revision in held_back)
+            processed = [revision for revision in todo if revision["created_at"] < first]
+        if processed:
+            state["cursor"] = max(state["cursor"] or "", max(revision["created_at"] for revision in processed))
+        for revision in processed:
+            state["failures"].pop(revision["item_kref"], None)
+        stats.last_cursor = state["cursor"] or ""
+        stats.duration_ms = round((time.perf_counter() - started) * 1000, 1)
+        report = self._report(stats, actions, now)
+        result: dict[str, Any] = {"success": True, "dry_run": self.dry_run, **dataclasses.asdict(stats),
+                                  "actions": actions, "report": report, "report_kref": None,
+                                  "extra_instructions": self.extra_instructions}
+        if not self.dry_run:
+            result["report_kref"] = self._save(state, stats, report)
+            if self.report_dir is not None:
+                result["report_path"] = self._write_report_file(report, now)
+        return result
+
+    # -- state: the cursor item ---------------------------------------------------------------------------
+
+    def _load_state(self) -> dict[str, Any]:
+        held = self.memory.backend.item_by_key(self.memory.project, DREAM_SPACE, "cursor")
+        state: dict[str, Any] = {"cursor": None, "failures": {}, "parked": [], "runs": 0}
+        if held is not None and held.latest_revision is not None:
+            metadata = self.memory.get(str(held.kref))["metadata"]
+            saved = metadata.get("dream_state")
+            if isinstance(saved, dict):
+                state.update({"cursor": saved.get("cursor"), "failures": dict(saved.get("failures") or {}),
+                              "parked": list(saved.get("parked") or []), "runs": int(saved.get("runs") or 0)})
+        return state
+
+    def _save(self, state: dict[str, Any], stats: DreamStateStats, report: str) -> str:
+        counters = {key: value for key, value in dataclasses.asdict(stats).items()
+                    if isinstance(value, (int, float)) and not isinstance(value, bool)}
+        metadata = {"type": "dream_state_report", "run_at": format_instant(self.memory._clock.now()),
+                    "dream_state": {"cursor": state["cursor"], "failures": state["failures"],
+                                    "parked": state["parked"], "runs": state["runs"] + 1},
+                    "counters": counters, "policy": self.extra_instructions}
+        return self.memory.remember(report, space=DREAM_SPACE, kind=DREAM_KIND, key="cursor",
+                                    title=f"Dream State report {metadata['run_at']}", metadata=metadata)
+
+    def _write_report_file(self, report: str, now: _dt.datetime) -> str:
+        folder = os.fspath(self.report_dir)
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, f"dream_state_{now.strftime('%Y%m%dT%H%M%S%fZ')}.md")
+        temporary = path + ".tmp"
+        with open(temporary, "w", encoding="utf-8") as stream:
+            stream.write(report)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+        return path
+
+    # -- collecting and assessing -----------------------------------------------------------------------------
+
+    def _collect(self, state: dict[str, Any]) -> list[dict[str, Any]]:
+        """Current revisions of live items written after the cursor, oldest first (parked items skipped)."""
+        parked = set(state["parked"])
+        revisions = []
+        for item in self.memory.items():
+            if item["kind"] in SYSTEM_KINDS or item["item_kref"] in parked:
+                continue
+            if self.kind_filter is not None and item["kind"] not in self.kind_filter:
+                continue
+            try:
+                revision = self.memory.get(item["item_kref"])
+            except NotFoundError:
+                continue
+            if revision["deprecated"] or (state["cursor"] and revision["created_at"] <= state["cursor"]):
+                continue
+            revisions.append(revision)
+        revisions.sort(key=lambda revision: (revision["created_at"], revision["kref"]))
+        return revisions
+
+    async def _assess_batch(self, batch: list[dict[str, Any]]
+                            ) -> tuple[list[tuple[dict[str, Any], MemoryAssessment]], list[dict[str, Any]], list[str]]:
+        """Assess a batch; on failure, each item alone, so one poison item does not sink the others."""
+        try:
+            return await self._assess(batch), [], []
+        except Exception as error:                       # noqa: BLE001 - any assessor failure is retried
+            first_error = f"batch of {len(batch)}: {type(error).__name__}: {error}"
+        if len(batch) == 1:
+            return [], batch, [first_error]
+        assessed, failed, errors = [], [], [first_error]
+        for revision in batch:
+            try:
+                assessed += await self._assess([revision])
+            except Exception as error:                   # noqa: BLE001
+                failed.append(revision)
+                errors.append(f"{revision['kref']}: {type(error).__name__}: {error}")
+        return assessed, failed, errors
+
+    async def _assess(self, batch: list[dict[str, Any]]) -> list[tuple[dict[str, Any], MemoryAssessment]]:
+        if self.llm_adapter is not None:
+            return await self._assess_with_llm(batch)
+        return [(revision, self._assess_by_heuristics(revision)) for revision in batch]
+
+    def _assess_by_heuristics(self, revision: dict[str, Any]) -> MemoryAssessment:
+        assessment = MemoryAssessment(revision_kref=revision["kref"])
+        superseded_by = self._superseded_from_elsewhere(revision)
+        if superseded_by:
+            assessment.should_deprecate, assessment.category = True, "superseded"
+            assessment.deprecation_reason = f"superseded by {superseded_by} in another item, still live"
+            assessment.relevance_score = 0.1
+            return assessment
+        duplicate = self._duplicate_of(revision)
+        if duplicate is not None:
+            keeper, loser = duplicate
+            if loser["kref"] == revision["kref"]:
+                assessment.should_deprecate, assessment.category = True, "duplicate"
+                assessment.deprecation_reason = f"duplicate of {keeper['kref']}"
+                assessment.relevance_score = 0.2
+            else:
+                assessment.related_memories.append((loser["kref"], "duplicate"))
+            return assessment
+        if self._stale_chatter(revision):
+            assessment.should_deprecate, assessment.category = True, "stale"
+            assessment.deprecation_reason = (f"a chat message older than {self.stale_after_days:g} days with "
+                                             "nothing lasting in it")
+            assessment.relevance_score = 0.05
+        return assessment
+
+    def _superseded_from_elsewhere(self, revision: dict[str, Any]) -> str | None:
+        for edge in self.memory.edges(revision["kref"], direction="incoming", edge_type=SUPERSEDES):
+            source = edge["source_kref"]
+            if Kref.parse(source).item_kref != Kref.parse(revision["kref"]).item_kref:
+                with contextlib.suppress(NotFoundError):
+                    if not self.memory.get(source)["deprecated"]:
+                        return source
+        return None
+
+    def _duplicate_of(self, revision: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """``(keeper, loser)`` when another live memory in the space says the same (same index terms)."""
+        terms = _term_set(revision["content"])
+        if len(terms) < 2:
+            return None
+        for hit in self.memory.recall(revision["content"][:2000], limit=5, space=revision["space"] or None,
+                                      follow_edges=False, evidence_rank=False):
+            if hit["item_kref"] == revision["item_kref"] or hit["space"] != revision["space"] or \
+                    hit["kind"] != revision["kind"] or _term_set(hit["content"]) != terms:
+                continue
+            ranked = sorted((revision, hit), key=self._keep_rank, reverse=True)
+            return ranked[0], ranked[1]
+        return None
+
+    @staticmethod
+    def _keep_rank(revision: Mapping[str, Any]) -> tuple:
+        """Which of two duplicates to keep: published, then better evidence, then the older one."""
+        level = parse_evidence(revision["metadata"], revision["tags"])
+        strength = {OFFICIAL: 4, CORROBORATED: 3, SINGLE_SOURCE: 2, UNVERIFIED: 1}.get(level or "", 0)
+        return ("published" in revision["tags"], strength, -parse_instant(revision["created_at"]).timestamp(),
+                revision["kref"])
+
+    def _stale_chatter(self, revision: dict[str, Any]) -> bool:
+        if not is_message(revision["metadata"]) or "published" in revision["tags"]:
+            return False
+        age = self._age_days(revision)
+        if age is None or age < self.stale_after_days:
+            return False
+        words = [word for word in _words(revision["content"]) if word not in ACKNOWLEDGEMENTS]
+        if len([word for word in words if word not in STOPWORDS]) > 1:
+            return False
+        return not [edge for edge in self.memory.edges(revision["kref"]) if edge["edge_type"] != FOLLOWS]
+
+    def _age_days(self, revision: Mapping[str, Any]) -> float | None:
+        try:
+            created = parse_instant(revision["created_at"])
+        except (InvalidArgumentError, KeyError, TypeError):
+            return None
+        return (self.memory._clock.now() - created).total_seconds() / 86400
+
+    async def _assess_with_llm(self, batch: list[dict[str, Any]]) -> list[tuple[dict[str, Any], MemoryAssessment]]:
+        entries = [{"index": index, "kref": revision["kref"], "title": revision["title"][:200],
+                    "summary": revision["content"][:600], "type": revision["metadata"].get("memory_type") or
+                    revision["kind"], "tags": [tag for tag in revision["tags"] if tag != "latest"],
+                    "evidence_level": parse_evidence(revision["metadata"], revision["tags"]) or ""}
+                   for index, revision in enumerate(batch)]
+        system = DREAM_SYSTEM_PROMPT
+        if self.extra_instructions:
+            system += ("\n\nDEPLOYMENT POLICY (it may only make you more conservative):\n"
+                       + self.extra_instructions)
+        reply = await self.llm_adapter.chat(messages=[{"role": "user", "content": json.dumps(
+            {"memories": entries}, ensure_ascii=False)}], model=self.model, system=system, max_tokens=2048,
+            json_mode=True)
+        answer = parse_llm_json(reply, dict)
+        rows = answer.get("assessments")
+        if not isinstance(rows, list):
+            raise InvalidArgumentError("the assessment reply has no 'assessments' list")
+        by_index: dict[int, dict[str, Any]] = {}
+        for row in rows:
+            if isinstance(row, dict) and isinstance(row.get("index"), int) and 0 <= row["index"] < len(batch):
+                by_index[row["index"]] = row
+        results = []
+        for index, revision in enumerate(batch):
+            row = by_index.get(index, {})
+            updates = row.get("metadata_updates") or []
+            if isinstance(updates, dict):
+                updates = [{"key": key, "value": value} for key, value in updates.items()]
+            relationship = str(row.get("relationship_type") or REFERENCED).upper()
+            if relationship not in (DERIVED_FROM, REFERENCED, DEPENDS_ON, SUPERSEDES):
+                relationship = REFERENCED
+            related = [(batch[other]["kref"], relationship) for other in row.get("related_indices") or []
+                       if isinstance(other, int) and 0 <= other < len(batch) and other != index]
+            score = row.get("relevance_score", 0.5)
+            results.append((revision, MemoryAssessment(
+                revision_kref=revision["kref"],
+                relevance_score=float(score) if isinstance(score, (int, float)) else 0.5,
+                should_deprecate=row.get("should_deprecate") is True,
+                deprecation_reason=str(row.get("deprecation_reason") or "")[:500],
+                suggested_tags=[str(tag) for tag in row.get("suggested_tags") or [] if isinstance(tag, str)],
+                metadata_updates={str(update["key"]): update.get("value") for update in updates
+                                  if isinstance(update, dict) and isinstance(update.get("key"), str)},
+                related_memories=related, category="llm")))
+        return results
+
+    # -- applying, within the guardrails ------------------------------------------------------------------------
+
+    def _guard(self, revision: dict[str, Any], assessment: MemoryAssessment, referenced: set[str]) -> str | None:
+        """Why a proposed deprecation may not happen, or None when it may."""
+        level = parse_evidence(revision["metadata"], revision["tags"])
+        if level == OFFICIAL or evidence_tag(OFFICIAL) in revision["tags"]:
+            return "official"
+        if "published" in revision["tags"] and not self.allow_published_deprecation:
+            return "published"
+        age = self._age_days(revision)
+        if age is None or age < self.min_age_days:
+            return "min_age"
+        if (level == CORROBORATED or evidence_tag(CORROBORATED) in revision["tags"]) and \
+                len(assessment.deprecation_reason.strip()) < 10:
+            return "corroborated_without_reason"
+        if revision["kref"] in referenced:
+            return "referenced"
+        return None
+
+    def _apply(self, proposals: list[tuple[dict[str, Any], MemoryAssessment]], stats: DreamStateStats,
+               now: _dt.datetime, deferred: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        actions: list[dict[str, Any]] = []
+        budget = max(1, int(len(proposals) * self.max_deprecation_ratio)) if proposals else 0
+        # edges first: a memory something now refers to is not deprecated in the same run
+        referenced: set[str] = set()
+        for revision, assessment in proposals:
+            for target, relationship in assessment.related_memories:
+                if relationship == "duplicate":
+                    continue
+                referenced.add(target)
+                if self._edge_exists(revision["kref"], target, relationship):
+                    continue
+                stats.edges_created += 1
+                actions.append({"action": "link", "kref": revision["kref"], "target": target,
+                                "edge_type": relationship, "reason": assessment.deprecation_reason or
+                                "related by the assessment"})
+                if not self.dry_run:
+                    self.memory.link(revision["kref"], target, relationship, {"reason": "dream state"})
+        for revision, assessment in proposals:
+            tags = [tag for tag in assessment.suggested_tags
+                    if TAG_PATTERN.match(tag) and not tag.startswith(EVIDENCE_TAG_PREFIX)
+                    and tag not in ("published", "latest") and tag not in revision["tags"]]
+            for tag in tags:
+                stats.tags_added += 1
+                actions.append({"action": "tag", "kref": revision["kref"], "tag": tag,
+                                "reason": "suggested by the assessment"})
+                if not self.dry_run:
+                    self.memory.tag(revision["kref"], tag)
+            updates = {key: value for key, value in assessment.metadata_updates.items()
+                       if key not in EVIDENCE_METADATA_KEYS and revision["metadata"].get(key) != value}
+            if updates:
+                stats.metadata_updated += 1
+                actions.append({"action": "metadata", "kref": revision["kref"], "updates": updates,
+                                "reason": "enrichment suggested by the assessment"})
+                if not self.dry_run:
+                    self.memory.update_metadata(revision["kref"], updates)
+            if not assessment.should_deprecate:
+                continue
+            stats.deprecations_proposed += 1
+            why_not = self._guard(revision, assessment, referenced)
+            if why_not is None and stats.deprecated >= budget:
+                why_not = "ratio_cap"
+                deferred.append(revision)
+            if why_not is not None:
+                stats.guarded_skips[why_not] = stats.guarded_skips.get(why_not, 0) + 1
+                actions.append({"action": "kept", "kref": revision["kref"], "guard": why_not,
+                                "reason": assessment.deprecation_reason, "category": assessment.category})
+                continue
+            stats.deprecated += 1
+            actions.append({"action": "deprecate", "kref": revision["kref"], "reason": assessment.deprecation_reason,
+                            "category": assessment.category})
+            if not self.dry_run:
+                self.memory.deprecate(revision["item_kref"])
+        return actions
+
+    def _edge_exists(self, source: str, target: str, edge_type: str) -> bool:
+        return any(edge["target_kref"] == target for edge in self.memory.edges(source, direction="outgoing",
+                                                                                 edge_type=edge_type))
+
+    def _contradiction_notes(self, stats: DreamStateStats) -> list[dict[str, Any]]:
+        """Open contradictions are reported and their challenger tagged ``contested``; nothing is deprecated."""
+        notes = []
+        for pair in self.memory.contradictions():
+            source = pair["source"]
+            if source["deprecated"]:
+                continue
+            notes.append({"action": "contradiction", "kref": source["kref"], "target": pair["target_kref"],
+                          "reason": "claims against another memory; left for review"})
+            if "contested" not in source["tags"]:
+                stats.tags_added += 1
+                if not self.dry_run:
+                    self.memory.tag(source["kref"], "contested")
+        return notes
+
+    # -- the report ------------------------------------------------------------------------------------------
+
+    def _report(self, stats: DreamStateStats, actions: list[dict[str, Any]], now: _dt.datetime) -> str:
+        lines = [f"# Dream State report, {format_instant(now)}", ""]
+        if self.dry_run:
+            lines += ["**Dry run**: nothing was changed; these are the actions a run would take.", ""]
+        if self.allow_published_deprecation:
+            lines += ["**WARNING**: published memories may be deprecated in this run "
+                      "(allow_published_deprecation).", ""]
+        lines += ["## Counts", ""]
+        for field in ("events_processed", "revisions_assessed", "deprecations_proposed", "deprecated",
+                      "tags_added", "metadata_updated", "edges_created", "parked"):
+            lines.append(f"- {field.replace('_', ' ')}: {getattr(stats, field)}")
+        if stats.guarded_skips:
+            lines.append("- kept by guardrails: " + ", ".join(f"{name} {count}" for name, count in
+                                                              sorted(stats.guarded_skips.items())))
+        lines += ["", "## Policy", "", f"> {self.extra_instructions}" if self.extra_instructions else
+                  "No deployment policy (defaults only).", f"Assessed by: {'LLM ' + self.model if self.llm_adapter else 'heuristics'}",
+                  f"Max deprecation ratio {self.max_deprecation_ratio:g}, minimum age {self.min_age_days:g} days.",
+                  "", "## Actions", ""]
+        if not actions:
+            lines.append("None.")
+        for action in actions:
+            target = f" -> {action['target']}" if "target" in action else ""
+            detail = {"tag": lambda: f" `{action['tag']}`", "metadata": lambda: f" {json.dumps(action['updates'])}",
+                      "kept": lambda: f" (guard: {action['guard']})", "link": lambda: f" {action['edge_type']}"
+                      }.get(action["action"], lambda: "")()
+            lines.append(f"- **{action['action']}** `{action['kref']}`{target}{detail}: {action.get('reason', '')}")
+        if stats.errors:
+            lines += ["", "## Errors", ""] + [f"- {error}" for error in stats.errors]
+        lines += ["", "## Cursor", "", stats.last_cursor or "(none yet)", ""]
+        return "\n".join(lines)
+
+
 # ==========================================================================================================
 # 11. Facades: the sync Memory and the async UniversalMemoryManager
 # ==========================================================================================================
@@ -6486,6 +10310,7 @@ class Memory:
             A failing embedder never fails a write: the memory is stored, and its vector is added later by
             ``backfill_embeddings``, or a few at a time by the next writes and recalls once it answers.
         evidence_rank: default evidence weighting for ``recall`` (``EvidenceRankConfig``).
+        prefetch: a ``PrefetchConfig`` turns on anticipatory recall for ``engage(session_id=...)``.
 
     Raises:
         StoreError: the file cannot be used (its subclasses say why).
@@ -6496,8 +10321,10 @@ class Memory:
     def __init__(self, path: str | os.PathLike[str] | None = None, *, project: str = DEFAULT_PROJECT,
                  backend: GraphBackend | None = None, clock: Clock | None = None, ids: IdFactory | None = None,
                  busy_timeout: float = 30.0, embedder: Any = None,
-                 evidence_rank: EvidenceRankConfig | None = None) -> None:
+                 evidence_rank: EvidenceRankConfig | None = None, prefetch: PrefetchConfig | None = None) -> None:
         self.project = _check_pattern(project, SEGMENT_PATTERN, "project", InvalidArgumentError)
+        if prefetch is not None and not isinstance(prefetch, PrefetchConfig):
+            raise InvalidArgumentError(f"prefetch must be a PrefetchConfig, not {type(prefetch).__name__}")
         if backend is not None and path is not None:
             raise InvalidArgumentError("give either a path or a backend, not both")
         if not isinstance(busy_timeout, (int, float)) or busy_timeout < 0:
@@ -6510,11 +10337,18 @@ class Memory:
         self.last_embedding_error: ServiceError | None = None
         self._vectors_pending = False
         self._backend = backend or SQLiteGraph(path, clock=self._clock, busy_timeout=busy_timeout)
+        self._prefetch = AnticipatoryRecall(self, prefetch) if prefetch is not None and prefetch.enabled else None
 
     @classmethod
     def from_config(cls, config: MemoryConfig, **options: Any) -> "Memory":
         """Open the memory a ``MemoryConfig`` describes (extra keyword options pass through)."""
         options.setdefault("evidence_rank", EvidenceRankConfig(enabled=config.evidence_rerank))
+        if config.prefetch:
+            options.setdefault("prefetch", PrefetchConfig())
+        if config.backend == "kumiho":
+            backend = KumihoBackend(config.kumiho_endpoint, config.kumiho_token or "",
+                                    clock=options.get("clock"), environ={})
+            return cls(project=config.project, backend=backend, **options)
         return cls(config.path, project=config.project, busy_timeout=config.busy_timeout, **options)
 
     @property
@@ -6523,8 +10357,22 @@ class Memory:
         return self._backend
 
     def close(self) -> None:
-        """Flush and release the store. Safe to call twice."""
-        self._backend.close()
+        """Stop prefetching (saving its tables), flush and release the store. Safe to call twice."""
+        try:
+            if self._prefetch is not None:
+                self._prefetch.close()
+        finally:
+            self._backend.close()
+
+    @property
+    def prefetcher(self) -> AnticipatoryRecall | None:
+        """The anticipatory-recall engine, or None when this memory was opened without ``prefetch``."""
+        return self._prefetch
+
+    def _changed(self, kref: str | None) -> None:
+        """Tell the prefetcher what a write touched (None: not one item)."""
+        if self._prefetch is not None:
+            self._prefetch.on_change(kref)
 
     def __enter__(self) -> "Memory":
         return self
@@ -6533,7 +10381,7 @@ class Memory:
         self.close()
 
     def __repr__(self) -> str:
-        where = getattr(self._backend, "path", type(self._backend).__name__)
+        where = getattr(self._backend, "path", None) or getattr(self._backend, "address", type(self._backend).__name__)
         return f"Memory({where!r}, project={self.project!r})"
 
     # -- writing ------------------------------------------------------------------------------------------
@@ -6688,6 +10536,7 @@ class Memory:
                               vector=vector[0] if vector else None, vector_model=self.embedding_model,
                               artifacts=artifacts)
         record, _created = self._backend.write_revision(draft)
+        self._changed(str(record.kref))
         return str(record.kref)
 
     def _stacking_match(self, content: str, space: str, kind: str) -> dict[str, Any] | None:
@@ -6735,6 +10584,7 @@ class Memory:
             with contextlib.suppress(NotFoundError):
                 self._backend.set_tag(Kref.parse(entry["kref"]), GROUNDING_STALE_TAG)
                 marked.append(entry["kref"])
+                self._changed(entry["kref"])
         return marked
 
     def revise(self, target: str, content: str, *, space: str | None = None, **remember_options: Any) -> dict[str, Any]:
@@ -6825,6 +10675,7 @@ class Memory:
                 break
             for record, vector in zip(pending, vectors):
                 self._backend.set_vector(record.kref, self.embedding_model, vector)
+                self._changed(str(record.kref))
             done += len(pending)
         return done
 
@@ -6842,13 +10693,17 @@ class Memory:
         """
         parsed = parse_item_kref(kref)
         checked = _checked_tags([tag])[0]
-        return self._backend.set_tag(parsed, checked).to_dict()
+        tagged = self._backend.set_tag(parsed, checked).to_dict()
+        self._changed(tagged["kref"])
+        return tagged
 
     def untag(self, kref: str, tag: str) -> bool:
         """Remove ``tag`` from the revision ``kref`` selects; False when that revision did not carry it."""
         parsed = parse_item_kref(kref)
         checked = _checked_tags([tag])[0]
-        return self._backend.remove_tag(parsed, checked)
+        removed = self._backend.remove_tag(parsed, checked)
+        self._changed(str(parsed))
+        return removed
 
     def link(self, source_kref: str, target_kref: str, edge_type: str,
              metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -6862,7 +10717,10 @@ class Memory:
         """
         source, target = parse_item_kref(source_kref, "source"), parse_item_kref(target_kref, "target")
         checked_type = validate_edge_type(edge_type)
-        return self._backend.add_edge(source, target, checked_type, _checked_metadata(metadata)).to_dict()
+        edge = self._backend.add_edge(source, target, checked_type, _checked_metadata(metadata)).to_dict()
+        self._changed(str(source))
+        self._changed(str(target))
+        return edge
 
     def deprecate(self, kref: str, deprecated: bool = True) -> None:
         """Soft-retire an item (bare item kref) or one revision; ``deprecated=False`` restores it.
@@ -6872,6 +10730,7 @@ class Memory:
         if not isinstance(deprecated, bool):
             raise InvalidArgumentError("deprecated must be True or False")
         self._backend.set_deprecated(parse_item_kref(kref), deprecated)
+        self._changed(kref)
 
     def forget(self, kref: str) -> dict[str, Any]:
         """Erase an item (bare item kref) or one revision, for good.
@@ -6884,7 +10743,9 @@ class Memory:
         Returns:
             ``{kref, items, revisions, edges, scrubbed}``.
         """
-        return self._backend.forget(parse_item_kref(kref))
+        forgotten = self._backend.forget(parse_item_kref(kref))
+        self._changed(kref)
+        return forgotten
 
     def add_artifact(self, kref: str, name: str, location: str,
                      metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -6920,6 +10781,44 @@ class Memory:
         return self._write(content=current["content"], space=current["space"], title=current["title"],
                            kind=current["kind"], metadata=metadata, tags=tags + (evidence_tag(level),),
                            item_kref=Kref.parse(current["item_kref"]), key=None)
+
+    def update_metadata(self, kref: str, updates: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge ``updates`` into one revision's metadata (``None`` removes a key) and return the revision.
+
+        Enrichment, not revision: content, number and tags stay. The evidence carriers are refused here
+        (``evidence_level``, ``source``, ``sources``, ``confidence``: grades move only by ``set_evidence``
+        and the promotion rules), and so is ``event_date`` unless it is ISO 8601.
+
+        Raises:
+            InvalidArgumentError: bad kref or updates, or an evidence key; NotFoundError: no such revision.
+        """
+        parsed = parse_item_kref(kref, "kref")
+        if not isinstance(updates, Mapping):
+            raise InvalidArgumentError("updates must be a JSON object")
+        checked = _checked_metadata({key: value for key, value in updates.items() if value is not None})
+        forbidden = sorted(set(updates) & EVIDENCE_METADATA_KEYS)
+        if forbidden:
+            raise InvalidArgumentError(f"update_metadata never changes evidence carriers: {forbidden}")
+        if isinstance(checked.get("event_date"), str):
+            parse_instant(checked["event_date"])
+        merged = {**checked, **{key: None for key, value in updates.items() if value is None}}
+        target = self._backend.resolve(parsed)
+        record = self._backend.update_metadata(target.kref, merged)
+        self._changed(str(record.kref))
+        return record.to_dict()
+
+    def set_space_attribute(self, space: str, name: str, value: str | None) -> str | None:
+        """Set (or with ``None`` remove) a named string attribute of a space, such as the ``space_class``
+        pin of the space profiler; returns the kref of the revision that holds it (None when removed)."""
+        return set_space_attribute(self, space, name, value)
+
+    def space_attribute(self, space: str, name: str) -> str | None:
+        """The value of a space attribute, or None when it is not set."""
+        return space_attribute(self, space, name)
+
+    def space_attributes(self, space: str) -> dict[str, str]:
+        """Every attribute set on a space, by name."""
+        return space_attributes(self, space)
 
     def contradictions(self) -> list[dict[str, Any]]:
         """Every CONTRADICTS pair in this project, for review (nothing is ever deleted here).
@@ -7105,8 +11004,11 @@ class Memory:
                 as_of=None if moment is None else moment.timestamp(), include_superseded=include_superseded,
                 time_window=window, keep=None if filtered else pool, query_vector=query_vector,
                 semantic_weight=float(semantic_weight), follow_edges=bool(follow_edges)))
-            results = []
+            results, system_dropped = [], False
             for hit in hits:
+                if hit.record.kref.kind in SYSTEM_KINDS and (types is None or hit.record.kref.kind not in types):
+                    system_dropped = True            # bookkeeping (profiles, cursors) answers no question
+                    continue
                 result = {**hit.record.to_dict(copy_metadata=False), "score": hit.score, "signals": hit.signals}
                 if hit.signals.get("graph_augmented"):
                     result["graph_augmented"], result["hop"] = True, hit.signals.get("hop", 1)
@@ -7123,7 +11025,8 @@ class Memory:
                 if contested:
                     result["contested_by"] = contested
                 results.append(result)
-            if not filtered or len(results) >= limit or len(hits) < pool or pool >= 4 * MAX_RECALL_LIMIT:
+            if (not filtered and not system_dropped) or len(results) >= limit or len(hits) < pool or \
+                    pool >= 4 * MAX_RECALL_LIMIT:
                 break
             pool *= 4
         if not results:
@@ -7152,17 +11055,55 @@ class Memory:
                         query, others, embed=self._embed_texts if self._embed is not None else None)
         return results
 
-    def engage(self, query: str, *, limit: int = 5, char_budget: int = CONTEXT_CHAR_BUDGET,
-               **recall_options: Any) -> dict[str, Any]:
+    def engage(self, query: str, *, session_id: str | None = None, agent: str | None = None, limit: int = 5,
+               char_budget: int = CONTEXT_CHAR_BUDGET, **recall_options: Any) -> dict[str, Any]:
         """Recall and build the prompt context in one call.
 
+        Args:
+            query, limit, recall_options: as for ``recall``. char_budget: the context's length cap.
+            session_id: the session (or pipeline run) this call is a step of. With ``prefetch`` on, the
+                move from the session's previous step is learned, the next steps are predicted and their
+                context prepared in the background; a prepared result is served only when it is exactly
+                what this call would recall now.
+            agent: who is asking (an agent or user id): its own transitions are blended into predictions.
+
         Returns:
-            ``{context, results, source_krefs, count, approx_tokens}`` (``approx_tokens`` = len/4).
+            ``{context, results, source_krefs, count, approx_tokens, context_was_prefetched, state,
+            predictions}``: ``approx_tokens`` = len/4; ``state`` = where the top result lives (at the
+            prefetch grain; None without a session or results); ``predictions`` = ``[{state, p}]`` for the
+            next step (empty without prefetching).
         """
+        if self._prefetch is not None and session_id is not None:
+            return self._prefetch.engage(query, session_id=session_id, agent=agent, limit=limit,
+                                         char_budget=char_budget, **recall_options)
+        result = self._engage_fresh(query, limit=limit, char_budget=char_budget, **recall_options)
+        return {**result, "context_was_prefetched": False, "state": None, "predictions": []}
+
+    def _engage_fresh(self, query: str, *, limit: int = 5, char_budget: int = CONTEXT_CHAR_BUDGET,
+                      **recall_options: Any) -> dict[str, Any]:
+        """Recall and render, nothing cached: ``{context, results, source_krefs, count, approx_tokens}``."""
         results = self.recall(query, limit=limit, **recall_options)
         context = build_recalled_context(results, query, char_budget=char_budget)
         return {"context": context, "results": results, "source_krefs": [r["kref"] for r in results],
                 "count": len(results), "approx_tokens": len(context) // 4}
+
+    def end_session(self, session_id: str) -> dict[str, Any]:
+        """Close a session's trace of engage steps and save what prefetching learned from it.
+
+        Returns:
+            ``{session_id, engages, transitions, hits, saved}`` (zeros without ``prefetch``).
+        """
+        if self._prefetch is None:
+            return {"session_id": _checked_text(session_id, "session_id", limit=512), "engages": 0,
+                    "transitions": 0, "hits": 0, "saved": False}
+        return self._prefetch.end_session(session_id)
+
+    def prefetch_stats(self) -> dict[str, Any]:
+        """Anticipatory-recall counters (``AnticipatoryRecall.stats``): hits, misses, hit_rate,
+        wasted_prefetches, tokens_spent, ...; ``{"enabled": False}`` without ``prefetch``."""
+        if self._prefetch is None:
+            return {"enabled": False}
+        return {"enabled": True, **self._prefetch.stats()}
 
     def stats(self) -> dict[str, Any]:
         """Counts for this project: ``items``, ``revisions``, ``edges``, ``spaces``, ``tags``, ..."""
@@ -7199,7 +11140,10 @@ class Memory:
                 except json.JSONDecodeError as exc:
                     raise ImportFormatError(f"line {line_number}: not JSON ({exc.msg})") from exc
                 yield line_number, record
-        return self._backend.import_records(parsed(), progress)
+        try:
+            return self._backend.import_records(parsed(), progress)
+        finally:
+            self._changed(None)
 
     def mermaid(self, item_kref: str) -> str:
         """A Mermaid flowchart of an item's revision chain, with its tags and edges."""
@@ -7909,6 +11853,80 @@ def _cmd_consolidate(memory: Memory, args: argparse.Namespace) -> tuple[Any, str
     return result, f"consolidated {args.session} -> {where}"
 
 
+def _cmd_profile(memory: Any, args: argparse.Namespace) -> tuple[Any, str]:
+    """``kumiho-memory profile [--dry-run] [--window-days N]``: classify every space."""
+    result = SpaceProfiler(memory, window_days=args.window_days, dry_run=args.dry_run).run_sync()
+    lines = []
+    for space, profile in result["profiles"].items():
+        if profile["empty"]:
+            lines.append(f"{'(empty)':15} {space or '(root)'}")
+            continue
+        scores = profile["scores"]
+        pin = " (pinned)" if profile["pinned"] else ""
+        lines.append(f"{profile['label']:15} {space or '(root)'}{pin}  churn {scores['churn']:.4f}  "
+                     f"evidence {scores['evidence']:.4f}  stability {scores['stability']:.4f}")
+    lines.extend(f"drift: {d['space_path'] or '(root)'} {d['from']} -> {d['to']}{' (pinned)' if d['pinned'] else ''}"
+                 for d in result["drift"])
+    lines.extend(f"error: {e['space_path'] or '(root)'}: {e['error']}" for e in result["errors"])
+    summary = f"{result['spaces_profiled']} space(s) profiled" + (" (dry run, nothing stored)" if result["dry_run"] else "")
+    return result, "\n".join(lines + [summary])
+
+
+def _cmd_ingest_skill(memory: Any, args: argparse.Namespace) -> tuple[Any, str]:
+    """``kumiho-memory ingest-skill PATH [--batch] [--evidence-level L] [--dry-run] [--clear-quarantine KREF]``."""
+    if args.clear_quarantine:
+        result = clear_quarantine(memory, args.clear_quarantine)
+        return {"success": True, **result}, f"published {result['revision_kref']}"
+    if args.list:
+        listed = list_skills(memory, space=args.space)
+        text = "\n".join(f"{'quarantined' if s['quarantined'] else 'ok':12} {s['item_name']}  {s['revision_kref']}"
+                         for s in listed)
+        return {"success": True, "skills": listed}, text or "(no skills)"
+    if not args.path:
+        raise InvalidArgumentError("ingest-skill needs a PATH (or --clear-quarantine KREF, or --list)")
+    if args.batch:
+        results = ingest_batch(memory, args.path, space=args.space, tags=args.tags, dry_run=args.dry_run,
+                               evidence_level=args.evidence_level)
+    else:
+        if os.path.isdir(args.path):
+            raise InvalidArgumentError(f"{args.path!r} is a folder: add --batch to ingest every *.md in it")
+        parsed = parse_skill(args.path)
+        if _is_skill_file(parsed) and args.item_name is None:
+            results = ingest_skill(memory, args.path, space=args.space, section_filter=args.section,
+                                   dry_run=args.dry_run, evidence_level=args.evidence_level)
+        else:
+            if args.section:
+                raise InvalidArgumentError("--section applies to a SKILL.md (a file with a frontmatter name)")
+            results = [ingest_file(memory, args.path, item_name=args.item_name, space=args.space, tags=args.tags,
+                                   dry_run=args.dry_run, evidence_level=args.evidence_level)]
+    lines = []
+    for result in results:
+        state = "unchanged" if not result.changed else ("quarantined" if result.quarantined else "published")
+        where = result.revision_kref or ("(dry run)" if result.changed else "-")
+        lines.append(f"{state:12} {result.item_name}  {where}")
+        lines.extend(f"             ! {reason}" for reason in result.quarantine_reasons if result.changed)
+    payload = {"success": True, "dry_run": args.dry_run, "results": [result.to_dict() for result in results],
+               "written": sum(result.changed for result in results) if not args.dry_run else 0,
+               "quarantined": sum(result.quarantined for result in results)}
+    return payload, "\n".join(lines) or "(no sections to ingest)"
+
+
+def _cmd_dream(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    """``kumiho-memory dream``: one Dream State run (heuristics; reports each action with its reason)."""
+    progress = None
+    if sys.stderr.isatty() or getattr(args, "progress", False):
+        def progress(done: int, total: int) -> None:
+            print(f"dream: batch {done}/{total}", file=sys.stderr, flush=True)
+    options: dict[str, Any] = {"dry_run": args.dry_run, "max_deprecation_ratio": args.max_deprecation_ratio,
+                               "allow_published_deprecation": args.allow_published_deprecation,
+                               "batch_size": args.batch_size, "progress": progress,
+                               "report_dir": args.report_dir}
+    if args.policy is not None:
+        options["extra_instructions"] = args.policy
+    result = DreamState.from_env(memory, **options).run_sync()
+    return result, result["report"]
+
+
 def build_cli_parser() -> argparse.ArgumentParser:
     """The ``kumiho-memory`` argument parser (global options work before or after the command)."""
     common = argparse.ArgumentParser(add_help=False)
@@ -7989,6 +12007,32 @@ def build_cli_parser() -> argparse.ArgumentParser:
     sub.add_argument("--output", "-o", metavar="FILE", help="write here instead of standard output")
     sub = command("import", _cmd_import, "load a JSON-lines export (atomically)")
     sub.add_argument("file", help="the export file ('-' reads standard input)")
+    sub = command("dream", _cmd_dream, "Dream State: tidy memory (duplicates, leftovers) behind hard guardrails")
+    sub.add_argument("--dry-run", action="store_true", help="report what would change; change nothing")
+    sub.add_argument("--policy", metavar="TEXT", help="deployment policy (default $KUMIHO_DREAM_EXTRA_INSTRUCTIONS)")
+    sub.add_argument("--max-deprecation-ratio", type=float, default=0.5, metavar="R",
+                     help="at most this share of the assessed memories is deprecated per run (0.1-0.9)")
+    sub.add_argument("--allow-published-deprecation", action="store_true",
+                     help="let published memories be deprecated too")
+    sub.add_argument("--batch-size", type=int, default=20, metavar="N", help="memories per batch (default 20)")
+    sub.add_argument("--report-dir", metavar="DIR", help="also write the Markdown report into DIR")
+    sub.add_argument("--progress", action="store_true", help="print progress on stderr even when not a terminal")
+    sub = command("profile", _cmd_profile, "classify each space as canonical, working or correspondence knowledge")
+    sub.add_argument("--window-days", type=int, default=30, metavar="N",
+                     help="days of history for the revision rate (default 30)")
+    sub.add_argument("--dry-run", action="store_true", help="classify and report; store no profiles")
+    sub = command("ingest-skill", _cmd_ingest_skill,
+                  "version a SKILL.md by ## section (or a whole Markdown doc), safety-scanned")
+    sub.add_argument("path", nargs="?", help="the file, or with --batch the folder")
+    sub.add_argument("--batch", action="store_true", help="ingest every *.md and */SKILL.md in the folder PATH")
+    sub.add_argument("--space", default="Skills", help="space for the skill items (default Skills)")
+    sub.add_argument("--section", action="append", metavar="SLUG", help="only this section (repeatable)")
+    sub.add_argument("--item-name", metavar="NAME", help="ingest PATH whole under this item name")
+    sub.add_argument("--tags", nargs="+", metavar="TAG", help="tags for whole documents")
+    sub.add_argument("--evidence-level", choices=EVIDENCE_LEVELS)
+    sub.add_argument("--dry-run", action="store_true", help="report what would change; write nothing")
+    sub.add_argument("--clear-quarantine", metavar="KREF", help="publish a quarantined revision after review")
+    sub.add_argument("--list", action="store_true", help="list the skills in --space and their state")
     return parser
 
 
@@ -8004,13 +12048,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = MemoryConfig.from_env()
         path = getattr(args, "db", None) or config.path
         project = getattr(args, "project", None) or config.project
-        with Memory(path, project=project, busy_timeout=config.busy_timeout) as memory:
+        if config.backend == "kumiho" and not getattr(args, "db", None):
+            opened = Memory.from_config(dataclasses.replace(config, project=project))   # --db forces the file
+        else:
+            opened = Memory(path, project=project, busy_timeout=config.busy_timeout)
+        with opened as memory:
             result, text = args.handler(memory, args)
         if as_json and not (args.command == "export" and result.get("output") is None
                             and args.format == "jsonl"):
             print(json.dumps(result, ensure_ascii=False, indent=2))
         elif text is not None:
             print(text)
+        if isinstance(result, dict) and result.get("success") is False:
+            return EXIT_ERROR
         return EXIT_OK
     except NotFoundError as exc:
         print(f"kumiho-memory: not found: {exc}", file=sys.stderr)

@@ -44,7 +44,7 @@ TOOL_NAMES = (
     "kumiho_memory_discover_edges", "kumiho_memory_store_execution", "kumiho_memory_engage",
     "kumiho_memory_reflect",
     "kumiho_memory_get", "kumiho_memory_history", "kumiho_memory_tag", "kumiho_memory_link",
-    "kumiho_memory_edges", "kumiho_memory_forget",
+    "kumiho_memory_edges", "kumiho_memory_forget", "kumiho_memory_dream_state", "kumiho_memory_space_profile",
 )
 
 CAPTURE_TYPES = ("decision", "preference", "fact", "correction", "architecture", "implementation", "synthesis",
@@ -109,6 +109,13 @@ ENVIRONMENT_VARIABLES = {
                              "keyword recall)",
     "KUMIHO_EMBED_API_KEY": "its API key (else OPENAI_API_KEY)",
     "KUMIHO_EMBED_MODEL": "its model (default text-embedding-3-small)",
+    "KUMIHO_MEMORY_PREFETCH": "1 turns on anticipatory recall: engage calls with a session_id get the next "
+                              "step's context prepared ahead of time (default off)",
+    "KUMIHO_MEMORY_BACKEND": "sqlite (default) or kumiho: keep long-term memory on a Kumiho graph server",
+    "KUMIHO_SERVER_ENDPOINT": "the Kumiho server, host:port (plain gRPC) or https://host (TLS)",
+    "KUMIHO_AUTH_TOKEN": "its bearer token (never logged)",
+    "KUMIHO_DREAM_EXTRA_INSTRUCTIONS": "deployment policy for kumiho_memory_dream_state (may only tighten)",
+    "KUMIHO_DREAM_MIN_AGE_DAYS": "Dream State never deprecates a memory younger than this (default 7)",
 }
 
 
@@ -134,7 +141,7 @@ def build_manager(environ: Mapping[str, str] | None = None) -> km.UniversalMemor
             model=environ.get("KUMIHO_EMBED_MODEL") or "text-embedding-3-small")
     memory = km.Memory.from_config(config, embedder=embedder)
     try:
-        buffer = working.open_buffer(config.path)
+        buffer = working.open_buffer(config.path if config.backend == "sqlite" else None)
         adapter = None
         base_url = environ.get("KUMIHO_LLM_BASE_URL")
         if base_url:
@@ -442,6 +449,9 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         recall_mode: str
         approx_tokens: int
         approx_payload_tokens: int
+        context_was_prefetched: Annotated[bool, Field(description="Served from context prepared ahead of time.")] = False
+        state: Annotated[Optional[str], Field(description="Where this recall landed (space, item or entity).")] = None
+        predictions: Annotated[list[dict[str, Any]], Field(description="Likely next states [{state, p}].")] = []
 
     class DiscoverEdgesResult(Result):
         edges: list[DiscoveredEdge]
@@ -488,7 +498,34 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         items: int
         revisions: int
         edges: int
-        scrubbed: bool
+        scrubbed: Annotated[Optional[bool], Field(description="Whether the bytes were scrubbed from the store "
+                                                              "file; null when the backend cannot say.")]
+
+    class DreamStateResult(Result):
+        success: bool
+        dry_run: bool
+        events_processed: int
+        revisions_assessed: int
+        deprecations_proposed: int
+        deprecated: int
+        tags_added: int
+        metadata_updated: int
+        edges_created: int
+        guarded_skips: dict[str, int]
+        errors: list[str]
+        actions: Annotated[list[dict[str, Any]], Field(description="Each action (or, dry run, proposal) with its reason.")]
+        report: Annotated[str, Field(description="The run's Markdown report.")]
+        report_kref: Optional[str]
+        last_cursor: str
+
+    class SpaceProfileResult(Result):
+        success: bool
+        spaces_profiled: int
+        labels: dict[str, int]
+        drift: list[dict[str, Any]]
+        profiles: dict[str, dict[str, Any]]
+        errors: list[dict[str, Any]]
+        dry_run: bool
 
     # -- working memory -----------------------------------------------------------------------------------
 
@@ -605,17 +642,34 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
     async def engage(query: Annotated[str, Field(description="The user's request or the topic at hand.")],
                      limit: Limit = 5, min_score: MinScore = None, space_paths: SpacePaths = None,
                      memory_types: MemoryTypes = None, graph_augmented: GraphAugmented = False,
-                     recall_mode: RecallMode = "summarized") -> EngageResult:
+                     recall_mode: RecallMode = "summarized",
+                     session_id: Annotated[Optional[str], Field(description=
+                         "Pipeline run or session this step belongs to; with KUMIHO_MEMORY_PREFETCH=1 the next "
+                         "step's context is prepared ahead of time.")] = None,
+                     agent: Annotated[Optional[str], Field(description="Who is asking (agent or user id).")] = None
+                     ) -> EngageResult:
         """Recall and render what memory knows about the query as context to read before answering.
         Cite source_krefs when you store what you conclude (kumiho_memory_reflect).
 
-        Returns {context, results, source_krefs, count, recall_mode, approx_tokens, approx_payload_tokens}."""
+        Returns {context, results, source_krefs, count, recall_mode, approx_tokens, approx_payload_tokens,
+        context_was_prefetched, state, predictions: [{state, p}]}."""
+        if session_id is not None and not graph_augmented:
+            with _argument("session_id"):
+                engaged = await run(memory.engage, query, session_id=session_id, agent=agent, limit=limit,
+                                    min_score=min_score, space_paths=space_paths, memory_types=memory_types)
+            results = [manager._shaped(hit) for hit in engaged["results"]]
+            return {"context": engaged["context"], "results": results, "source_krefs": engaged["source_krefs"],
+                    "count": engaged["count"], "recall_mode": recall_mode, "approx_tokens": engaged["approx_tokens"],
+                    "approx_payload_tokens": len(km.canonical_json(results)) // 4,
+                    "context_was_prefetched": engaged["context_was_prefetched"], "state": engaged["state"],
+                    "predictions": engaged["predictions"]}
         results = await recalled(query, limit, min_score, space_paths, memory_types, graph_augmented)
         context_text = manager.build_recalled_context(results, query)
         payload = km.canonical_json(results)
         return {"context": context_text, "results": results, "source_krefs": [r["kref"] for r in results],
                 "count": len(results), "recall_mode": recall_mode, "approx_tokens": len(context_text) // 4,
-                "approx_payload_tokens": len(payload) // 4}
+                "approx_payload_tokens": len(payload) // 4, "context_was_prefetched": False, "state": None,
+                "predictions": []}
 
     # -- writing long-term memory -------------------------------------------------------------------------
 
@@ -825,6 +879,45 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         _kref(kref, "kref")
         with _argument("kref"):
             return await run(memory.forget, kref)
+
+    # -- upkeep ------------------------------------------------------------------------------------------
+
+    @tool("kumiho_memory_dream_state", adding)
+    async def dream_state(dry_run: Annotated[bool, Field(description="Report what would change; change nothing.")] = False,
+                          batch_size: Annotated[int, Field(ge=1, le=200, description="Memories per assessment batch.")] = 20,
+                          max_deprecation_ratio: Annotated[float, Field(ge=0.1, le=0.9, description=
+                              "At most this share of the assessed memories is deprecated in one run.")] = 0.5,
+                          allow_published_deprecation: Annotated[bool, Field(
+                              description="Let published memories be deprecated too (off: they are protected).")] = False,
+                          extra_instructions: Annotated[Optional[str], Field(
+                              description="Deployment policy; it can only make the run more conservative.")] = None
+                          ) -> DreamStateResult:
+        """Tidy long-term memory between sessions (Dream State): deprecate duplicates and leftovers, tag and
+        link related memories, behind hard guardrails (never official or published memories, never anything
+        younger than the minimum age, a cap on how much one run may deprecate). Deprecation is soft and
+        reversible. Uses the server's LLM endpoint when one is configured, else heuristics.
+
+        Returns {success, dry_run, deprecated, actions: [{action, kref, reason}], report, report_kref, ...}."""
+        options: dict[str, Any] = {"dry_run": dry_run, "batch_size": batch_size,
+                                   "max_deprecation_ratio": max_deprecation_ratio,
+                                   "allow_published_deprecation": allow_published_deprecation,
+                                   "llm_adapter": manager.llm_adapter}
+        if extra_instructions is not None:
+            options["extra_instructions"] = extra_instructions
+        dream = km.DreamState.from_env(memory, environ=getattr(manager, "environ", None), **options)
+        return await run(dream.run_sync)
+
+    @tool("kumiho_memory_space_profile", adding)
+    async def space_profile(window_days: Annotated[int, Field(ge=1, le=3650, description="Days of history for the revision rate.")] = 30,
+                            dry_run: Annotated[bool, Field(description="Classify and report; store no profiles.")] = False
+                            ) -> SpaceProfileResult:
+        """Classify each space by how its knowledge behaves: canonical (stable, well-sourced), working
+        (changing) or correspondence (claims that churn). Profiles are stored as versioned space-profile
+        memories; a pinned label (space attribute space_class) that disagrees is reported as drift.
+
+        Returns {success, spaces_profiled, labels, drift, profiles: {space: {label, scores, ...}}, errors}."""
+        profiler = km.SpaceProfiler(memory, window_days=window_days, dry_run=dry_run)
+        return await run(profiler.run_sync)
 
     return server
 

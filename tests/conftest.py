@@ -30,10 +30,87 @@ def ids() -> km.SequentialIds:
 # Every backend the contract suite runs on. The Redis and Kumiho backends join this list in their issues.
 BACKENDS = ["sqlite-memory", "sqlite-file"]
 
+# The Kumiho graph server backend (issue 8) runs against tests/kumiho_standin.py over loopback gRPC, through
+# the real SDK. It joins only the modules below (other suites keep their own pace), and only where the
+# optional SDK is installed and the module has KumihoBackend.
+KUMIHO_MODULES = {"test_graph_contract.py", "test_kumiho_backend.py"}
+KUMIHO_TOKEN = "test-token-5f0c1d"     # the stand-in checks it; tests check it never leaks
+try:
+    import kumiho as _kumiho_sdk  # noqa: F401
+    from kumiho_standin import StandIn
+    HAVE_KUMIHO = hasattr(km, "KumihoBackend")
+except ImportError:  # pragma: no cover - the SDK is the optional extra 'kumiho'
+    HAVE_KUMIHO = False
+_KUMIHO_SKIP = "the kumiho SDK (extra 'kumiho') or km.KumihoBackend is missing"
 
-@pytest.fixture(params=BACKENDS)
+
+# Without the SDK the kumiho parameter skips with the reason, except in CI, where .ci/run installs it and a
+# missing SDK must fail rather than pass silently.
+@pytest.fixture(params=[*BACKENDS, pytest.param("kumiho", marks=pytest.mark.skipif(
+    not HAVE_KUMIHO and os.environ.get("CI", "").lower() not in ("1", "true", "yes"), reason=_KUMIHO_SKIP))])
 def backend_name(request: pytest.FixtureRequest) -> str:
     return request.param
+
+
+def pytest_collection_modifyitems(config, items):
+    """Keep the kumiho parameter to the modules in KUMIHO_MODULES."""
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None and callspec.params.get("backend_name") == "kumiho":
+            if os.path.basename(str(item.fspath)) not in KUMIHO_MODULES:
+                dropped.append(item)
+                continue
+        kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+@pytest.fixture
+def kumiho_server(clock):
+    """A stand-in Kumiho server on a loopback port, on the test's clock, checking ``KUMIHO_TOKEN``."""
+    if not HAVE_KUMIHO and os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
+        pytest.skip(_KUMIHO_SKIP)
+    server = kumiho_standin_on(clock)
+    server.start()
+    yield server
+    server.stop()
+
+
+class _Peek:
+    """A view of a ManualClock that reads without ticking."""
+
+    def __init__(self, clock: km.ManualClock) -> None:
+        self.clock = clock
+
+    def now(self):
+        return self.clock.advance(0)
+
+
+def kumiho_standin_on(clock: km.ManualClock) -> "StandIn":
+    """A stand-in whose revisions, tag moves, edges and artifacts read ``clock`` once each (as the embedded
+    engine does), while new projects, spaces and items only look at it."""
+    return StandIn(token=KUMIHO_TOKEN, clock=clock.now, peek=_Peek(clock).now)
+
+
+def open_kumiho_memory(clock, ids, server=None, **options) -> km.Memory:
+    """A ``Memory`` on a ``KumihoBackend`` talking to ``server`` (a new stand-in on ``clock`` if None; it is
+    stopped when the memory closes). Retries are off so a stopped server fails fast."""
+    own = server is None
+    if own:
+        server = kumiho_standin_on(clock)
+        server.start()
+    backend = km.KumihoBackend(server.address, token=KUMIHO_TOKEN, retries=0, timeout=5.0, clock=_Peek(clock))
+    memory = km.Memory(backend=backend, clock=clock, ids=ids, **options)
+    if own:
+        close = memory.close
+
+        def close_both() -> None:
+            close()
+            server.stop()
+        memory.close = close_both  # type: ignore[method-assign]
+    return memory
 
 
 @pytest.fixture
@@ -44,12 +121,18 @@ def make_memory(backend_name, tmp_path, clock, ids):
     same file; the in-memory backend cannot reopen and skips).
     """
     opened: list[km.Memory] = []
+    servers: list = []
     path = str(tmp_path / "store.db")
 
     def factory(*, reopen: bool = False, **options) -> km.Memory:
         options.setdefault("clock", clock)
         options.setdefault("ids", ids)
-        if backend_name == "sqlite-memory":
+        if backend_name == "kumiho":      # reopening = a new client of the same server
+            if not servers:
+                servers.append(kumiho_standin_on(clock))
+                servers[0].start()
+            memory = open_kumiho_memory(options.pop("clock"), options.pop("ids"), servers[0], **options)
+        elif backend_name == "sqlite-memory":
             if reopen:
                 pytest.skip("an in-memory store cannot be reopened")
             memory = km.Memory(**options)
@@ -61,6 +144,8 @@ def make_memory(backend_name, tmp_path, clock, ids):
     yield factory
     for memory in opened:
         memory.close()
+    for server in servers:
+        server.stop()
 
 
 @pytest.fixture

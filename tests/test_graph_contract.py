@@ -85,6 +85,9 @@ def fresh_memory(backend_name, tmp_path):
             memory = km.Memory(clock=clock, ids=ids)
         elif backend_name == "sqlite-file":
             memory = km.Memory(str(tmp_path / f"{name}.db"), clock=clock, ids=ids)
+        elif backend_name == "kumiho":
+            from conftest import open_kumiho_memory
+            memory = open_kumiho_memory(clock, ids)      # its own stand-in, on this clock; stopped on close
         else:  # pragma: no cover - a new backend must teach this fixture how to open a second store
             pytest.fail(f"fresh_memory does not know how to open a second {backend_name!r} store")
         opened.append(memory)

@@ -51,6 +51,8 @@ EXPECTED_TOOLS = {
     "kumiho_memory_link": (False, False, True),
     "kumiho_memory_edges": (True, False, True),
     "kumiho_memory_forget": (False, True, False),
+    "kumiho_memory_dream_state": (False, False, False),
+    "kumiho_memory_space_profile": (False, False, False),
 }
 
 
@@ -230,7 +232,12 @@ def test_lists_exactly_the_tools_with_truthful_annotations(store):
     assert "unverified" in json.dumps(ingest_schema["properties"]["evidence_level"])
     reflect_schema = json.dumps(_field(tools["kumiho_memory_reflect"], "input_schema", "inputSchema"))
     assert "revises" in reflect_schema and "correction" in reflect_schema
-    assert not any("dream" in name or "space_profile" in name for name in tools)
+    dream_schema = _field(tools["kumiho_memory_dream_state"], "input_schema", "inputSchema")
+    assert dream_schema["properties"]["max_deprecation_ratio"]["minimum"] == 0.1
+    assert dream_schema["properties"]["max_deprecation_ratio"]["maximum"] == 0.9
+    engage_schema = _field(tools["kumiho_memory_engage"], "input_schema", "inputSchema")
+    assert {"session_id", "agent"} <= set(engage_schema["properties"])
+    assert "predictions" in _field(tools["kumiho_memory_engage"], "output_schema", "outputSchema")["properties"]
     assert not os.path.exists(store[0] + "-never")
 
 

@@ -1005,7 +1005,8 @@ def test_engage_returns_context_and_results_consistently(memory):
     assert small["source_krefs"] == [official]
     assert len(small["context"]) <= 40 and small["context"].endswith("…[truncated]")
     assert memory.engage("zzzz qqqq") == {"context": "", "results": [], "source_krefs": [], "count": 0,
-                                          "approx_tokens": 0}
+                                          "approx_tokens": 0, "context_was_prefetched": False, "state": None,
+                                          "predictions": []}
 
 
 # ==========================================================================================================

@@ -1,0 +1,359 @@
+"""The Kumiho graph server backend (issue 8), through the real ``kumiho`` SDK over real gRPC, against the
+stand-in server in ``tests/kumiho_standin.py`` on a loopback port.
+
+The contract suite (test_graph_contract.py) also runs on this backend (``conftest.BACKENDS`` + "kumiho");
+this file covers what is particular to a server: its krefs and numbering, the history kept beside its tags,
+migration both ways, a stopped server (a transient error, fast; consolidation queues and replays), the token
+never leaking, the bearer check, and the wiring that reads the environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+
+import pytest
+
+import kumiho_memory as km
+from conftest import HAVE_KUMIHO, KUMIHO_TOKEN, _Peek, kumiho_standin_on, open_kumiho_memory
+
+pytestmark = pytest.mark.skipif(not HAVE_KUMIHO, reason="the kumiho SDK (extra 'kumiho') or km.KumihoBackend is missing")
+
+
+def export_text(memory: km.Memory) -> str:
+    buffer = io.StringIO()
+    memory.export_jsonl(buffer)
+    return buffer.getvalue()
+
+
+def import_text(memory: km.Memory, text: str) -> dict:
+    return memory.import_jsonl(io.StringIO(text))
+
+
+@pytest.fixture
+def server(kumiho_server):
+    return kumiho_server
+
+
+@pytest.fixture
+def kmem(server, clock, ids):
+    memory = open_kumiho_memory(clock, ids, server)
+    yield memory
+    memory.close()
+
+
+def build_graph(memory: km.Memory, clock: km.ManualClock) -> dict[str, str]:
+    """Keys, tag moves and a removal, a forgotten revision, nested spaces, edges with metadata, an artifact,
+    deprecations, unicode, a conversation thread."""
+    a1 = memory.remember("The user prefers dark mode", space="prefs", key="ui.theme",
+                         metadata={"nested": {"list": [1, 2.5, None, "ü"]}, "flag": True})
+    a2 = memory.remember("The user prefers light mode", space="prefs", key="ui.theme", tags=["published"])
+    a3 = memory.remember("The user prefers solarized", space="prefs", key="ui.theme")
+    memory.tag(a3, "published")
+    memory.tag(a1, "staging")
+    memory.untag(a1, "staging")
+    b1 = memory.remember("Project kickoff on Monday", space="work/projects/alpha", kind="event",
+                         metadata={"event_date": "2025-12-01"})
+    b2 = memory.remember("Kickoff moved to Tuesday", item=b1.split("?")[0])
+    memory.forget(b2)
+    c1 = memory.remember("raw capture 日本語 🦊 with \"quotes\"", space="notes")
+    memory.link(c1, a3, "ABOUT", {"weight": 0.75})
+    memory.add_artifact(a3, "notes.md", "/tmp/notes.md", {"bytes": 12})
+    memory.deprecate(a1)
+    m1 = memory.remember("hello there", space="chat", metadata={"speaker": "ann", "thread_id": "t1"})
+    m2 = memory.remember("hi ann", space="chat", metadata={"speaker": "bob", "thread_id": "t1"})
+    clock.advance(3600)
+    return {"a1": a1, "a2": a2, "a3": a3, "b1": b1, "b2": b2, "c1": c1, "m1": m1, "m2": m2}
+
+
+# -- krefs, revisions, tags are the server's ---------------------------------------------------------------
+
+def test_krefs_and_numbers_are_the_servers(kmem, server):
+    kref = kmem.remember("The server numbers revisions", space="facts/sub", kind="fact")
+    item = servicer_item(server, kref)
+    assert kref == f"{item.uri}?r=1"
+    second = kmem.remember("and counts on", item=kref.split("?")[0])
+    assert second.endswith("?r=2") and sorted(item.revisions) == [1, 2]
+    assert server.servicer.calls["CreateRevision"] == 2
+    assert "/CognitiveMemory/facts/sub" in server.servicer.spaces
+
+
+def servicer_item(server, kref: str):
+    return server.servicer.items[kref.split("?")[0]]
+
+
+def test_tags_move_on_the_server_and_time_travel_uses_its_resolution(kmem, server, clock):
+    first = kmem.remember("plan one")
+    item = first.split("?")[0]
+    second = kmem.remember("plan two", item=item)
+    clock.set("2026-02-01T00:00:00Z")
+    kmem.tag(first, "published")
+    clock.set("2026-03-01T00:00:00Z")
+    kmem.tag(second, "published")
+    assert servicer_item(server, first).tags["published"] == 2
+    before = server.servicer.calls.get("ResolveKref", 0)
+    assert kmem.get(f"{item}?t=published&time=2026-02-15T00:00:00Z")["kref"] == first
+    assert server.servicer.calls["ResolveKref"] > before            # asked the server, not a local copy
+    assert kmem.get(f"{item}?t=published&time=202603020000")["kref"] == second
+    with pytest.raises(km.NotFoundError):
+        kmem.get(f"{item}?t=published&time=2026-01-15T00:00:00Z")
+
+
+def test_deprecation_is_the_servers_flag_and_forget_its_delete(kmem, server):
+    kref = kmem.remember("soon gone")
+    kmem.deprecate(kref.split("?")[0])
+    assert servicer_item(server, kref).deprecated is True
+    assert kmem.get(kref)["deprecated"] is True
+    kmem.forget(kref.split("?")[0])
+    assert kref.split("?")[0] not in server.servicer.items
+    with pytest.raises(km.NotFoundError):
+        kmem.get(kref)
+
+
+def test_metadata_and_artifacts_round_trip_through_string_maps(kmem, server):
+    metadata = {"n": 1, "f": 2.5, "b": False, "nul": None, "deep": {"x": [1, {"y": "ü"}]}, "s": "plain"}
+    kref = kmem.remember("typed metadata", metadata=metadata)
+    assert kmem.get(kref)["metadata"] == metadata
+    stored = servicer_item(server, kref).revisions[1]["metadata"]
+    assert all(isinstance(value, str) for value in stored.values())
+    assert stored["title"] == "typed metadata" and stored["content"] == "typed metadata"
+    kmem.add_artifact(kref, "a.md", "/files/a.md", {"size": 3})
+    kmem.add_artifact(kref, "a.md", "/files/b.md", {"size": 4})       # replaces
+    (artifact,) = kmem.artifacts(kref)
+    assert (artifact["location"], artifact["metadata"]) == ("/files/b.md", {"size": 4})
+
+
+def test_thread_messages_are_linked_by_follows(kmem):
+    m1 = kmem.remember("hello there", space="chat", metadata={"speaker": "ann", "thread_id": "t1"})
+    m2 = kmem.remember("hi ann", space="chat", metadata={"speaker": "bob", "thread_id": "t1"})
+    edges = kmem.edges(m2, direction="outgoing")
+    assert [(e["target_kref"], e["edge_type"]) for e in edges] == [(m1, "FOLLOWS")]
+
+
+def test_recall_ranks_server_candidates_client_side(kmem, server):
+    dark = kmem.remember("The user prefers dark mode in the editor", space="prefs")
+    kmem.remember("Lunch is at noon", space="prefs")
+    fact = kmem.remember("Ann Lee works on the billing service", space="people", metadata={"people": ["Ann Lee"]})
+    before = server.servicer.calls.get("Search", 0)
+    hits = kmem.recall("dark mode editor")
+    assert server.servicer.calls["Search"] > before
+    assert hits and hits[0]["kref"] == dark
+    assert all("score" in hit for hit in hits)
+    assert kmem.recall("billing", space="people")[0]["kref"] == fact
+    assert kmem.recall("billing", space="prefs") == []
+    assert kmem.recall("zebra") == []
+
+
+def test_recall_skips_superseded_and_deprecated(kmem):
+    old = kmem.remember("The office is in Berlin", space="facts", key="office")
+    new = kmem.remember("The office is in Munich", space="facts", key="office")
+    assert [hit["kref"] for hit in kmem.recall("office")] == [new]
+    kmem.deprecate(new.split("?")[0])
+    assert kmem.recall("office") == []
+    assert old.endswith("?r=1")
+
+
+def test_stats_match_the_embedded_engine_on_the_same_history(kmem, clock, ids):
+    build_graph(kmem, clock)
+    embedded = km.Memory(clock=km.ManualClock("2026-01-01T00:00:00Z", tick=1.0), ids=km.SequentialIds())
+    build_graph(embedded, km.ManualClock())
+    ours, theirs = kmem.stats(), embedded.stats()
+    assert ours["backend"] == "kumiho" and ours["path"] == kmem.backend.address
+    drop = ("backend", "path")
+    assert {k: v for k, v in ours.items() if k not in drop} == {k: v for k, v in theirs.items() if k not in drop}
+    assert (ours["items"], ours["revisions"], ours["edges"]) == (5, 7, 4)
+    embedded.close()
+
+
+# -- migration both ways -------------------------------------------------------------------------------------
+
+def test_embedded_to_kumiho_to_embedded_is_identical(clock, ids, server):
+    embedded = km.Memory(clock=clock, ids=ids)
+    build_graph(embedded, clock)
+    original = export_text(embedded)
+    kmem = open_kumiho_memory(km.ManualClock("2030-06-01T00:00:00Z", tick=1.0), km.SequentialIds(900_000), server)
+    counts = import_text(kmem, original)
+    assert counts["added"] == counts["records"] - 1 and counts["skipped"] == 0
+    via_kumiho = export_text(kmem)
+    back = km.Memory(clock=km.ManualClock("2031-01-01T00:00:00Z"), ids=km.SequentialIds(5))
+    import_text(back, via_kumiho)
+    assert export_text(back) == original
+    assert via_kumiho == original           # imported timestamps are the originals, kept beside the server's
+    # The imported store works: keys, tags and time travel, the thread continues.
+    a_item = next(r["item_kref"] for r in map(json.loads, original.splitlines()) if r.get("key") == "ui.theme")
+    assert kmem.get(f"{a_item}?t=published")["revision"] == 3
+    for second in range(0, 12):
+        instant = f"2026-01-01T00:00:{second:02d}Z"
+        try:
+            expected = embedded.get(f"{a_item}?t=published&time={instant}")["revision"]
+        except km.NotFoundError:
+            with pytest.raises(km.NotFoundError):
+                kmem.get(f"{a_item}?t=published&time={instant}")
+        else:
+            assert kmem.get(f"{a_item}?t=published&time={instant}")["revision"] == expected
+    again = kmem.remember("The user prefers solarized", space="prefs", key="ui.theme")
+    assert again.endswith("?r=3")            # vacuous write: same content as the latest
+    m3 = kmem.remember("bye", space="chat", metadata={"speaker": "ann", "thread_id": "t1"})
+    assert [e["edge_type"] for e in kmem.edges(m3, direction="outgoing")] == ["FOLLOWS"]
+    assert import_text(kmem, original)["added"] == 0          # idempotent
+    for memory in (embedded, back, kmem):
+        memory.close()
+
+
+def test_kumiho_to_embedded_to_kumiho(kmem, clock, server):
+    refs = build_graph(kmem, clock)
+    exported = export_text(kmem)
+    embedded = km.Memory(clock=km.ManualClock("2031-01-01T00:00:00Z"))
+    import_text(embedded, exported)
+    assert export_text(embedded) == exported
+    other = kumiho_standin_on(km.ManualClock("2032-01-01T00:00:00Z", tick=1.0))
+    other.start()
+    try:
+        second = open_kumiho_memory(km.ManualClock("2032-01-01T00:00:00Z", tick=1.0), km.SequentialIds(7), other)
+        import_text(second, export_text(embedded))
+        assert export_text(second) == exported
+        assert second.get(refs["b1"].split("?")[0])["revision"] == 1
+        assert second.remember("Kickoff on Wednesday", item=refs["b1"].split("?")[0]).endswith("?r=3")   # 2 was forgotten
+        second.close()
+    finally:
+        other.stop()
+    embedded.close()
+
+
+def test_conflicting_import_writes_nothing(kmem, clock):
+    kmem.remember("The user prefers dark mode", space="prefs", key="ui.theme")
+    lines = export_text(kmem).splitlines()
+    changed = [json.loads(line) for line in lines]
+    for record in changed:
+        if record["record"] == "revision":
+            record["content"] = "something else"
+    changed.append({"record": "item", "item_kref": "kref://CognitiveMemory/new/thing.memory", "key": None,
+                    "metadata": {}, "created_at": "2026-01-01T00:00:00Z", "deprecated": False, "last_number": 0})
+    before = export_text(kmem)
+    with pytest.raises(km.ConflictError):
+        import_text(kmem, "\n".join(json.dumps(r) for r in changed) + "\n")
+    assert export_text(kmem) == before
+    with pytest.raises(km.ImportFormatError):
+        import_text(kmem, lines[1] + "\n")
+    assert export_text(kmem) == before
+
+
+# -- failures ------------------------------------------------------------------------------------------------
+
+def test_stopped_server_raises_a_transient_error_quickly_and_recovers(kmem, server):
+    kref = kmem.remember("before the outage")
+    server.stop()
+    with pytest.raises(km.GraphServiceError) as caught:
+        kmem.get(kref)
+    assert caught.value.transient is True and caught.value.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+    assert isinstance(caught.value, km.ServiceError) and isinstance(caught.value, ConnectionError)
+    server.restart()
+    assert until_up(lambda: kmem.get(kref))["content"] == "before the outage"
+
+
+def until_up(call, seconds: float = 10.0):
+    """Call until the server answers again (the channel waits out its reconnect backoff); bounded."""
+    import time
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return call()
+        except km.GraphServiceError as exc:
+            if not exc.transient or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_errors_map_to_our_classes(kmem):
+    with pytest.raises(km.NotFoundError):
+        kmem.get("kref://CognitiveMemory/notes/missing.memory")
+    kref = kmem.remember("a memory")
+    with pytest.raises(km.NotFoundError):
+        kmem.get(kref.split("?")[0] + "?r=9")
+    with pytest.raises(km.InvalidArgumentError):
+        kmem.remember("bundles are reserved", kind="bundle")
+
+
+def test_wrong_token_is_refused_permanently(server, clock):
+    backend = km.KumihoBackend(server.address, token="not-the-token", retries=2, clock=clock)
+    with pytest.raises(km.GraphServiceError) as caught:
+        km.Memory(backend=backend, clock=clock).remember("nope")
+    assert caught.value.transient is False and caught.value.code == "UNAUTHENTICATED"
+    assert "not-the-token" not in str(caught.value)
+    backend.close()
+
+
+def test_token_never_appears_in_errors_logs_or_repr(server, clock, caplog):
+    secret = "tok-" + "9" * 24
+    server.token = None
+    server.restart()
+    backend = km.KumihoBackend(server.address, token=secret, retries=1, clock=clock)
+    memory = km.Memory(backend=backend, clock=clock)
+    with caplog.at_level(logging.DEBUG):
+        memory.remember("works without a token check")
+        server.stop()
+        with pytest.raises(km.GraphServiceError) as caught:
+            memory.remember("server is down")
+    texts = [repr(backend), repr(memory), str(caught.value), repr(caught.value), caplog.text,
+             str(backend.stats.__doc__), json.dumps({k: str(v) for k, v in vars(caught.value).items()})]
+    assert all(secret not in text for text in texts)
+    server.start(server.port)
+    assert secret not in json.dumps(until_up(memory.stats))
+    memory.close()
+
+
+def test_the_token_is_sent_as_a_bearer_and_checked(server, clock):
+    backend = km.KumihoBackend(server.address, token=KUMIHO_TOKEN, retries=0, clock=clock)
+    memory = km.Memory(backend=backend, clock=clock)
+    memory.remember("authorized")
+    anonymous = km.KumihoBackend(server.address, token="", retries=0, clock=clock, environ={})
+    with pytest.raises(km.GraphServiceError):
+        anonymous.items("CognitiveMemory")
+    memory.close()
+    anonymous.close()
+
+
+def test_environment_is_read_in_the_constructor_only(server, clock):
+    environ = {"KUMIHO_SERVER_ENDPOINT": server.address, "KUMIHO_AUTH_TOKEN": KUMIHO_TOKEN}
+    backend = km.KumihoBackend(clock=clock, retries=0, environ=environ)
+    environ.clear()
+    memory = km.Memory(backend=backend, clock=clock)
+    assert memory.remember("configured from the environment").endswith("?r=1")
+    memory.close()
+    with pytest.raises(km.StoreClosedError):
+        backend.items("CognitiveMemory")
+
+
+def test_bad_arguments_to_the_constructor(server):
+    with pytest.raises(km.InvalidArgumentError):
+        km.KumihoBackend(server.address, retries=-1)
+    with pytest.raises(km.InvalidArgumentError):
+        km.KumihoBackend(server.address, timeout=0)
+
+
+def test_consolidation_queues_while_the_server_is_down_and_replays(server, clock, ids, tmp_path):
+    memory = open_kumiho_memory(clock, ids, server)
+    manager = km.UniversalMemoryManager(memory=memory, retry_queue=km.RetryQueue(str(tmp_path / "queue")),
+                                        store_max_retries=1) if _manager_takes_memory() else None
+    if manager is None:
+        pytest.skip("UniversalMemoryManager(memory=..., retry_queue=...) is not this module's signature")
+    payload = {"content": "The user decided to ship on Friday", "space": "decisions", "title": "Ship Friday",
+               "metadata": {"user_id": "u1"}, "tags": ["published"]}
+    server.stop()
+    result = asyncio.run(manager._store_with_retry(payload))
+    assert result["queued"] is True and manager.retry_queue.count() == 1
+    assert not getattr(memory.backend, "path", None)        # the manager would open it as a buffer file
+    server.restart()
+    until_up(lambda: memory.stats())
+    assert asyncio.run(manager.flush_retry_queue())["succeeded"] == 1
+    assert manager.retry_queue.count() == 0
+    assert [hit["title"] for hit in memory.recall("ship friday")] == ["Ship Friday"]
+    memory.close()
+
+
+def _manager_takes_memory() -> bool:
+    import inspect
+    parameters = inspect.signature(km.UniversalMemoryManager).parameters
+    return {"memory", "retry_queue", "store_max_retries"} <= set(parameters)
