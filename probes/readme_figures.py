@@ -91,7 +91,32 @@ def belief_table(document: dict) -> str:
                               f"{keyed['rephrasings']:,} rephrasings, seed {params['seed']}).")
 
 
-TABLES = {"locomo": ("locomo_retrieval", locomo_table), "scale": ("scale", scale_table),
+def prefetch_table(document: dict) -> str:
+    f, params = document["figures"], document["parameters"]
+    rows = ["| | measured | target |", "|---|---|---|",
+            f"| hit rate where the predicted next step has p >= 0.6 | {f['hit_rate_when_predicted_p_ge_0_6']:.3f} | >= 0.7 |",
+            f"| hit rate, all steps | {f['hit_rate']:.3f} | |",
+            f"| blocking recall per handoff, without -> with prefetch | {f['blocking_ms_per_handoff_without']:.1f} ms -> "
+            f"{f['blocking_ms_per_handoff_with_prefetch']:.1f} ms (-{100 * f['blocking_reduction']:.1f}%) | -70% |",
+            f"| blocking reduction where p >= 0.6 | -{100 * f['blocking_reduction_when_predicted_p_ge_0_6']:.1f}% | -70% |",
+            f"| tokens per handoff (vs the whole store) | {f['tokens_per_handoff']:.0f} ({f['tokens_dump_everything']:,}) | |",
+            "| hit rate per 10 sessions after the workflow changes | "
+            + ", ".join(f"{value:.2f}" for value in f["hit_rate_windows_after_change"]) + " | |",
+            f"| stale context served after {f['revisions_mid_session']} mid-session revisions | {f['stale_served']} | 0 |"]
+    return "\n".join(rows) + f"\n\nSimulated recall latency {params.get('latency_ms', '?')} ms per search."
+
+
+def kumiho_table(document: dict) -> str:
+    f = document["figures"]
+    rows = ["| operation (p50) | embedded SQLite | Kumiho backend, loopback gRPC |", "|---|---|---|"]
+    for operation in ("remember", "get", "recall", "tag", "link"):
+        rows.append(f"| {operation} | {f['embedded'][operation]['p50_ms']:.2f} ms | "
+                    f"{f['kumiho_loopback'][operation]['p50_ms']:.2f} ms |")
+    return "\n".join(rows)
+
+
+TABLES = {"prefetch": ("prefetch", prefetch_table), "kumiho": ("kumiho_backend", kumiho_table),
+          "locomo": ("locomo_retrieval", locomo_table), "scale": ("scale", scale_table),
           "store": ("store_basics", store_table), "belief": ("belief_updates", belief_table)}
 
 
