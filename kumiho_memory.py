@@ -2989,6 +2989,7 @@ class KumihoBackend(GraphBackend):
         self._timeout = float(timeout)
         self._clock = clock or SystemClock()
         self._search_pool = max(1, int(search_pool))
+        self._batch_reads = True
         self._client = client
         self._own_client = client is None
         self._closed = False
@@ -3648,6 +3649,12 @@ class KumihoBackend(GraphBackend):
                     items.setdefault(result.item.kref.uri, result.item)
         stamp = None if query.as_of is None else format_instant(_dt.datetime.fromtimestamp(query.as_of, UTC))
         pairs = []
+        if stamp is None and not query.include_superseded:
+            current = self._current_revisions(list(items))
+            for uri, item in items.items():
+                if uri in current:
+                    pairs.append((item, current[uri]))
+            items = {uri: item for uri, item in items.items() if uri not in current}
         for uri, item in items.items():
             revs = [rev for rev in self._revisions_pb(uri) if not rev.deprecated]
             if stamp is not None:
@@ -3672,6 +3679,39 @@ class KumihoBackend(GraphBackend):
                     continue
             pairs.extend((item, rev) for rev in chosen)
         return pairs
+
+    @staticmethod
+    def _superseded_elsewhere(record: RevisionRecord, edges: list[Any]) -> bool:
+        """Whether a revision of another item SUPERSEDES this one (it then never answers a recall)."""
+        mine = str(record.kref)
+        item = mine.split("?")[0]
+        return any(edge.edge_type == SUPERSEDES and edge.target_kref.uri == mine
+                   and edge.source_kref.uri.split("?")[0] != item for edge in edges)
+
+    def _current_revisions(self, item_uris: list[str]) -> dict[str, Any]:
+        """Each item's current revision (``published``, else ``latest``) in two batched calls; items whose
+        answer is missing or deprecated are left out (the caller reads them one by one). A server without
+        batch reads makes this return nothing."""
+        current: dict[str, Any] = {}
+        if not item_uris or not self._batch_reads:
+            return current
+        for tag in (PUBLISHED_TAG, LATEST_TAG):
+            wanted = [uri for uri in item_uris if uri not in current]
+            if not wanted:
+                break
+            try:
+                response = self._call("BatchGetRevisions", self._pb.BatchGetRevisionsRequest(
+                    item_krefs=[self._pb_kref(uri) for uri in wanted], tag=tag, allow_partial=True))
+            except (GraphServiceError, InvalidArgumentError) as error:
+                if isinstance(error, GraphServiceError) and error.transient:
+                    raise
+                self._batch_reads = False                 # not offered here: read item by item from now on
+                return {}
+            for rev in response.revisions:
+                uri = rev.item_kref.uri
+                if uri in wanted and not rev.deprecated and uri not in current:
+                    current[uri] = rev
+        return current
 
     def search(self, query: RecallQuery) -> list[ScoredRevision]:
         """Gather candidates with the server's search, then rank them here: BM25 over the candidates' words,
@@ -3737,11 +3777,27 @@ class KumihoBackend(GraphBackend):
                         scores[doc_id] *= 1.0 + boost
                         notes[doc_id]["when"] = round(boost, 4)
         ranked = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
-        keep = ranked[: query.keep or query.pool]
-        linkable = set(signals.edge_types)
+        wanted = query.keep or query.pool
+        # Candidates read in a batch were not checked for a SUPERSEDES from another item: check the ones
+        # that would be kept (their edges are read anyway) and skip those, going further down the ranking.
+        check = query.as_of is None and not query.include_superseded
         edges_of: dict[int, list[Any]] = {}
-        for doc_id, _ in keep:
-            edges_of[doc_id] = self._edges_pb(str(records[doc_id].kref))
+        dropped: set[int] = set()
+
+        def admissible(doc_id: int) -> bool:
+            if doc_id not in edges_of:
+                edges_of[doc_id] = self._edges_pb(str(records[doc_id].kref))
+            if check and doc_id not in dropped and self._superseded_elsewhere(records[doc_id], edges_of[doc_id]):
+                dropped.add(doc_id)
+            return doc_id not in dropped
+
+        keep = []
+        for doc_id, score in ranked:
+            if len(keep) >= wanted:
+                break
+            if admissible(doc_id):
+                keep.append((doc_id, score))
+        linkable = set(signals.edge_types)
         if signals.edges and query.follow_edges:
             for doc_id, score in keep[: signals.edge_seeds]:
                 for edge in edges_of[doc_id]:
@@ -3750,13 +3806,19 @@ class KumihoBackend(GraphBackend):
                     mine = str(records[doc_id].kref)
                     other = uri_doc.get(edge.target_kref.uri if edge.source_kref.uri == mine else edge.source_kref.uri)
                     lent = signals.edges * score
-                    if other is not None and lent > scores.get(other, 0.0):
+                    if other is not None and lent > scores.get(other, 0.0) and admissible(other):
                         if other not in scores:
                             notes[other] = {"graph_augmented": True, "hop": 1}
                         scores[other] = lent
                         notes[other].setdefault("via", {"kref": mine, "edge_type": edge.edge_type})
-            ranked = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
-            keep = ranked[: query.keep or query.pool]
+            ranked = sorted(((doc_id, score) for doc_id, score in scores.items() if doc_id not in dropped),
+                            key=lambda pair: (-pair[1], pair[0]))
+            keep = []
+            for doc_id, score in ranked:
+                if len(keep) >= wanted:
+                    break
+                if admissible(doc_id):
+                    keep.append((doc_id, score))
         results = []
         for doc_id, score in keep:
             mine = str(records[doc_id].kref)

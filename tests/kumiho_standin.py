@@ -327,14 +327,25 @@ class StandInServicer(pb_grpc.KumihoServiceServicer):
         return pb.GetRevisionsResponse(revisions=[self._rev_pb(item, item.revisions[n]) for n in sorted(item.revisions)])
 
     def BatchGetRevisions(self, request, context):
+        """Revisions by kref, or (item_krefs + tag) the revision each item's tag points at (``latest``: the
+        newest); what is not there is listed in ``not_found``."""
         found, missing = [], []
         for kref in request.revision_krefs:
             try:
                 found.append(self._rev_pb(*self._revision(kref.uri)))
             except _Abort:
                 missing.append(kref.uri)
+        for kref in request.item_krefs:
+            item = self.items.get(kref.uri)
+            number = None if item is None else (self._latest(item) if request.tag == "latest"
+                                                 else item.tags.get(request.tag))
+            if number is None:
+                missing.append(kref.uri)
+            else:
+                found.append(self._rev_pb(item, item.revisions[number]))
         return pb.BatchGetRevisionsResponse(revisions=found, not_found=missing,
-                                            requested_count=len(request.revision_krefs), found_count=len(found))
+                                            requested_count=len(request.revision_krefs) + len(request.item_krefs),
+                                            found_count=len(found))
 
     def PeekNextRevision(self, request, context):
         return pb.PeekNextRevisionResponse(number=self._item(request.item_kref.uri).last_number + 1)

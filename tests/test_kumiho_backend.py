@@ -155,6 +155,25 @@ def test_recall_skips_superseded_and_deprecated(kmem):
     assert old.endswith("?r=1")
 
 
+@pytest.mark.parametrize("batch_reads", [True, False])
+def test_recall_skips_what_another_item_supersedes_and_reads_candidates_in_batches(kmem, server, batch_reads):
+    kmem.backend._batch_reads = batch_reads          # False: as against a server without batch reads
+    old = kmem.remember("The staging database runs on host alpha", space="ops")
+    notes = [kmem.remember(f"Runbook note {n}: the staging database is backed up nightly", space="ops")
+             for n in range(12)]
+    new = kmem.remember("The staging database moved to host beta", space="ops", tags=["published"])
+    kmem.link(new, old, "SUPERSEDES")
+    before = dict(server.servicer.calls)
+    found = [hit["kref"] for hit in kmem.recall("staging database host", limit=20)]
+    assert old not in found and new in found and set(notes) <= set(found)
+    fetched = server.servicer.calls.get("GetRevisions", 0) - before.get("GetRevisions", 0)
+    batched = server.servicer.calls.get("BatchGetRevisions", 0) - before.get("BatchGetRevisions", 0)
+    if batch_reads:
+        assert batched >= 1 and fetched == 0
+    else:
+        assert batched == 0 and fetched >= 14
+
+
 def test_stats_match_the_embedded_engine_on_the_same_history(kmem, clock, ids):
     build_graph(kmem, clock)
     embedded = km.Memory(clock=km.ManualClock("2026-01-01T00:00:00Z", tick=1.0), ids=km.SequentialIds())
@@ -334,26 +353,108 @@ def test_bad_arguments_to_the_constructor(server):
 
 
 def test_consolidation_queues_while_the_server_is_down_and_replays(server, clock, ids, tmp_path):
+    """A server stopped mid-consolidation: the session is acknowledged as queued (nothing lost, the buffer
+    kept until the memory is durable somewhere), then replayed once the server is back."""
     memory = open_kumiho_memory(clock, ids, server)
-    manager = km.UniversalMemoryManager(memory=memory, retry_queue=km.RetryQueue(str(tmp_path / "queue")),
-                                        store_max_retries=1) if _manager_takes_memory() else None
-    if manager is None:
-        pytest.skip("UniversalMemoryManager(memory=..., retry_queue=...) is not this module's signature")
-    payload = {"content": "The user decided to ship on Friday", "space": "decisions", "title": "Ship Friday",
-               "metadata": {"user_id": "u1"}, "tags": ["published"]}
-    server.stop()
-    result = asyncio.run(manager._store_with_retry(payload))
-    assert result["queued"] is True and manager.retry_queue.count() == 1
-    assert not getattr(memory.backend, "path", None)        # the manager would open it as a buffer file
-    server.restart()
-    until_up(lambda: memory.stats())
-    assert asyncio.run(manager.flush_retry_queue())["succeeded"] == 1
-    assert manager.retry_queue.count() == 0
-    assert [hit["title"] for hit in memory.recall("ship friday")] == ["Ship Friday"]
+    queue = km.RetryQueue(str(tmp_path / "queue"))
+    manager = km.UniversalMemoryManager(memory=memory, retry_queue=queue, store_max_retries=1)
+
+    async def scenario() -> None:
+        for text in ("We decided to ship on Friday", "Friday works, the release notes are ready"):
+            await manager.ingest_message(user_id="u1", message=text, session_id="s-1")
+        server.stop()
+        result = await manager.consolidate_session(session_id="s-1", space_path="decisions")
+        assert result["success"] is True and result["store_result"].get("queued") is True
+        assert queue.count() == 1
+        server.restart()
+        until_up(lambda: memory.stats())
+        flushed = await manager.flush_retry_queue()
+        assert flushed["succeeded"] == 1 and queue.count() == 0
+        await manager.close()
+
+    asyncio.run(scenario())
+    found = memory.recall("ship on friday release notes")
+    assert found and found[0]["space"] == "decisions"
+    assert server.servicer.calls.get("CreateRevision", 0) >= 1
     memory.close()
 
 
-def _manager_takes_memory() -> bool:
-    import inspect
-    parameters = inspect.signature(km.UniversalMemoryManager).parameters
-    return {"memory", "retry_queue", "store_max_retries"} <= set(parameters)
+def _free_port_env(server) -> dict[str, str]:
+    import os
+    return {"KUMIHO_MEMORY_BACKEND": "kumiho", "KUMIHO_SERVER_ENDPOINT": server.address,
+            "KUMIHO_AUTH_TOKEN": KUMIHO_TOKEN, "KUMIHO_MEMORY_PROJECT": "ServerSide",
+            "PATH": os.environ.get("PATH", "")}
+
+
+@pytest.fixture
+def wall_server():
+    """A stand-in on the wall clock (for the CLI and the MCP server, which run on real time)."""
+    from kumiho_standin import StandIn
+    server = StandIn(token=KUMIHO_TOKEN)
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_cli_works_on_the_server_and_migrates_both_ways(wall_server, tmp_path, monkeypatch, capsys):
+    for key, value in _free_port_env(wall_server).items():
+        monkeypatch.setenv(key, value)
+    assert km.main(["remember", "The deploy window is Tuesday", "--space", "ops", "--key", "deploy.window"]) == 0
+    kref = capsys.readouterr().out.strip()
+    assert kref.startswith("kref://ServerSide/ops/") and kref.endswith("?r=1")
+    assert km.main(["recall", "deploy window", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["kref"] == kref
+    exported = tmp_path / "server.jsonl"
+    assert km.main(["export", "-o", str(exported)]) == 0
+    local = tmp_path / "local.db"
+    assert km.main(["--db", str(local), "import", str(exported)]) == 0          # --db forces the file
+    capsys.readouterr()
+    with km.Memory(str(local), project="ServerSide") as memory:
+        assert memory.get(kref)["content"] == "The deploy window is Tuesday"
+    monkeypatch.setenv("KUMIHO_MEMORY_PROJECT", "Other")
+    assert km.main(["stats", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["items"] == 0                    # projects stay apart
+
+
+def test_mcp_round_trip_on_the_kumiho_backend(wall_server, tmp_path):
+    """The real MCP script with KUMIHO_MEMORY_BACKEND=kumiho, through the SDK's stdio client."""
+    mcp = pytest.importorskip("mcp")
+    import os
+    import sys
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kumiho_memory_mcp.py")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**_free_port_env(wall_server), "HOME": str(home), "XDG_DATA_HOME": str(home)}
+
+    def structured(result):
+        assert not getattr(result, "isError", getattr(result, "is_error", False)), result
+        return getattr(result, "structuredContent", None) or getattr(result, "structured_content", None)
+
+    async def scenario() -> None:
+        params = StdioServerParameters(command=sys.executable, args=[script], env=env, cwd=str(home))
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    reflected = structured(await session.call_tool("kumiho_memory_reflect", {
+                        "response": "Noted.", "session_id": "s-1",
+                        "captures": [{"type": "decision", "title": "Use Postgres",
+                                      "content": "The team chose Postgres for the billing service."}]}))
+                    stored = reflected["stored_krefs"][0]
+                    assert stored.startswith("kref://ServerSide/")
+                    recalled = structured(await session.call_tool("kumiho_memory_recall",
+                                                                  {"query": "which database for billing"}))
+                    assert recalled["results"][0]["kref"] == stored
+                    got = structured(await session.call_tool("kumiho_memory_get", {"kref": stored}))
+                    assert "Postgres" in got["content"]
+                    forgotten = structured(await session.call_tool("kumiho_memory_forget",
+                                                                   {"kref": stored.split("?")[0]}))
+                    assert forgotten["items"] == 1 and forgotten["scrubbed"] is None
+
+    asyncio.run(asyncio.wait_for(scenario(), timeout=90))
+    assert wall_server.servicer.calls.get("CreateRevision", 0) >= 1
+    assert not any(item.uri.startswith("kref://ServerSide/") and item.revisions
+                   for item in wall_server.servicer.items.values() if item.kind == "decision")
+    assert not list(home.rglob("*.db"))                  # nothing fell back to a local store file
