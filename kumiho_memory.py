@@ -6865,9 +6865,17 @@ class RelationMatcher:
         found = {self.word_relation(word) for word in _value_words(text)} - {None}
         return frozenset(found) if len(found) == 1 else frozenset()
 
-    def corrected(self, statement: str, beliefs: Sequence[str]) -> int | None:
-        """Index of the one belief in ``beliefs`` (current statements about the same subject) that
-        ``statement`` revises at the relation level, or None when none or several do."""
+    def belief_relations(self, history: Sequence[str]) -> frozenset[str]:
+        """The relations of a belief given its statements, oldest first: every relation one of them names
+        (a belief keeps its relation whatever words its latest statement uses), else the current one's
+        inferred relation."""
+        named = frozenset().union(*(belief_relations(text) for text in history))
+        return named or self.inferred(history[-1])
+
+    def corrected(self, statement: str, beliefs: Sequence[str | Sequence[str]]) -> int | None:
+        """Index of the one belief in ``beliefs`` (current statements about the same subject, or each
+        belief's statements oldest first) that ``statement`` revises at the relation level, or None when
+        none or several do."""
         subject = statement_subject(statement)
         mine = self.relations(statement) if subject is not None else frozenset()
         if not mine:
@@ -6875,11 +6883,12 @@ class RelationMatcher:
         new_terms = set(_claim_terms(statement))
         matches = []
         for index, belief in enumerate(beliefs):
-            if statement_subject(belief) != subject:
+            history = [belief] if isinstance(belief, str) else list(belief)
+            if not history or statement_subject(history[-1]) != subject:
                 continue
-            if MULTI_VALUED_PREDICATES & new_terms & set(_claim_terms(belief)):
+            if MULTI_VALUED_PREDICATES & new_terms & set(_claim_terms(history[-1])):
                 continue                                  # another value of a many-valued relation
-            if mine & self.relations(belief):
+            if mine & self.belief_relations(history):
                 matches.append(index)
         return matches[0] if len(matches) == 1 else None
 
@@ -9735,7 +9744,8 @@ DREAM_MAX_FAILURES = 2
 EVIDENCE_METADATA_KEYS = frozenset({"evidence_level", "source", "sources", "confidence"})
 ACKNOWLEDGEMENTS = frozenset("""
 ok okay k kk sure thanks thank thx ty yes yeah yep no nope lol haha cool great nice fine alright right hi hello
-hey bye got it np
+hey bye got it np sounds sound good awesome perfect gotcha noted understood agreed will done welcome
+appreciated appreciate wow oh ah hmm absolutely definitely exactly totally cheers
 """.split())
 
 DREAM_SYSTEM_PROMPT = """You tidy an AI agent's long-term memory. For each memory in the batch decide:
@@ -9780,8 +9790,10 @@ class DreamStateStats:
     parked: int = 0
 
 
-def _term_set(text: str) -> frozenset[str]:
-    return frozenset(tokenize(text))
+def _duplicate_key(text: str) -> tuple[str, ...]:
+    """What two copies of one statement share: its words in order, casefolded, without punctuation (so a
+    negation or another word order is another statement)."""
+    return tuple(re.findall(r"\w+", text.casefold()))
 
 
 class DreamState:
@@ -9884,16 +9896,20 @@ class DreamState:
         actions: list[dict[str, Any]] = []
         proposals: list[tuple[dict[str, Any], MemoryAssessment]] = []
         failed: list[dict[str, Any]] = []
+        transient_failures = 0
         batches = [todo[start:start + self.batch_size] for start in range(0, len(todo), self.batch_size)]
         for number, batch in enumerate(batches, 1):
-            assessed, batch_failed, errors = await self._assess_batch(batch)
+            assessed, batch_failed, errors, transient = await self._assess_batch(batch)
             stats.errors += errors
             failed += batch_failed
+            transient_failures += transient
             proposals += assessed
             stats.revisions_assessed += len(assessed)
             if self.progress is not None:
                 self.progress(number, len(batches))
-        systemic = bool(todo) and len(failed) == len(todo)
+        # Everything failing is an outage (nothing is parked), unless it was one item failing for a reason
+        # a retry cannot fix: that is a poison item, counted toward parking like any other.
+        systemic = bool(failed) and len(failed) == len(todo) and (len(todo) > 1 or transient_failures > 0)
         for revision in failed:
             if systemic:
                 break                                    # everything failed: the service, not the items
@@ -9987,22 +10003,26 @@ class DreamState:
         return revisions
 
     async def _assess_batch(self, batch: list[dict[str, Any]]
-                            ) -> tuple[list[tuple[dict[str, Any], MemoryAssessment]], list[dict[str, Any]], list[str]]:
-        """Assess a batch; on failure, each item alone, so one poison item does not sink the others."""
+                            ) -> tuple[list[tuple[dict[str, Any], MemoryAssessment]], list[dict[str, Any]], list[str], int]:
+        """Assess a batch; on failure, each item alone, so one poison item does not sink the others.
+
+        Returns the assessments, the revisions that failed, the error lines, and how many of the failures
+        a retry might cure (transient)."""
         try:
-            return await self._assess(batch), [], []
+            return await self._assess(batch), [], [], 0
         except Exception as error:                       # noqa: BLE001 - any assessor failure is retried
-            first_error = f"batch of {len(batch)}: {type(error).__name__}: {error}"
+            first_error, first_transient = f"batch of {len(batch)}: {type(error).__name__}: {error}", _is_transient(error)
         if len(batch) == 1:
-            return [], batch, [first_error]
-        assessed, failed, errors = [], [], [first_error]
+            return [], batch, [first_error], int(first_transient)
+        assessed, failed, errors, transient = [], [], [first_error], 0
         for revision in batch:
             try:
                 assessed += await self._assess([revision])
             except Exception as error:                   # noqa: BLE001
                 failed.append(revision)
+                transient += _is_transient(error)
                 errors.append(f"{revision['kref']}: {type(error).__name__}: {error}")
-        return assessed, failed, errors
+        return assessed, failed, errors, transient
 
     async def _assess(self, batch: list[dict[str, Any]]) -> list[tuple[dict[str, Any], MemoryAssessment]]:
         if self.llm_adapter is not None:
@@ -10017,15 +10037,11 @@ class DreamState:
             assessment.deprecation_reason = f"superseded by {superseded_by} in another item, still live"
             assessment.relevance_score = 0.1
             return assessment
-        duplicate = self._duplicate_of(revision)
-        if duplicate is not None:
-            keeper, loser = duplicate
-            if loser["kref"] == revision["kref"]:
-                assessment.should_deprecate, assessment.category = True, "duplicate"
-                assessment.deprecation_reason = f"duplicate of {keeper['kref']}"
-                assessment.relevance_score = 0.2
-            else:
-                assessment.related_memories.append((loser["kref"], "duplicate"))
+        keeper = self._duplicate_keeper(revision)
+        if keeper is not None:
+            assessment.should_deprecate, assessment.category = True, "duplicate"
+            assessment.deprecation_reason = f"duplicate of {keeper['kref']}"
+            assessment.relevance_score = 0.2
             return assessment
         if self._stale_chatter(revision):
             assessment.should_deprecate, assessment.category = True, "stale"
@@ -10043,19 +10059,22 @@ class DreamState:
                         return source
         return None
 
-    def _duplicate_of(self, revision: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """``(keeper, loser)`` when another live memory in the space says the same (same index terms)."""
-        terms = _term_set(revision["content"])
-        if len(terms) < 2:
+    def _duplicate_keeper(self, revision: dict[str, Any]) -> dict[str, Any] | None:
+        """The copy to keep when other live memories in the space say exactly the same (the same words in
+        the same order, up to case and punctuation), and it is not ``revision``; else None."""
+        key = _duplicate_key(revision["content"])
+        if len(key) < 2:
             return None
-        for hit in self.memory.recall(revision["content"][:2000], limit=5, space=revision["space"] or None,
+        copies = [revision]
+        for hit in self.memory.recall(revision["content"][:2000], limit=10, space=revision["space"] or None,
                                       follow_edges=False, evidence_rank=False):
-            if hit["item_kref"] == revision["item_kref"] or hit["space"] != revision["space"] or \
-                    hit["kind"] != revision["kind"] or _term_set(hit["content"]) != terms:
-                continue
-            ranked = sorted((revision, hit), key=self._keep_rank, reverse=True)
-            return ranked[0], ranked[1]
-        return None
+            if hit["item_kref"] != revision["item_kref"] and hit["space"] == revision["space"] and \
+                    hit["kind"] == revision["kind"] and _duplicate_key(hit["content"]) == key:
+                copies.append(hit)
+        if len(copies) == 1:
+            return None
+        keeper = max(copies, key=self._keep_rank)
+        return None if keeper["kref"] == revision["kref"] else keeper
 
     @staticmethod
     def _keep_rank(revision: Mapping[str, Any]) -> tuple:
@@ -10072,8 +10091,8 @@ class DreamState:
         if age is None or age < self.stale_after_days:
             return False
         words = [word for word in _words(revision["content"]) if word not in ACKNOWLEDGEMENTS]
-        if len([word for word in words if word not in STOPWORDS]) > 1:
-            return False
+        if any(word not in STOPWORDS for word in words):
+            return False                                  # "I am vegan": one word can be a lasting fact
         return not [edge for edge in self.memory.edges(revision["kref"]) if edge["edge_type"] != FOLLOWS]
 
     def _age_days(self, revision: Mapping[str, Any]) -> float | None:
@@ -10189,7 +10208,8 @@ class DreamState:
             why_not = self._guard(revision, assessment, referenced)
             if why_not is None and stats.deprecated >= budget:
                 why_not = "ratio_cap"
-                deferred.append(revision)
+            if why_not in ("ratio_cap", "min_age"):
+                deferred.append(revision)                 # the cursor waits: it is assessed again next run
             if why_not is not None:
                 stats.guarded_skips[why_not] = stats.guarded_skips.get(why_not, 0) + 1
                 actions.append({"action": "kept", "kref": revision["kref"], "guard": why_not,
@@ -10623,7 +10643,9 @@ class Memory:
             return None
         def search(term: str) -> list[str]:
             return [hit["content"] for hit in self.recall(term, limit=20, space=space or None, follow_edges=False)]
-        index = RelationMatcher(search).corrected(content, [hit["content"] for hit in beliefs])
+        histories = [[revision["content"] for revision in self.history(hit["item_kref"])
+                      if not revision["deprecated"]] or [hit["content"]] for hit in beliefs]
+        index = RelationMatcher(search).corrected(content, histories)
         if index is None:
             return None
         return {**beliefs[index], "_relation_match": True}

@@ -115,7 +115,24 @@ def kumiho_table(document: dict) -> str:
     return "\n".join(rows)
 
 
-TABLES = {"prefetch": ("prefetch", prefetch_table), "kumiho": ("kumiho_backend", kumiho_table),
+def dream_table(document: dict) -> str:
+    f, params = document["figures"], document["parameters"]
+    core = f["without_traps_and_young"]
+    rows = ["| | all cases | without traps and young duplicates | target |", "|---|---|---|---|",
+            f"| precision of the deprecations | {f['precision']:.3f} | {core['precision']:.3f} | 1.0 |",
+            f"| recall of the deprecations | {f['recall']:.3f} | {core['recall']:.3f} | >= 0.9 |",
+            f"| protected (official, published) memories touched | {f['protected_touched']} of {f['protected']} "
+            f"| {core['protected_touched']} | 0 |"]
+    categories = " · ".join(f"{name} {row['correct']}/{row['should_go']}"
+                            for name, row in f["by_category"].items() if row["should_go"])
+    wrong = sum(row["wrongly_deprecated"] for row in f["by_category"].values())
+    return "\n".join(rows) + (
+        f"\n\n{f['memories']:,} memories, {f['should_go']} that should go; deprecated by category: {categories}; "
+        f"{wrong} wrongly deprecated (look-alike traps). Heuristics, max_deprecation_ratio {params['ratio']}, "
+        f"{len(f['runs']) + len(f['runs_after_aging'])} runs, {f['dream_s']:.1f} s, seed {params['seed']}.")
+
+
+TABLES = {"dream": ("dream_state", dream_table), "prefetch": ("prefetch", prefetch_table), "kumiho": ("kumiho_backend", kumiho_table),
           "locomo": ("locomo_retrieval", locomo_table), "scale": ("scale", scale_table),
           "store": ("store_basics", store_table), "belief": ("belief_updates", belief_table)}
 
