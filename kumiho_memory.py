@@ -6721,35 +6721,6 @@ MULTI_VALUED_PREDICATES = frozenset(stem(word) for word in (
     "watch", "watches", "listen", "listens", "study", "studies", "friend", "friends", "hobby", "hobbies"))
 
 
-def same_belief(old: str, new: str) -> bool:
-    """Whether ``new`` restates or updates the belief ``old`` states.
-
-    Both must name the same subject (or none), and say the same thing about it except for the value, which
-    English puts last: they may differ only in their final word ("... lives in *Paris*"), their final two
-    words when at least two words remain alike ("the user prefers *dark mode*"), or one word after the
-    first ("the office is at *1* Main Street"). Precision first: unrelated
-    memories must never stack, so an update in other words ("moved to" for "lives in") stays a separate
-    belief, and a look-alike about another attribute ("favorite *food*" vs "favorite *color*") never merges.
-    """
-    if normalize_statement(old) == normalize_statement(new):
-        return True
-    if statement_subject(old) != statement_subject(new):
-        return False
-    old_terms, new_terms = _claim_terms(old), _claim_terms(new)
-    if MULTI_VALUED_PREDICATES & set(old_terms) & set(new_terms):
-        return False                                      # another value of a many-valued relation
-    if len(old_terms) == len(new_terms) >= 2:
-        differing = [index for index, (a, b) in enumerate(zip(old_terms, new_terms)) if a != b]
-        if len(differing) == 1 and differing[0] >= 1:      # one word swapped after the claim's first word
-            return True
-    for value_words in (1, 2):
-        if len(old_terms) > value_words and len(new_terms) > value_words:
-            head = set(old_terms[:-value_words])
-            if head == set(new_terms[:-value_words]) and (value_words == 1 or len(head) >= 2):
-                return True
-    return False
-
-
 # -- relation-level matching: a correction in other words ------------------------------------------------------
 #
 # "Nina moved to Lyon" corrects "Nina lives in Paris" though the two share no word but the name. Two things
@@ -6831,12 +6802,58 @@ class RelationMatcher:
     """
 
     def __init__(self, search: Callable[[str], list[str]], *, min_votes: int = 2, min_share: float = 0.75,
-                 min_named: float = 0.6) -> None:
+                 min_named: float = 0.6, min_kinship: float = 0.5, kinship_margin: float = 0.15) -> None:
         self.search = search
         self.min_votes = min_votes
         self.min_share = min_share
         self.min_named = min_named
+        self.min_kinship = min_kinship
+        self.kinship_margin = kinship_margin
         self._typed: dict[str, str | None] = {}
+        self._statements: dict[str, list[str]] = {}
+        self._profiles: dict[str, dict[str, float]] = {}
+
+    def statements_with(self, word: str) -> list[str]:
+        """The store's statements that hold ``word`` (as a word, not a stem)."""
+        if word not in self._statements:
+            self._statements[word] = [other for other in self.search(word) if word in _words(other)]
+        return self._statements[word]
+
+    def profile(self, word: str) -> dict[str, float]:
+        """The company a word keeps: how often each other word (no names, stopwords or time words) shares a
+        statement with it in the store, as a unit vector. Values of one kind keep the same company
+        ("tennis" and "rugby": *playing*, *into*, *sport*), whatever the words around them today."""
+        if word not in self._profiles:
+            counts: dict[str, float] = {}
+            for other in self.statements_with(word):
+                names = {name.casefold() for name in _CAPITALIZED.findall(other)}
+                for neighbour in set(_words(other)):
+                    if neighbour != word and neighbour not in STOPWORDS and neighbour not in TIME_WORDS \
+                            and neighbour not in names and not neighbour.isdigit():
+                        counts[neighbour] = counts.get(neighbour, 0.0) + 1.0
+            norm = math.sqrt(sum(value * value for value in counts.values())) or 1.0
+            self._profiles[word] = {key: value / norm for key, value in counts.items()}
+        return self._profiles[word]
+
+    def kinship(self, left: str, right: str) -> float:
+        """How alike two statements' values are, 0..1: the best cosine between the profiles of a value
+        word of one and a value word of the other (words they share do not count: that is no change)."""
+        left_words, right_words = set(_value_words(left)), set(_value_words(right))
+        shared = left_words & right_words
+        a, b = self.rarest(left_words - shared), self.rarest(right_words - shared)
+        if a is None or b is None:
+            return 0.0
+        pa, pb = self.profile(a), self.profile(b)
+        if len(pb) < len(pa):
+            pa, pb = pb, pa
+        return sum(value * pb.get(key, 0.0) for key, value in pa.items())
+
+    def rarest(self, words: Iterable[str]) -> str | None:
+        """The statement's most specific value word: the one the fewest stored statements hold (the value,
+        not the words around it), provided the store has seen it at least twice."""
+        seen = [(len(self.statements_with(word)), word) for word in words]
+        seen = [pair for pair in seen if pair[0] >= 2]
+        return min(seen)[1] if seen else None
 
     def relations(self, text: str) -> frozenset[str]:
         """Named relations, else the one relation its value words carry elsewhere in the store."""
@@ -6877,20 +6894,63 @@ class RelationMatcher:
         belief's statements oldest first) that ``statement`` revises at the relation level, or None when
         none or several do."""
         subject = statement_subject(statement)
-        mine = self.relations(statement) if subject is not None else frozenset()
-        if not mine:
+        if subject is None:
             return None
+        mine = self.relations(statement)
         new_terms = set(_claim_terms(statement))
-        matches = []
+        matches: list[int] = []
+        unknown: list[tuple[int, str]] = []
         for index, belief in enumerate(beliefs):
             history = [belief] if isinstance(belief, str) else list(belief)
             if not history or statement_subject(history[-1]) != subject:
                 continue
             if MULTI_VALUED_PREDICATES & new_terms & set(_claim_terms(history[-1])):
                 continue                                  # another value of a many-valued relation
-            if mine & self.belief_relations(history):
+            theirs = self.belief_relations(history)
+            if mine & theirs:
                 matches.append(index)
-        return matches[0] if len(matches) == 1 else None
+            elif not (mine and theirs):                  # a known relation never meets another known one
+                unknown.append((index, history[-1]))
+        if matches:
+            return matches[0] if len(matches) == 1 else None
+        # No relation decides: the one belief whose value is of the same kind as the new one, by a margin.
+        scored = sorted(((self.kinship(statement, text), index) for index, text in unknown), reverse=True)
+        if scored and scored[0][0] >= self.min_kinship and \
+                (len(scored) == 1 or scored[0][0] - scored[1][0] >= self.kinship_margin):
+            return scored[0][1]
+        return None
+
+
+def same_belief(old: str, new: str) -> bool:
+    """Whether ``new`` restates or updates the belief ``old`` states.
+
+    Both must name the same subject (or none), and say the same thing about it except for the value, which
+    English puts last: they may differ only in their final word ("... lives in *Paris*"), their final two
+    words when at least two words remain alike ("the user prefers *dark mode*"), or one word after the
+    first ("the office is at *1* Main Street"). Precision first: unrelated
+    memories must never stack, so an update in other words ("moved to" for "lives in") stays a separate
+    belief, and a look-alike about another attribute ("favorite *food*" vs "favorite *color*") never merges.
+    """
+    if normalize_statement(old) == normalize_statement(new):
+        return True
+    if statement_subject(old) != statement_subject(new):
+        return False
+    old_relations, new_relations = belief_relations(old), belief_relations(new)
+    if old_relations and new_relations and not old_relations & new_relations:
+        return False                                      # "favorite dish" is not "favorite color"
+    old_terms, new_terms = _claim_terms(old), _claim_terms(new)
+    if MULTI_VALUED_PREDICATES & set(old_terms) & set(new_terms):
+        return False                                      # another value of a many-valued relation
+    if len(old_terms) == len(new_terms) >= 2:
+        differing = [index for index, (a, b) in enumerate(zip(old_terms, new_terms)) if a != b]
+        if len(differing) == 1 and differing[0] >= 1:      # one word swapped after the claim's first word
+            return True
+    for value_words in (1, 2):
+        if len(old_terms) > value_words and len(new_terms) > value_words:
+            head = set(old_terms[:-value_words])
+            if head == set(new_terms[:-value_words]) and (value_words == 1 or len(head) >= 2):
+                return True
+    return False
 
 
 REVISION_OUTCOMES = ("vacuous", "revised", "created")
@@ -9179,7 +9239,7 @@ def scan_skill_text(text: str, *, first_line: int = 1) -> list[str]:
 
 # -- reading skill files -------------------------------------------------------------------------------------
 
-_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+_SKILL_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 _SECTION_HEADING = re.compile(r"^##(?!#)\s+(.*?)\s*#*\s*$")
 _TITLE_HEADING = re.compile(r"^#(?!#)\s+(.*?)\s*#*\s*$")
 _INLINE_MARKER = re.compile(r"^\s*<!--\s*inline\s*-->\s*$", re.I)
@@ -9334,7 +9394,7 @@ def _parse_skill_text(text: str, path: str) -> ParsedSkill:
     fence: str | None = None
     current = preamble
     for number, line in enumerate(lines[start:], start=start + 1):
-        fence_match = _FENCE.match(line)
+        fence_match = _SKILL_FENCE.match(line)
         if fence_match:
             marker = fence_match.group(1)
             if fence is None:

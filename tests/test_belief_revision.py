@@ -862,3 +862,26 @@ def test_stack_revises_by_what_the_store_knows_about_a_value(memory):
     assert memory.get(item_of(city))["content"] == "Alice lives in Paris"
     found = texts(memory.recall("What is Alice's favorite color?"))
     assert "Actually, Alice prefers teal these days" in found and "Alice's favorite color is blue" not in found
+
+
+def test_relation_matcher_falls_back_to_the_kinship_of_values():
+    people = ["Bob", "Carol", "Dan", "Erin", "Frank"]
+    sports, foods = ["rugby", "judo", "tennis", "golf", "polo"], ["sushi", "ramen", "pizza", "tacos", "curry"]
+    store = [f"{name} loves playing {sport}" for name, sport in zip(people, sports)]
+    store += [f"{name} is really into {sport}" for name, sport in zip(people, sports[1:] + sports[:1])]
+    store += [f"{name} could eat {food} every day" for name, food in zip(people, foods)]
+    store += [f"{name} always orders {food}" for name, food in zip(people, foods[2:] + foods[:2])]
+    matcher = km.RelationMatcher(lambda word: [text for text in store if word in text.casefold()])
+    beliefs = ["Alice loves playing rugby", "Alice could eat sushi every day"]
+    assert matcher.corrected("Alice is into judo now", beliefs) == 0
+    assert matcher.corrected("Alice always orders ramen", beliefs) == 1
+    assert matcher.kinship("Alice is into judo now", "Alice loves playing rugby") > \
+        matcher.kinship("Alice is into judo now", "Alice could eat sushi every day")
+    assert matcher.corrected("Alice is into xylophones", beliefs) is None      # a word the store never saw
+    # a known relation never meets another known relation through kinship
+    assert matcher.corrected("Alice lives in Rome", ["Alice's favorite food is sushi"]) is None
+
+
+def test_same_belief_never_merges_two_named_relations():
+    assert not km.same_belief("Erin's new favorite color is purple", "Erin's new favorite dish is pasta")
+    assert km.same_belief("Erin's new favorite color is purple", "Erin's new favorite color is teal")
