@@ -367,6 +367,8 @@ def canonical_json(value: Any) -> str:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidArgumentError(f"not JSON-serializable: {exc}") from exc
+    except RecursionError:
+        raise InvalidArgumentError("not JSON-serializable: nested too deeply") from None
 
 
 def content_hash(text: str) -> str:
@@ -2720,7 +2722,7 @@ class SQLiteGraph(GraphBackend):
                 kind = record.get("record") if isinstance(record, dict) else None
                 if counts["records"] == 0 and kind != "header":
                     raise ImportFormatError(f"line {line_number}: an export starts with a header record")
-                if kind not in importers:
+                if not isinstance(kind, str) or kind not in importers:
                     raise ImportFormatError(f"line {line_number}: unknown record type {kind!r}")
                 try:
                     added = importers[kind](conn, record, touched_items, touched_tags)
@@ -3926,7 +3928,7 @@ class KumihoBackend(GraphBackend):
             kind = record.get("record") if isinstance(record, dict) else None
             if counts["records"] == 0 and kind != "header":
                 raise ImportFormatError(f"line {line_number}: an export starts with a header record")
-            if kind not in plan.checkers:
+            if not isinstance(kind, str) or kind not in plan.checkers:
                 raise ImportFormatError(f"line {line_number}: unknown record type {kind!r}")
             try:
                 added = plan.checkers[kind](record)
@@ -7012,6 +7014,7 @@ def build_recalled_context(memories: Sequence[Mapping[str, Any]], query: str = "
 # exactly what a fresh engage would return; a prediction only decides which entries get prepared.
 
 PREFETCH_GRAINS = ("item", "space", "entity")
+SESSION_START = "<start>"     # the state before a session's first step (no space, item or entity is named so)
 PREFETCH_SYSTEM_SPACE = "_system"
 PREFETCH_STATE_KIND = "prefetch-state"
 PREFETCH_STATE_KEY = "prefetch-state"
@@ -7229,7 +7232,7 @@ class _Prepared:
 
 @dataclasses.dataclass
 class _SessionTrace:
-    last_state: str | None = None
+    last_state: str | None = None          # SESSION_START for the trace that prepares sessions' first steps
     agent: str | None = None
     predictions: list[tuple[str, float]] = dataclasses.field(default_factory=list)
     wanted: list[str] = dataclasses.field(default_factory=list)      # keys prepared for the next step
@@ -7288,6 +7291,7 @@ class AnticipatoryRecall:
         self._cues: dict[tuple[str, str], dict[str, _Cue]] = {}
         self._other_grains: dict[str, Any] = {}        # tables of other grains, kept as loaded
         self._sessions: dict[str, _SessionTrace] = {}
+        self._ready = _SessionTrace(last_state=SESSION_START)    # what the next session will likely ask first
         self._cache: dict[str, _Prepared] = {}         # insertion order = least recently used first
         self._pending: dict[str, concurrent.futures.Future[Any]] = {}
         self._running: set[str] = set()
@@ -7333,6 +7337,8 @@ class AnticipatoryRecall:
             if prefetched:
                 trace.hits += 1
                 self._stats["tokens_served"] += result["approx_tokens"]
+            if state is not None and trace.engages == 0:
+                self._learn_start(state, key, query, limit, char_budget, recall_options, result, now)
             trace.engages += 1
             if state is not None and trace.last_state is not None:
                 self._learn(trace, state, key, query, limit, char_budget, recall_options, result, now)
@@ -7377,6 +7383,34 @@ class AnticipatoryRecall:
             entry.served += 1
             return copy.deepcopy(entry.result)
 
+    def _learn_start(self, state: str, key: str | None, query: str, limit: int, char_budget: int,
+                     options: Mapping[str, Any], result: Mapping[str, Any], now: float) -> None:
+        """Count a session's first step as the move ``SESSION_START -> state`` (global table only; not a
+        transition between memory states in the statistics) and remember its call (lock held)."""
+        self._global.observe(SESSION_START, state, now)
+        self._dirty = True
+        if key is not None:
+            self._remember_cue(SESSION_START, state, key, query, limit, char_budget, options, result, now)
+
+    def _prepare_first_steps(self) -> None:
+        """Prepare what the next session will likely ask first (lock held)."""
+        if self._closed:
+            return
+        self._ready.predictions = self.predict(SESSION_START)
+        self._ready.wanted = self._plan(self._ready)
+
+    def _remember_cue(self, source: str, state: str, key: str, query: str, limit: int, char_budget: int,
+                      options: Mapping[str, Any], result: Mapping[str, Any], now: float) -> None:
+        cues = self._cues.setdefault((source, state), {})
+        cue = cues.get(key)
+        if cue is None:
+            cue = cues[key] = _Cue(query, limit, char_budget, json.loads(canonical_json(dict(options))), 0.0, now, 0)
+        cue.count = self._global._decayed(cue.count, cue.last_seen, now) + 1.0
+        cue.last_seen, cue.tokens = now, int(result.get("approx_tokens") or 0)
+        if len(cues) > self.config.cues_per_transition:
+            weakest = min(cues, key=lambda k: (self._global._decayed(cues[k].count, cues[k].last_seen, now), cues[k].last_seen))
+            del cues[weakest]
+
     def _learn(self, trace: _SessionTrace, state: str, key: str | None, query: str, limit: int, char_budget: int,
                options: Mapping[str, Any], result: Mapping[str, Any], now: float) -> None:
         """Count the move ``trace.last_state -> state`` and remember the call that made it (lock held)."""
@@ -7396,17 +7430,8 @@ class AnticipatoryRecall:
         self._stats["transitions"] += 1
         self._unsaved += 1
         self._dirty = True
-        if key is None:
-            return
-        cues = self._cues.setdefault((source, state), {})
-        cue = cues.get(key)
-        if cue is None:
-            cue = cues[key] = _Cue(query, limit, char_budget, json.loads(canonical_json(dict(options))), 0.0, now, 0)
-        cue.count = self._global._decayed(cue.count, cue.last_seen, now) + 1.0
-        cue.last_seen, cue.tokens = now, int(result.get("approx_tokens") or 0)
-        if len(cues) > self.config.cues_per_transition:
-            weakest = min(cues, key=lambda k: (self._global._decayed(cues[k].count, cues[k].last_seen, now), cues[k].last_seen))
-            del cues[weakest]
+        if key is not None:
+            self._remember_cue(source, state, key, query, limit, char_budget, options, result, now)
 
     def predict(self, state: str, *, agent: str | None = None, at: float | None = None) -> list[tuple[str, float]]:
         """The ``top_n`` next states after ``state`` with ``p >= min_probability``: ``[(state, p)]``, most
@@ -7497,7 +7522,7 @@ class AnticipatoryRecall:
             if generation != self._generation or self._closed:
                 self._stats["stale_discarded"] += 1
                 self._stats["wasted_prefetches"] += 1
-                if not self._closed and attempt < 3 and any(key in t.wanted for t in self._sessions.values()):
+                if not self._closed and attempt < 3 and any(key in t.wanted for t in [*self._sessions.values(), self._ready]):
                     self._pending[key] = self._submit(
                         key, lambda: self._prepare(key, cue, state, attempt + 1))
                 return
@@ -7541,7 +7566,7 @@ class AnticipatoryRecall:
                 self._stats["invalidations"] += 1
                 if not entry.served:
                     self._stats["wasted_prefetches"] += 1
-        for trace in list(self._sessions.values()):
+        for trace in list(self._sessions.values()) + [self._ready]:
             if trace.wanted:
                 self._stats["refreshes"] += 1
                 trace.wanted = self._plan(trace)
@@ -7568,6 +7593,8 @@ class AnticipatoryRecall:
         with self._lock:
             trace = self._sessions.pop(session_id, None) or _SessionTrace()
             dirty = self._dirty
+            if trace.engages:
+                self._prepare_first_steps()
         saved = self.save() if dirty else False
         return {"session_id": session_id, "engages": trace.engages, "transitions": trace.transitions,
                 "hits": trace.hits, "saved": saved}
@@ -8571,6 +8598,7 @@ SPACE_PROFILE_ITEM = "_space_profile"
 SPACE_CLASS_ATTRIBUTE = "space_class"
 # Bookkeeping kinds: they describe a space or a job, not knowledge, so profiles and skill counts skip them.
 SYSTEM_KINDS = frozenset({SPACE_PROFILE_KIND, SPACE_ATTRIBUTE_KIND, "dream-state", "prefetch-state"})
+JOB_KINDS = frozenset({"dream-state", "prefetch-state"})   # a space holding only these is a job's, not knowledge
 _ATTRIBUTE_KEY_PREFIX = "space-attribute:"
 _ATTRIBUTE_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 MAX_ATTRIBUTE_CHARS = 4096
@@ -8906,6 +8934,8 @@ class SpaceProfiler:
         by_space: dict[str, list[dict[str, Any]]] = {}
         for item in self.memory.items(include_deprecated=True):
             by_space.setdefault(item["space"], []).append(item)
+        by_space = {space: items for space, items in by_space.items()
+                    if not all(item["kind"] in JOB_KINDS for item in items)}
         labels = dict.fromkeys(SPACE_CLASSES, 0)
         drift: list[dict[str, Any]] = []
         profiles: dict[str, dict[str, Any]] = {}
@@ -10297,6 +10327,8 @@ class DreamState:
                           "reason": "claims against another memory; left for review"})
             if "contested" not in source["tags"]:
                 stats.tags_added += 1
+                notes.append({"action": "tag", "kref": source["kref"], "tag": "contested",
+                              "reason": "an open contradiction"})
                 if not self.dry_run:
                     self.memory.tag(source["kref"], "contested")
         return notes
@@ -10410,7 +10442,16 @@ def _checked_text(value: Any, name: str, *, limit: int, allow_empty: bool = Fals
         raise InvalidArgumentError(f"{name} must not be empty")
     if len(value) > limit:
         raise InvalidArgumentError(f"{name} is {len(value)} characters; the limit is {limit}")
+    _check_encodable(value, name)
     return value
+
+
+def _check_encodable(text: str, name: str) -> None:
+    """Text must be valid Unicode (a lone surrogate such as ``\\ud800`` cannot be stored)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(f"{name} is not valid Unicode text ({exc.reason} at position {exc.start})") from None
 
 
 def _checked_metadata(metadata: Any) -> dict[str, Any]:
@@ -10422,6 +10463,7 @@ def _checked_metadata(metadata: Any) -> dict[str, Any]:
     if not all(isinstance(key, str) for key in metadata):
         raise InvalidArgumentError("metadata keys must be strings")
     encoded = canonical_json(dict(metadata))
+    _check_encodable(encoded, "metadata")
     if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
         raise InvalidArgumentError(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
     return json.loads(encoded)
@@ -10526,6 +10568,18 @@ class Memory:
         where = getattr(self._backend, "path", None) or getattr(self._backend, "address", type(self._backend).__name__)
         return f"Memory({where!r}, project={self.project!r})"
 
+    def _own(self, text: Any, name: str = "kref") -> Kref:
+        """Parse an item or revision kref of this memory's project.
+
+        Raises:
+            InvalidKrefError: malformed. NotFoundError: it names another project (projects never see each
+            other's memories, even by address).
+        """
+        kref = parse_item_kref(text, name)
+        if kref.project != self.project:
+            raise NotFoundError(f"{name} {str(kref)!r} is not in project {self.project!r}")
+        return kref
+
     # -- writing ------------------------------------------------------------------------------------------
 
     def remember(self, content: str, *, space: str = "notes", title: str | None = None, kind: str = "memory",
@@ -10579,7 +10633,7 @@ class Memory:
             raise InvalidArgumentError("give item= or key=, not both")
         item_kref = None
         if item is not None:
-            item_kref = parse_item_kref(item, "item")
+            item_kref = self._own(item, "item")
             if not item_kref.is_bare_item:
                 raise InvalidArgumentError(f"item= takes an item kref without ?r=/?t=: {item!r}")
         if key is not None:
@@ -10665,9 +10719,11 @@ class Memory:
     def _write(self, *, content: str, space: str, title: str, kind: str, metadata: dict[str, Any],
                tags: tuple[str, ...], item_kref: Kref | None, key: str | None,
                artifacts: tuple[tuple[str, str, dict[str, Any]], ...] = ()) -> str:
-        # Raw items are named by id alone: a name drawn from the text would outlive a forgotten revision.
+        # Raw items are named by id alone: a name drawn from the text would outlive a forgotten revision. A
+        # keyed item's name carries a fresh id too, so a key remembered again after its item was forgotten
+        # never hands the old address (and its ?r=1) to new content.
         if key is not None:
-            name = f"{slugify(key)}-{hashlib.sha1(key.encode('utf-8')).hexdigest()[:8]}"
+            name = f"{slugify(key)}-{self._ids.new_id()}"
         else:
             name = f"{kind}-{self._ids.new_id()}"
         vector = self._embed_texts([_embedding_text(title, content)])
@@ -10748,7 +10804,7 @@ class Memory:
             if forbidden in remember_options:
                 raise InvalidArgumentError(f"revise() takes the target, not {forbidden}=")
         if isinstance(target, str) and target.startswith(KREF_SCHEME):
-            item_kref = parse_item_kref(target).item_kref()
+            item_kref = self._own(target).item_kref()
             held = self.get(str(item_kref))
             return self._remember_decision(content, space=held["space"] if space is None else space,
                                            item_kref=item_kref, key=None, **remember_options)
@@ -10835,7 +10891,7 @@ class Memory:
             InvalidArgumentError: bad tag, or ``latest`` (the store maintains it).
             NotFoundError: no such revision.
         """
-        parsed = parse_item_kref(kref)
+        parsed = self._own(kref)
         checked = _checked_tags([tag])[0]
         tagged = self._backend.set_tag(parsed, checked).to_dict()
         self._changed(tagged["kref"])
@@ -10843,7 +10899,7 @@ class Memory:
 
     def untag(self, kref: str, tag: str) -> bool:
         """Remove ``tag`` from the revision ``kref`` selects; False when that revision did not carry it."""
-        parsed = parse_item_kref(kref)
+        parsed = self._own(kref)
         checked = _checked_tags([tag])[0]
         removed = self._backend.remove_tag(parsed, checked)
         self._changed(str(parsed))
@@ -10859,7 +10915,7 @@ class Memory:
         Returns:
             ``{source_kref, target_kref, edge_type, metadata, created_at}``.
         """
-        source, target = parse_item_kref(source_kref, "source"), parse_item_kref(target_kref, "target")
+        source, target = self._own(source_kref, "source"), self._own(target_kref, "target")
         checked_type = validate_edge_type(edge_type)
         edge = self._backend.add_edge(source, target, checked_type, _checked_metadata(metadata)).to_dict()
         self._changed(str(source))
@@ -10873,7 +10929,7 @@ class Memory:
         """
         if not isinstance(deprecated, bool):
             raise InvalidArgumentError("deprecated must be True or False")
-        self._backend.set_deprecated(parse_item_kref(kref), deprecated)
+        self._backend.set_deprecated(self._own(kref), deprecated)
         self._changed(kref)
 
     def forget(self, kref: str) -> dict[str, Any]:
@@ -10887,7 +10943,7 @@ class Memory:
         Returns:
             ``{kref, items, revisions, edges, scrubbed}``.
         """
-        forgotten = self._backend.forget(parse_item_kref(kref))
+        forgotten = self._backend.forget(self._own(kref))
         self._changed(kref)
         return forgotten
 
@@ -10896,7 +10952,7 @@ class Memory:
         """Attach a named pointer (file path, URL) to a revision; address it as ``...?r=N&a=NAME``."""
         checked_name = _check_pattern(name, ARTIFACT_PATTERN, "artifact name", InvalidArgumentError)
         checked_location = _checked_text(location, "location", limit=4096)
-        return self._backend.add_artifact(parse_item_kref(kref), checked_name, checked_location,
+        return self._backend.add_artifact(self._own(kref), checked_name, checked_location,
                                           _checked_metadata(metadata)).to_dict()
 
     def set_evidence(self, kref: str, level: str, *, reason: str = "", source: str | None = None) -> str:
@@ -10936,7 +10992,7 @@ class Memory:
         Raises:
             InvalidArgumentError: bad kref or updates, or an evidence key; NotFoundError: no such revision.
         """
-        parsed = parse_item_kref(kref, "kref")
+        parsed = self._own(kref, "kref")
         if not isinstance(updates, Mapping):
             raise InvalidArgumentError("updates must be a JSON object")
         checked = _checked_metadata({key: value for key, value in updates.items() if value is not None})
@@ -11019,7 +11075,7 @@ class Memory:
         Raises:
             InvalidKrefError: malformed kref. NotFoundError: nothing there.
         """
-        parsed = parse_item_kref(kref)
+        parsed = self._own(kref)
         record = self._backend.resolve(dataclasses.replace(parsed, artifact=None))
         result = record.to_dict()
         if parsed.artifact is not None:
@@ -11031,7 +11087,7 @@ class Memory:
 
     def history(self, item_kref: str) -> list[dict[str, Any]]:
         """Every revision of an item, oldest first (the same dicts ``get`` returns)."""
-        return [record.to_dict() for record in self._backend.revisions(parse_item_kref(item_kref).item_kref())]
+        return [record.to_dict() for record in self._backend.revisions(self._own(item_kref).item_kref())]
 
     def edges(self, kref: str, *, direction: str = "both", edge_type: str | None = None) -> list[dict[str, Any]]:
         """Edges of a revision (or, for a bare item kref, of all its revisions), oldest first.
@@ -11043,12 +11099,12 @@ class Memory:
         if direction not in EDGE_DIRECTIONS:
             raise InvalidArgumentError(f"direction must be one of {EDGE_DIRECTIONS}, not {direction!r}")
         checked_type = None if edge_type is None else validate_edge_type(edge_type)
-        return [edge.to_dict() for edge in self._backend.edges(parse_item_kref(kref), direction=direction,
+        return [edge.to_dict() for edge in self._backend.edges(self._own(kref), direction=direction,
                                                                edge_type=checked_type)]
 
     def artifacts(self, kref: str) -> list[dict[str, Any]]:
         """The artifacts of the revision ``kref`` selects."""
-        return [artifact.to_dict() for artifact in self._backend.artifacts(parse_item_kref(kref))]
+        return [artifact.to_dict() for artifact in self._backend.artifacts(self._own(kref))]
 
     def items(self, *, space: str | None = None, kind: str | None = None,
               include_deprecated: bool = False) -> list[dict[str, Any]]:
@@ -11291,7 +11347,7 @@ class Memory:
 
     def mermaid(self, item_kref: str) -> str:
         """A Mermaid flowchart of an item's revision chain, with its tags and edges."""
-        item = parse_item_kref(item_kref).item_kref()
+        item = self._own(item_kref).item_kref()
         revisions = self._backend.revisions(item)
         return render_mermaid(item, revisions, self._backend.edges(item))
 
@@ -11575,6 +11631,11 @@ class UniversalMemoryManager:
         }
         if dates:
             metadata["event_date"] = dates[0]
+        # The same messages always give the same id: a rerun after a crash between storing and clearing (or a
+        # replay of a queued payload that was stored) finds the memory instead of storing it twice.
+        metadata["consolidation_id"] = hashlib.sha256(canonical_json(
+            [session_id, metadata["message_ids"], [m["content"] for m in messages], summary if isinstance(summary, str) else None]
+        ).encode("utf-8")).hexdigest()[:24]
         transcript = "\n".join(f"**{m['role']}** ({m.get('timestamp', '')}): {self.pii.redact_credentials(self.pii.redact(m['content']))}"
                                for m in messages)
         payload = {"content": text, "title": title, "space": space, "metadata": metadata,
@@ -11601,7 +11662,14 @@ class UniversalMemoryManager:
         return screened
 
     def _store_payload(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        """Write a consolidation payload (also what the retry queue replays)."""
+        """Write a consolidation payload (also what the retry queue replays); a payload whose
+        ``consolidation_id`` is already stored is not stored again (``already_stored: True``)."""
+        consolidation_id = (payload.get("metadata") or {}).get("consolidation_id")
+        if consolidation_id:
+            for hit in self.memory.recall(payload["content"][:2000], limit=1, space=payload["space"] or None,
+                                          where={"consolidation_id": consolidation_id}, follow_edges=False):
+                return {"revision_kref": hit["kref"], "item_kref": hit["item_kref"], "space_path": payload["space"],
+                        "already_stored": True}
         artifacts = [{"name": "transcript", "location": "memory://transcript",
                       "metadata": {"format": "markdown", "text": payload["transcript"]}}] if payload.get("transcript") else []
         kref = self.memory.remember(payload["content"], space=payload["space"], title=payload["title"],

@@ -610,7 +610,6 @@ def test_mcp_dream_state_and_space_profile_through_the_client(tmp_path):
     assert real["report_kref"].startswith("kref://McpTest/_dream_state/") and "via mcp" in real["report"]
     assert real["last_cursor"] and real["guarded_skips"] == {}
     assert profile["success"] is True and profile["spaces_profiled"] >= 1 and "office" in profile["profiles"]
-    system = profile["profiles"].get("_dream_state")      # listed at most as an empty, unclassified space
-    assert system is None or (system["empty"] is True and system["label"] is None)
+    assert "_dream_state" not in profile["profiles"]      # a job's bookkeeping space is not knowledge
     with km.Memory(path, project="McpTest") as memory:
         assert deprecated(memory, copy) and not deprecated(memory, original)

@@ -378,3 +378,19 @@ def test_stats_count_hits_misses_waste_and_tokens(make_memory):
     run_session(wasteful, "miss", ["plan", "review"])
     wasteful.close()
     assert wasteful.prefetch_stats()["wasted_prefetches"] == 1
+
+
+def test_the_first_step_of_the_next_session_is_prepared_when_a_session_ends(make_memory):
+    memory = make_memory(prefetch=km.PrefetchConfig())
+    fill(memory)
+    run_session(memory, "s1", ["plan", "code"])
+    assert memory.end_session("s1")["transitions"] == 1            # the start is not a move between states
+    memory.prefetcher.wait_idle(timeout=30)
+    first = memory.engage(QUERIES["plan"], session_id="s2")
+    assert first["context_was_prefetched"] and same_result(first, fresh(memory, "plan"))
+    memory.end_session("s2")
+    memory.prefetcher.wait_idle(timeout=30)
+    memory.remember("Roadmap milestones for the billing migration were moved to May", space="plan")
+    after_write = memory.engage(QUERIES["plan"], session_id="s3")       # never the result from before the write
+    assert same_result(after_write, fresh(memory, "plan"))
+    assert memory.prefetch_stats()["transitions"] == 1
