@@ -2921,6 +2921,7 @@ _KM_VECTOR_MODEL = _KM + "vector_model"
 _KM_KEY = _KM + "key"             # an item's supersession key
 _KM_LAST = _KM + "last_number"    # highest revision number an import says was ever issued
 _KM_TAGS = _KM + "tag_events"     # an item's tag history, JSON [[tag, number | null, at], ...]
+_KM_DEPRECATIONS = _KM + "deprecations"   # an item's deprecation history, JSON [[number | null, flag, at], ...]
 _TRANSIENT_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "RESOURCE_EXHAUSTED", "ABORTED")
 
 
@@ -2968,7 +2969,8 @@ class KumihoBackend(GraphBackend):
         - recall gathers candidates with the server's search, then ranks them here with the same BM25,
           who/when boosts, edges and evidence weights: word statistics come from the candidates (not the
           whole store), and a message does not borrow its thread neighbours' words;
-        - ``as_of`` recall uses today's deprecation flags (the server keeps no deprecation time);
+        - the server's deprecation flag has no time, so this backend keeps a deprecation history on the item
+          for ``as_of`` recall; something deprecated by another client counts as deprecated at every instant;
         - ``t=TAG&time=T`` asks the server first; tag history imported from another store (which the server
           cannot backdate) is answered from the history this backend keeps on the item;
         - ``forget`` reports ``scrubbed: None``: whether deleted bytes leave the server's disks is the server's
@@ -3556,8 +3558,26 @@ class KumihoBackend(GraphBackend):
     def set_deprecated(self, kref: Kref, deprecated: bool) -> None:
         """Set the server's deprecated flag on an item (bare kref) or one revision."""
         item = self._get_item(kref)
-        target = item.kref if kref.is_bare_item else self._resolve_pb(kref, item).kref
-        self._call("SetDeprecated", self._pb.SetDeprecatedRequest(kref=target, deprecated=bool(deprecated)))
+        rev = None if kref.is_bare_item else self._resolve_pb(kref, item)
+        moment = self._clock.now()
+        self._call("SetDeprecated", self._pb.SetDeprecatedRequest(kref=item.kref if rev is None else rev.kref,
+                                                                  deprecated=bool(deprecated)))
+        # kept beside the flag (which has no time) so point-in-time recall knows when it changed
+        events = self._json_field(item.metadata, _KM_DEPRECATIONS, [])
+        events = events if isinstance(events, list) else []
+        events.append([None if rev is None else rev.number, bool(deprecated), format_instant(moment)])
+        self._set_attribute(item.kref.uri, _KM_DEPRECATIONS, canonical_json(events))
+
+    def _deprecated_then(self, item: Any, number: int | None, stamp: str, now_flag: bool) -> bool:
+        """Whether the item (``number`` None) or one revision was deprecated at ``stamp``: from the history
+        this backend keeps, else (deprecated by another client, no history) today's flag."""
+        events = self._json_field(item.metadata, _KM_DEPRECATIONS, [])
+        mine = [event for event in (events if isinstance(events, list) else [])
+                if isinstance(event, list) and len(event) == 3 and event[0] == number]
+        if not mine:
+            return now_flag
+        past = [event for event in mine if isinstance(event[2], str) and event[2] <= stamp]
+        return bool(past[-1][1]) if past else False
 
     def forget(self, kref: Kref) -> dict[str, Any]:
         """Erase an item or a revision with the server's forced deletes (its edges, tags and artifacts go
@@ -3642,13 +3662,22 @@ class KumihoBackend(GraphBackend):
             query.project + ("/" + space if space else "") for space in query.spaces]
         words = " ".join(dict.fromkeys(query.terms))
         items: dict[str, Any] = {}
+        wanted = max(self._search_pool, query.pool)        # a filtered recall widens its pool: so do we
         for context in contexts:
-            request = self._pb.SearchRequest(query=words, context_filter=context, include_deprecated=False,
-                                             include_revision_metadata=True,
-                                             pagination=self._pb.PaginationRequest(page_size=self._search_pool))
-            for result in self._call("Search", request).results:
-                if not result.item.deprecated:
-                    items.setdefault(result.item.kref.uri, result.item)
+            cursor, found = "", 0
+            while found < wanted:
+                request = self._pb.SearchRequest(
+                    query=words, context_filter=context, include_deprecated=query.as_of is not None,
+                    include_revision_metadata=True,
+                    pagination=self._pb.PaginationRequest(page_size=min(wanted - found, 500), cursor=cursor))
+                response = self._call("Search", request)
+                for result in response.results:
+                    found += 1
+                    if query.as_of is not None or not result.item.deprecated:
+                        items.setdefault(result.item.kref.uri, result.item)
+                cursor = response.pagination.next_cursor if response.HasField("pagination") else ""
+                if not cursor or not response.results:
+                    break
         stamp = None if query.as_of is None else format_instant(_dt.datetime.fromtimestamp(query.as_of, UTC))
         pairs = []
         if stamp is None and not query.include_superseded:
@@ -3658,9 +3687,13 @@ class KumihoBackend(GraphBackend):
                     pairs.append((item, current[uri]))
             items = {uri: item for uri, item in items.items() if uri not in current}
         for uri, item in items.items():
-            revs = [rev for rev in self._revisions_pb(uri) if not rev.deprecated]
-            if stamp is not None:
-                revs = [rev for rev in revs if self._created(rev.metadata, rev.created_at) <= stamp]
+            if stamp is None:
+                revs = [rev for rev in self._revisions_pb(uri) if not rev.deprecated]
+            elif self._deprecated_then(item, None, stamp, item.deprecated):
+                continue
+            else:
+                revs = [rev for rev in self._revisions_pb(uri) if self._created(rev.metadata, rev.created_at) <= stamp
+                        and not self._deprecated_then(item, rev.number, stamp, rev.deprecated)]
             if not revs:
                 continue
             if query.include_superseded:
@@ -3681,6 +3714,33 @@ class KumihoBackend(GraphBackend):
                     continue
             pairs.extend((item, rev) for rev in chosen)
         return pairs
+
+    def _add_neighbour(self, rev_uri: str, query: RecallQuery, records: list[RevisionRecord],
+                       uri_doc: dict[str, int | None]) -> None:
+        """Make an edge's far end a candidate (``uri_doc[rev_uri]`` = its doc id) when it is a current, live
+        revision inside the recall's project and spaces, else record None. Point-in-time and history recalls
+        do not follow edges beyond the search's candidates on this backend."""
+        uri_doc[rev_uri] = None
+        if query.as_of is not None or query.include_superseded:
+            return
+        try:
+            kref = Kref.parse(rev_uri)
+            inside = kref.project == query.project and (query.spaces is None or any(
+                not space or kref.space == space or kref.space.startswith(space + "/") for space in query.spaces))
+            item = self._get_item(kref) if inside else None
+        except (InvalidArgumentError, NotFoundError):
+            item = None
+        rev = None
+        if item is not None and not item.deprecated:
+            item_uri = item.kref.uri
+            rev = self._current_revisions([item_uri]).get(item_uri)
+            if rev is None:
+                revs = [candidate for candidate in self._revisions_pb(item_uri) if not candidate.deprecated]
+                rev = next((candidate for candidate in revs if PUBLISHED_TAG in candidate.tags), revs[-1] if revs else None)
+        if rev is None or rev.kref.uri != rev_uri:
+            return
+        records.append(self._record(rev, item.deprecated))
+        uri_doc[rev_uri] = len(records) - 1
 
     @staticmethod
     def _superseded_elsewhere(record: RevisionRecord, edges: list[Any]) -> bool:
@@ -3725,13 +3785,15 @@ class KumihoBackend(GraphBackend):
         pairs = self._candidates(query)
         if not pairs:
             return []
+        # doc ids grow with time, so equal scores rank the newer memory first (as on the embedded engine)
+        pairs.sort(key=lambda pair: (self._created(pair[1].metadata, pair[1].created_at), pair[1].kref.uri))
         signals = self.signals
         index = RecallIndex()
         records: list[RevisionRecord] = []
         who: dict[int, frozenset[str]] = {}
         events: dict[int, float] = {}
         vectors: dict[int, tuple[float, ...]] = {}
-        uri_doc: dict[str, int] = {}
+        uri_doc: dict[str, int | None] = {}         # revision uri -> doc id (None: looked up, not a candidate)
         for doc_id, (item, rev) in enumerate(pairs):
             record = self._record(rev, item.deprecated)
             records.append(record)
@@ -3778,7 +3840,7 @@ class KumihoBackend(GraphBackend):
                     if boost > 1e-3:
                         scores[doc_id] *= 1.0 + boost
                         notes[doc_id]["when"] = round(boost, 4)
-        ranked = sorted(scores.items(), key=lambda pair: (-pair[1], pair[0]))
+        ranked = sorted(scores.items(), key=lambda pair: (-pair[1], -pair[0]))
         wanted = query.keep or query.pool
         # Candidates read in a batch were not checked for a SUPERSEDES from another item: check the ones
         # that would be kept (their edges are read anyway) and skip those, going further down the ranking.
@@ -3806,7 +3868,10 @@ class KumihoBackend(GraphBackend):
                     if edge.edge_type not in linkable:
                         continue
                     mine = str(records[doc_id].kref)
-                    other = uri_doc.get(edge.target_kref.uri if edge.source_kref.uri == mine else edge.source_kref.uri)
+                    neighbour_uri = edge.target_kref.uri if edge.source_kref.uri == mine else edge.source_kref.uri
+                    if neighbour_uri not in uri_doc:      # not among the search's candidates: fetch it
+                        self._add_neighbour(neighbour_uri, query, records, uri_doc)
+                    other = uri_doc[neighbour_uri]
                     lent = signals.edges * score
                     if other is not None and lent > scores.get(other, 0.0) and admissible(other):
                         if other not in scores:
@@ -3814,7 +3879,7 @@ class KumihoBackend(GraphBackend):
                         scores[other] = lent
                         notes[other].setdefault("via", {"kref": mine, "edge_type": edge.edge_type})
             ranked = sorted(((doc_id, score) for doc_id, score in scores.items() if doc_id not in dropped),
-                            key=lambda pair: (-pair[1], pair[0]))
+                            key=lambda pair: (-pair[1], -pair[0]))
             keep = []
             for doc_id, score in ranked:
                 if len(keep) >= wanted:

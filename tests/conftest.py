@@ -33,7 +33,7 @@ BACKENDS = ["sqlite-memory", "sqlite-file"]
 # The Kumiho graph server backend (issue 8) runs against tests/kumiho_standin.py over loopback gRPC, through
 # the real SDK. It joins only the modules below (other suites keep their own pace), and only where the
 # optional SDK is installed and the module has KumihoBackend.
-KUMIHO_MODULES = {"test_graph_contract.py", "test_kumiho_backend.py"}
+KUMIHO_MODULES = {"test_graph_contract.py", "test_kumiho_backend.py", "test_belief_revision.py", "test_recall.py", "test_dream_state.py", "test_space_profile.py", "test_skill_ingest.py", "test_prefetch.py"}
 KUMIHO_TOKEN = "test-token-5f0c1d"     # the stand-in checks it; tests check it never leaks
 try:
     import kumiho as _kumiho_sdk  # noqa: F401
@@ -52,8 +52,27 @@ def backend_name(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+# Tests of the embedded engine's internals, or of what the Kumiho backend documents it does differently (see the
+# README's "The Kumiho graph server"): skipped, or expected to fail, on the kumiho parameter, with the reason.
+KUMIHO_SKIPS = {
+    "test_every_write_is_reflected_in_the_next_recall_without_a_rebuild":
+        "counts rebuilds of the embedded engine's in-memory index, which the server backend does not have",
+    "test_canonical_space_scores_by_hand": "hand-computed to the second from the embedded engine's clock reads",
+    "test_correspondence_space_scores_by_hand": "hand-computed to the second from the embedded engine's clock reads",
+    "test_working_space_counts_deprecations_in_churn_but_not_in_stability":
+        "hand-computed to the second from the embedded engine's clock reads",
+    "test_profiles_form_a_supersedes_chain_and_are_not_counted_as_knowledge":
+        "hand-computed to the second from the embedded engine's clock reads",
+}
+KUMIHO_GAPS = {
+    "test_neighbour_question_finds_the_answer_message":
+        "documented gap: thread-neighbour words are an index-time signal of the embedded engine; the server "
+        "backend ranks the server search's candidates without them",
+}
+
+
 def pytest_collection_modifyitems(config, items):
-    """Keep the kumiho parameter to the modules in KUMIHO_MODULES."""
+    """Keep the kumiho parameter to the modules in KUMIHO_MODULES; mark its known differences."""
     kept, dropped = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -61,6 +80,11 @@ def pytest_collection_modifyitems(config, items):
             if os.path.basename(str(item.fspath)) not in KUMIHO_MODULES:
                 dropped.append(item)
                 continue
+            name = item.name.split("[", 1)[0]
+            if name in KUMIHO_SKIPS:
+                item.add_marker(pytest.mark.skip(reason=KUMIHO_SKIPS[name]))
+            elif name in KUMIHO_GAPS:
+                item.add_marker(pytest.mark.xfail(strict=True, reason=KUMIHO_GAPS[name]))
         kept.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
