@@ -6987,6 +6987,29 @@ class RelationMatcher:
             return scored[0][1]
         return None
 
+    def split(self, statement: str, beliefs: Sequence[str | Sequence[str]]) -> list[int]:
+        """Indices of the beliefs that hold one belief split in two: two or more current beliefs of the
+        statement's subject that name (in words, not by inference) the single-valued relation the statement
+        names, as an earlier correction that was missed leaves behind. Empty when fewer than two."""
+        subject = statement_subject(statement)
+        named = belief_relations(statement) - SPLITTABLE_EXCLUDED
+        if subject is None or not named:
+            return []
+        new_terms = set(_claim_terms(statement))
+        found = []
+        for index, belief in enumerate(beliefs):
+            history = [belief] if isinstance(belief, str) else list(belief)
+            if not history or statement_subject(history[-1]) != subject or \
+                    MULTI_VALUED_PREDICATES & new_terms & set(_claim_terms(history[-1])):
+                continue
+            if named & frozenset().union(*(belief_relations(text) for text in history)):
+                found.append(index)
+        return found if len(found) >= 2 else []
+
+
+# Relations a person may well hold twice at once (two dogs): never joined when found split.
+SPLITTABLE_EXCLUDED = frozenset({"dog", "cat"})
+
 
 def same_belief(old: str, new: str) -> bool:
     """Whether ``new`` restates or updates the belief ``old`` states.
@@ -10779,6 +10802,13 @@ class Memory:
                            item_kref=item_kref, key=key, artifacts=artifacts)
         if outcome == "revised":
             extra["grounding_stale"] = self._mark_dependents_stale(extra["previous_kref"])
+            joined = (target or {}).get("_also_supersedes") or []
+            for older in joined:                     # the same belief, split earlier: now one chain again
+                self._backend.add_edge(Kref.parse(kref), Kref.parse(older), SUPERSEDES, {"reason": "same belief"})
+                self._changed(older)
+                extra["grounding_stale"] += self._mark_dependents_stale(older)
+            if joined:
+                extra["joined"] = joined
         return {"outcome": outcome, "kref": kref, **extra}
 
     def _write(self, *, content: str, space: str, title: str, kind: str, metadata: dict[str, Any],
@@ -10826,10 +10856,17 @@ class Memory:
             return [hit["content"] for hit in self.recall(term, limit=20, space=space or None, follow_edges=False)]
         histories = [[revision["content"] for revision in self.history(hit["item_kref"])
                       if not revision["deprecated"]] or [hit["content"]] for hit in beliefs]
-        index = RelationMatcher(search).corrected(content, histories)
-        if index is None:
+        matcher = RelationMatcher(search)
+        index = matcher.corrected(content, histories)
+        if index is not None:
+            return {**beliefs[index], "_relation_match": True}
+        split = matcher.split(content, histories)
+        if not split:
             return None
-        return {**beliefs[index], "_relation_match": True}
+        # One belief held in two items (a correction missed earlier): revise the newest, supersede the rest.
+        newest = max(split, key=lambda at: (beliefs[at]["created_at"], beliefs[at]["kref"]))
+        return {**beliefs[newest], "_relation_match": True,
+                "_also_supersedes": [beliefs[at]["kref"] for at in split if at != newest]}
 
     def _store_contradiction(self, content: str, space: str, title: str, kind: str, metadata: dict[str, Any],
                              tags: tuple[str, ...], official: Mapping[str, Any],

@@ -886,3 +886,27 @@ def test_relation_matcher_falls_back_to_the_kinship_of_values():
 def test_same_belief_never_merges_two_named_relations():
     assert not km.same_belief("Erin's new favorite color is purple", "Erin's new favorite dish is pasta")
     assert km.same_belief("Erin's new favorite color is purple", "Erin's new favorite color is teal")
+
+
+def test_a_belief_split_by_a_missed_correction_is_joined_by_the_next_one(memory):
+    first = memory.remember("Alice lives in Paris", space=SPACE, stack=True)
+    memory.remember("Alice works at Globex", space=SPACE, stack=True)
+    split = memory.remember("Alice's home is in Oslo", space=SPACE)          # unkeyed, unstacked: a second item
+    assert item_of(split) != item_of(first)
+    kref = memory.remember("Alice moved to Rome", space=SPACE, stack=True)
+    assert item_of(kref) == item_of(split)                                                 # the newer of the two
+    superseded = {edge["target_kref"] for edge in memory.edges(kref, direction="outgoing", edge_type="SUPERSEDES")}
+    assert superseded == {split, first}                                  # its own previous revision, and the other
+    found = texts(memory.recall("Where does Alice live?"))
+    assert "Alice moved to Rome" in found and "Alice lives in Paris" not in found and "Alice's home is in Oslo" not in found
+    assert memory.get(first)["content"] == "Alice lives in Paris"                            # kept, addressable
+    assert "Alice works at Globex" in texts(memory.recall("Where does Alice work?"))
+
+
+def test_two_dogs_are_never_joined(memory):
+    memory.remember("Alice has a dog named Rex", space=SPACE)
+    memory.remember("Alice has a dog called Milo", space=SPACE)
+    kref = memory.remember("Alice's dog Bella is a puppy", space=SPACE, stack=True)
+    found = texts(memory.recall("Alice dog named", limit=10))
+    assert "Alice has a dog named Rex" in found and "Alice has a dog called Milo" in found
+    assert kref
