@@ -9935,6 +9935,12 @@ SUPERSEDES). Be conservative: when in doubt, keep. Answer with one JSON object {
 entry per memory, each with its "index"."""
 
 
+DREAM_VERIFIER_PROMPT = """You double-check proposed deprecations of an AI agent's memories. For each proposal
+answer whether to refute it: refute (true) when the memory may still be useful or the reason does not hold;
+false only when you are sure it is redundant or obsolete. Answer with one JSON object {"verdicts": [{"index",
+"refute", "why"}]}, one entry per proposal."""
+
+
 @dataclasses.dataclass
 class MemoryAssessment:
     """What a Dream State assessment says about one revision (the reference's fields)."""
@@ -9996,6 +10002,12 @@ class DreamState:
         max_failures: an item whose assessment failed this many runs is parked (skipped from then on).
         report_dir: also write each run's Markdown report there as ``dream_state_{time}.md``.
         progress: ``callable(done, total)`` after each batch (the CLI prints it on stderr).
+        project: the reference's argument; if given it must be the memory's project.
+        cursor_item_name: the space of the cursor item (``_dream_state``).
+        artifact_root: with no ``report_dir``, reports go to ``{artifact_root}/{project}/{cursor}/reports``.
+        verifier: an ``LLMAdapter`` asked once per run to refute the deprecations about to be applied; one
+            goes ahead only on an explicit ``refute: false`` (``refuted_skips`` counts the others).
+        verifier_model: the model name for the verifier.
 
     The cursor (time of the newest memory processed), the failure counts and the parked items live in the
     graph, as revisions of the ``_dream_state`` item (kind ``dream-state``) whose content is the run's
@@ -10011,7 +10023,14 @@ class DreamState:
                  extra_instructions: str | None = None, min_age_days: float = DREAM_MIN_AGE_DAYS,
                  stale_after_days: float = 90.0, max_failures: int = DREAM_MAX_FAILURES,
                  report_dir: str | os.PathLike[str] | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None, project: str | None = None,
+                 cursor_item_name: str = DREAM_SPACE, artifact_root: str | os.PathLike[str] | None = None,
+                 verifier: Any = None, verifier_model: str = "") -> None:
+        if project is not None and project != getattr(memory, "project", project):
+            raise InvalidArgumentError(f"project {project!r} is not the memory's project {memory.project!r}")
+        cursor_item_name = _check_pattern(cursor_item_name, SEGMENT_PATTERN, "cursor_item_name", InvalidArgumentError)
+        if report_dir is None and artifact_root is not None:
+            report_dir = os.path.join(os.fspath(artifact_root), memory.project, cursor_item_name, "reports")
         if not isinstance(max_deprecation_ratio, (int, float)) or not 0.1 <= max_deprecation_ratio <= 0.9:
             raise InvalidArgumentError(f"max_deprecation_ratio must be between 0.1 and 0.9, not {max_deprecation_ratio!r}")
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
@@ -10038,6 +10057,9 @@ class DreamState:
         self.max_failures = max_failures
         self.report_dir = report_dir
         self.progress = progress
+        self.cursor_space = cursor_item_name
+        self.verifier = verifier
+        self.verifier_model = verifier_model
 
     @classmethod
     def from_env(cls, memory: Any, environ: Mapping[str, str] | None = None, **options: Any) -> "DreamState":
@@ -10100,7 +10122,7 @@ class DreamState:
                                 "reason": f"assessment failed in {count} runs"})
         actions += self._contradiction_notes(stats)
         deferred: list[dict[str, Any]] = []
-        actions += self._apply(proposals, stats, now, deferred)
+        actions += await self._apply(proposals, stats, now, deferred)
         # The cursor moves past everything done, but not past a memory that failed and is not parked, nor
         # one whose deprecation the ratio cap deferred: the next run starts there again.
         held_back = [revision for revision in failed if revision["item_kref"] not in state["parked"]] + deferred
@@ -10127,7 +10149,7 @@ class DreamState:
     # -- state: the cursor item ---------------------------------------------------------------------------
 
     def _load_state(self) -> dict[str, Any]:
-        held = self.memory.backend.item_by_key(self.memory.project, DREAM_SPACE, "cursor")
+        held = self.memory.backend.item_by_key(self.memory.project, self.cursor_space, "cursor")
         state: dict[str, Any] = {"cursor": None, "failures": {}, "parked": [], "runs": 0}
         if held is not None and held.latest_revision is not None:
             metadata = self.memory.get(str(held.kref))["metadata"]
@@ -10144,7 +10166,7 @@ class DreamState:
                     "dream_state": {"cursor": state["cursor"], "failures": state["failures"],
                                     "parked": state["parked"], "runs": state["runs"] + 1},
                     "counters": counters, "policy": self.extra_instructions}
-        return self.memory.remember(report, space=DREAM_SPACE, kind=DREAM_KIND, key="cursor",
+        return self.memory.remember(report, space=self.cursor_space, kind=DREAM_KIND, key="cursor",
                                     title=f"Dream State report {metadata['run_at']}", metadata=metadata)
 
     def _write_report_file(self, report: str, now: _dt.datetime) -> str:
@@ -10343,9 +10365,10 @@ class DreamState:
             return "referenced"
         return None
 
-    def _apply(self, proposals: list[tuple[dict[str, Any], MemoryAssessment]], stats: DreamStateStats,
-               now: _dt.datetime, deferred: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def _apply(self, proposals: list[tuple[dict[str, Any], MemoryAssessment]], stats: DreamStateStats,
+                     now: _dt.datetime, deferred: list[dict[str, Any]]) -> list[dict[str, Any]]:
         actions: list[dict[str, Any]] = []
+        approved: list[tuple[dict[str, Any], MemoryAssessment]] = []
         budget = max(1, int(len(proposals) * self.max_deprecation_ratio)) if proposals else 0
         # edges first: a memory something now refers to is not deprecated in the same run
         referenced: set[str] = set()
@@ -10384,7 +10407,7 @@ class DreamState:
                 continue
             stats.deprecations_proposed += 1
             why_not = self._guard(revision, assessment, referenced)
-            if why_not is None and stats.deprecated >= budget:
+            if why_not is None and len(approved) >= budget:
                 why_not = "ratio_cap"
             if why_not in ("ratio_cap", "min_age"):
                 deferred.append(revision)                 # the cursor waits: it is assessed again next run
@@ -10393,12 +10416,40 @@ class DreamState:
                 actions.append({"action": "kept", "kref": revision["kref"], "guard": why_not,
                                 "reason": assessment.deprecation_reason, "category": assessment.category})
                 continue
+            approved.append((revision, assessment))
+        confirmed = await self._verify(approved, stats) if approved and self.verifier is not None else None
+        for revision, assessment in approved:
+            if confirmed is not None and revision["kref"] not in confirmed:
+                stats.refuted_skips += 1
+                actions.append({"action": "kept", "kref": revision["kref"], "guard": "verifier",
+                                "reason": assessment.deprecation_reason, "category": assessment.category})
+                continue
             stats.deprecated += 1
             actions.append({"action": "deprecate", "kref": revision["kref"], "reason": assessment.deprecation_reason,
                             "category": assessment.category})
             if not self.dry_run:
                 self.memory.deprecate(revision["item_kref"])
         return actions
+
+    async def _verify(self, approved: list[tuple[dict[str, Any], MemoryAssessment]], stats: DreamStateStats) -> set[str]:
+        """One batched refutation call: the krefs whose deprecation the verifier explicitly did not refute
+        (``refute: false``). Anything else, a failing call included, keeps the memory."""
+        entries = [{"index": index, "kref": revision["kref"], "content": revision["content"][:600],
+                    "reason": assessment.deprecation_reason} for index, (revision, assessment) in enumerate(approved)]
+        try:
+            reply = await self.verifier.chat(
+                messages=[{"role": "user", "content": json.dumps({"proposals": entries}, ensure_ascii=False)}],
+                model=self.verifier_model, system=DREAM_VERIFIER_PROMPT, max_tokens=1024, json_mode=True)
+            verdicts = parse_llm_json(reply, dict).get("verdicts")
+        except Exception as error:                       # noqa: BLE001 - a failed check keeps everything
+            stats.errors.append(f"verifier: {type(error).__name__}: {error}")
+            return set()
+        confirmed = set()
+        for verdict in verdicts if isinstance(verdicts, list) else []:
+            if isinstance(verdict, dict) and verdict.get("refute") is False and isinstance(verdict.get("index"), int) \
+                    and 0 <= verdict["index"] < len(approved):
+                confirmed.add(approved[verdict["index"]][0]["kref"])
+        return confirmed
 
     def _edge_exists(self, source: str, target: str, edge_type: str) -> bool:
         return any(edge["target_kref"] == target for edge in self.memory.edges(source, direction="outgoing",

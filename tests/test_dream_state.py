@@ -613,3 +613,60 @@ def test_mcp_dream_state_and_space_profile_through_the_client(tmp_path):
     assert "_dream_state" not in profile["profiles"]      # a job's bookkeeping space is not knowledge
     with km.Memory(path, project="McpTest") as memory:
         assert deprecated(memory, copy) and not deprecated(memory, original)
+
+
+class VerifierServer(OpenAIServer):
+    """A loopback OpenAI-compatible verifier: ``verdict(proposal)`` gives each proposal's ``refute`` value
+    (``None`` leaves the verdict out)."""
+
+    def __init__(self) -> None:
+        super().__init__(api_key=API_KEY)
+        self.verdict: Callable[[dict[str, Any]], Any] = lambda proposal: False
+
+    def answer(self, body: dict[str, Any], reply: Any) -> dict[str, Any]:
+        if reply is None:
+            proposals = json.loads(_last_user_text(body))["proposals"]
+            verdicts = [{"index": p["index"], "refute": self.verdict(p), "why": "checked"}
+                        for p in proposals if self.verdict(p) is not None]
+            reply = json.dumps({"verdicts": verdicts})
+        return super().answer(body, reply)
+
+
+@pytest.mark.parametrize("answer", ["confirms", "refutes", "silent", "down"])
+def test_a_verifier_must_explicitly_not_refute_a_deprecation(memory, clock, answer):
+    keep = memory.remember("Vera's badge number is 4471", space="people")
+    copy = memory.remember("vera's badge number is 4471!", space="people")
+    clock.advance(days=30)
+    server = VerifierServer().start()
+    try:
+        server.verdict = {"confirms": lambda p: False, "refutes": lambda p: True, "silent": lambda p: None,
+                          "down": lambda p: False}[answer]
+        if answer == "down":
+            server.script("status", times=5, code=500, message="verifier overloaded")
+        result = dream(memory, verifier=adapter(server), verifier_model="checker")
+    finally:
+        server.stop()
+    assert result["deprecations_proposed"] == 1
+    if answer == "confirms":
+        assert result["deprecated"] == 1 and result["refuted_skips"] == 0 and deprecated(memory, copy)
+    else:
+        assert result["deprecated"] == 0 and result["refuted_skips"] == 1 and not deprecated(memory, copy)
+        assert acted(result, "kept")[copy]["guard"] == "verifier"
+    assert not deprecated(memory, keep)
+    if answer == "down":
+        assert any(error.startswith("verifier:") for error in result["errors"])
+
+
+def test_reference_arguments_project_cursor_and_artifact_root(memory, clock, tmp_path):
+    memory.remember("Wes parks in bay 9", space="people")
+    memory.remember("wes parks in bay 9.", space="people")
+    clock.advance(days=30)
+    with pytest.raises(km.InvalidArgumentError):
+        km.DreamState(memory, project="SomeOtherProject")
+    with pytest.raises(km.InvalidArgumentError):
+        km.DreamState(memory, cursor_item_name="no/slashes")
+    result = km.DreamState(memory=memory, project=memory.project, cursor_item_name="_tidy",
+                           artifact_root=str(tmp_path)).run_sync()
+    assert result["report_kref"].startswith(f"kref://{memory.project}/_tidy/")
+    assert result["report_path"].startswith(str(tmp_path / memory.project / "_tidy" / "reports"))
+    assert km.DreamState(memory, cursor_item_name="_tidy").run_sync()["events_processed"] == 0

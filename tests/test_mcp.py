@@ -546,3 +546,34 @@ def test_mcp_inspector_cli_lists_and_calls_tools(store):
                                                  "--tool-arg", "kref=nope"],
                              capture_output=True, text=True, timeout=120, env=env, cwd=store[1])
     assert "InvalidKrefError" in refused.stdout + refused.stderr and "Traceback" not in refused.stdout
+
+
+@needs_mcp
+def test_engage_prefetches_the_next_step_through_the_client(store):
+    """With KUMIHO_MEMORY_PREFETCH=1 a session's steps learn the workflow; the next run's second step is served
+    from context prepared in the background, and says so."""
+    path, home = store
+    with km.Memory(path, project="McpTest") as memory:
+        for text in ("Billing roadmap: migrate invoices in March", "Billing roadmap: sunset the old portal"):
+            memory.remember(text, space="plan")
+        for text in ("Invoice rounding uses decimal half-even", "Invoice helpers live in billing utils"):
+            memory.remember(text, space="code")
+
+    async def scenario() -> list[dict]:
+        async with _session(path, home, KUMIHO_MEMORY_PREFETCH="1") as session:
+            seen = []
+            for run in ("run-1", "run-2", "run-3"):
+                for query, agent in (("billing roadmap", "planner"), ("invoice rounding helpers", "coder")):
+                    seen.append(_structured(await session.call_tool(
+                        "kumiho_memory_engage", {"query": query, "session_id": run, "agent": agent})))
+                    await asyncio.sleep(0.5)                  # the agent's own work: time to prepare the next step
+            return seen
+
+    seen = _run(scenario())
+    first, second = seen[0], seen[1]
+    assert first["context_was_prefetched"] is False and first["state"] == "space:plan"
+    assert second["state"] == "space:code" and second["results"][0]["space"] == "code"
+    later = seen[3]                                             # run-2's second step
+    assert seen[2]["predictions"] == [{"state": "space:code", "p": 1.0}]
+    assert later["context_was_prefetched"] is True
+    assert later["context"] == second["context"] and later["source_krefs"] == second["source_krefs"]
