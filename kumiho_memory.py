@@ -25,7 +25,8 @@ Sections (each uses only those above it):
     7. storage        the graph-backend interface, the embedded SQLite engine, the Kumiho server backend
     8. working memory session buffers: in process (or in the store file) and on Redis, session ids
     9. recall         time words, filters, evidence weights, reranking, embeddings, LLM adapters, graph
-                      augmentation, belief similarity, prompt context
+                      augmentation, belief similarity and relation matching, prompt context, anticipatory
+                      recall (prefetch)
    10. privacy        PII placeholders, credential guards, conversation summaries, the retry queue,
                       space profiles, skill ingest, Dream State
    11. facades        the sync ``Memory`` and the async ``UniversalMemoryManager``
@@ -391,7 +392,9 @@ def _require(module_name: str, *, extra: str) -> Any:
 
 DEFAULT_PROJECT = "CognitiveMemory"
 
-# Every environment variable this module reads, and only from ``MemoryConfig.from_env``:
+# Every environment variable this module reads, each only when asked: ``MemoryConfig.from_env`` reads the
+# store's, ``KumihoBackend()`` its SDK's (endpoint, token; the SDK reads its TLS settings) and
+# ``DreamState.from_env`` the Dream State policy:
 ENVIRONMENT_VARIABLES = {
     "KUMIHO_MEMORY_PATH": "the store file (default: a per-user file, see default_store_path)",
     "KUMIHO_MEMORY_PROJECT": f"the project name (default {DEFAULT_PROJECT})",
@@ -481,6 +484,9 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 KREF_SCHEME = "kref://"
 LATEST_TAG = "latest"
 PUBLISHED_TAG = "published"
+# Bookkeeping kinds: they describe a space or a job (space profiles and attributes, Dream State reports,
+# prefetch tables), not knowledge: recall never returns them, profiles do not count them.
+SYSTEM_KINDS = frozenset({"space-profile", "space-attribute", "dream-state", "prefetch-state"})
 
 SUPERSEDES = "SUPERSEDES"
 DERIVED_FROM = "DERIVED_FROM"
@@ -1262,7 +1268,7 @@ class RecallIndex:
 
 
 # ==========================================================================================================
-# 7. Storage: the graph-backend interface and the embedded SQLite engine
+# 7. Storage: the graph-backend interface, the embedded SQLite engine, the Kumiho server backend
 # ==========================================================================================================
 
 @dataclasses.dataclass(frozen=True)
@@ -1439,9 +1445,9 @@ class GraphBackend(abc.ABC):
     def close(self) -> None:
         """Release the backend's resources; later calls raise ``StoreClosedError``."""
 
-    def change_token(self) -> Any:
-        """A value that changes whenever anything is written to the store, by anyone; None when the backend
-        cannot tell (then only this process's writes are noticed, through ``Memory``)."""
+    def change_token(self, project: str | None = None) -> Any:
+        """A value that changes whenever anything ``project``'s recall could see is written, by anyone;
+        None when the backend cannot tell (then only this process's writes are noticed, through ``Memory``)."""
         return None
 
     def update_metadata(self, revision: Kref, updates: Mapping[str, Any]) -> RevisionRecord:
@@ -1603,12 +1609,14 @@ class _RecallState:
             for chunk in ([item_ids] if bulk else self._chunks(item_ids)):
                 marks = "" if bulk else f" WHERE i.id IN ({','.join('?' * len(chunk))})"
                 yield from conn.execute(
-                    "SELECT i.id, i.project, i.space, i.deprecated, r.id, r.metadata, r.deprecated, r.token_count "
-                    "FROM items i LEFT JOIN revisions r ON r.item_id = i.id" + marks + " ORDER BY i.id, r.number",
+                    "SELECT i.id, i.project, i.space, i.deprecated, r.id, r.metadata, r.deprecated, r.token_count, "
+                    "i.kind FROM items i LEFT JOIN revisions r ON r.item_id = i.id" + marks + " ORDER BY i.id, r.number",
                     [] if bulk else list(chunk))
         new_docs: list[int] = []
         lengths: dict[int, int] = {}
-        for item_id, project, space, item_deprecated, doc_id, metadata, deprecated, length in rows():
+        for item_id, project, space, item_deprecated, doc_id, metadata, deprecated, length, kind in rows():
+            if kind in SYSTEM_KINDS:
+                continue                  # bookkeeping is never recalled, nor counted in the word statistics
             space_id = self.space_id(project, space)
             self.item_space[item_id] = space_id
             self.item_docs.setdefault(item_id, [])
@@ -2308,7 +2316,7 @@ class SQLiteGraph(GraphBackend):
                 tags.append(PUBLISHED_TAG)        # a revised published belief stays published
             for tag in dict.fromkeys(tags):
                 self._move_tag(conn, item_id, tag, revision_id, created_at)
-            self._index(conn, revision_id, draft.title, draft.content)
+            self._index(conn, revision_id, draft.title, draft.content, draft.kind)
             if draft.vector is not None:
                 conn.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
                              (revision_id, draft.vector_model, array.array("f", draft.vector).tobytes()))
@@ -2523,8 +2531,9 @@ class SQLiteGraph(GraphBackend):
 
     # -- the lexical index --------------------------------------------------------------------------------
 
-    def _index(self, conn: sqlite3.Connection, revision_id: int, title: str, content: str) -> None:
-        terms = tokenize(title + "\n" + content)
+    def _index(self, conn: sqlite3.Connection, revision_id: int, title: str, content: str, kind: str) -> None:
+        # Bookkeeping (SYSTEM_KINDS) is never recalled, and must not shift the word statistics of what is.
+        terms = [] if kind in SYSTEM_KINDS else tokenize(title + "\n" + content)
         counts: dict[str, int] = {}
         for term in terms:
             counts[term] = counts.get(term, 0) + 1
@@ -2559,10 +2568,16 @@ class SQLiteGraph(GraphBackend):
                                              if other in records]
         return [ScoredRevision(records[doc_id], score, notes) for doc_id, score, notes in ranked if doc_id in records]
 
-    def change_token(self) -> int:
-        """The newest entry of the change log: it moves with every write, from this or another process."""
+    def change_token(self, project: str | None = None) -> int:
+        """The newest entry of the change log that can change a recall: it moves with every write of a
+        memory, from this or another process (bookkeeping items, ``SYSTEM_KINDS``, do not move it; one log
+        serves every project)."""
+        marks = ",".join("?" * len(SYSTEM_KINDS))
         with self._read() as conn:
-            return conn.execute("SELECT coalesce(max(seq), 0) FROM changes").fetchone()[0]
+            row = conn.execute(f"SELECT c.seq FROM changes c LEFT JOIN items i ON i.id = c.item_id "
+                               f"WHERE i.kind IS NULL OR i.kind NOT IN ({marks}) ORDER BY c.seq DESC LIMIT 1",
+                               sorted(SYSTEM_KINDS)).fetchone()
+        return row[0] if row else 0
 
     def _recall_state(self, conn: sqlite3.Connection) -> _RecallState:
         """The recall index, built on first use and caught up with other processes' writes."""
@@ -2840,7 +2855,7 @@ class SQLiteGraph(GraphBackend):
             (item_id, kref.revision, title, content, metadata, content_hash(content), created_at,
              int(bool(record.get("deprecated"))))).lastrowid)
         conn.execute("UPDATE items SET last_number = max(last_number, ?) WHERE id = ?", (kref.revision, item_id))
-        self._index(conn, revision_id, title, content)
+        self._index(conn, revision_id, title, content, kref.kind)
         touched_items.add(item_id)
         return True
 
@@ -2922,6 +2937,7 @@ _KM_KEY = _KM + "key"             # an item's supersession key
 _KM_LAST = _KM + "last_number"    # highest revision number an import says was ever issued
 _KM_TAGS = _KM + "tag_events"     # an item's tag history, JSON [[tag, number | null, at], ...]
 _KM_DEPRECATIONS = _KM + "deprecations"   # an item's deprecation history, JSON [[number | null, flag, at], ...]
+_KM_CHANGE = _KM + "change"       # a project's change mark: a fresh random value after every write
 _TRANSIENT_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "RESOURCE_EXHAUSTED", "ABORTED")
 
 
@@ -2959,6 +2975,7 @@ class KumihoBackend(GraphBackend):
             backoff; the SDK's own retry loop is set to one attempt so the bound is this one.
         timeout: seconds each call may take.
         clock: the time source for tag-history entries (the server stamps everything else).
+        ids: the id source for idempotency keys and change marks (default random).
         search_pool: how many candidates recall asks the server's search for, per space searched.
 
     Environment variables are read here and only here. Nothing connects until the first call.
@@ -2974,24 +2991,27 @@ class KumihoBackend(GraphBackend):
         - ``t=TAG&time=T`` asks the server first; tag history imported from another store (which the server
           cannot backdate) is answered from the history this backend keeps on the item;
         - ``forget`` reports ``scrubbed: None``: whether deleted bytes leave the server's disks is the server's
-          business.
+          business;
+        - anticipatory recall notices other clients' writes through a change mark this module's writes set
+          on the project (``change_token``); a client that writes without this module is not noticed.
     """
 
     def __init__(self, endpoint: str | None = None, token: str | None = None, *, client: Any = None,
                  retries: int = 2, timeout: float = 10.0, clock: Clock | None = None,
-                 search_pool: int = 100, environ: Mapping[str, str] | None = None) -> None:
+                 search_pool: int = 100, environ: Mapping[str, str] | None = None,
+                 ids: IdFactory | None = None) -> None:
         environ = os.environ if environ is None else environ
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise InvalidArgumentError(f"retries must be a non-negative integer, not {retries!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise InvalidArgumentError(f"timeout must be a positive number, not {timeout!r}")
-        self.endpoint = (endpoint or environ.get("KUMIHO_SERVER_ENDPOINT") or environ.get("KUMIHO_SERVER_ADDRESS")
-                         or "localhost:8080").strip()
+        self.endpoint = (endpoint or environ.get("KUMIHO_SERVER_ENDPOINT") or "localhost:8080").strip()
         self.address = _redact_endpoint(self.endpoint)   # no `path`: Memory reads `path` as a store file
         self.__token = token if token is not None else environ.get("KUMIHO_AUTH_TOKEN", "")
         self._retries = retries
         self._timeout = float(timeout)
         self._clock = clock or SystemClock()
+        self._ids = ids or RandomIds()
         self._search_pool = max(1, int(search_pool))
         self._batch_reads = True
         self._client = client
@@ -3101,6 +3121,27 @@ class KumihoBackend(GraphBackend):
     @staticmethod
     def _space_kref(project: str, space: str) -> str:
         return KREF_SCHEME + project + ("/" + space if space else "")
+
+    # Other clients' writes: every write of this module sets a fresh random value on the project's attribute
+    # ``kumiho_memory.change``, so a reader that saw another value knows something changed (two writers at
+    # once still leave a value neither reader saw). Bookkeeping (``SYSTEM_KINDS``) does not announce itself.
+
+    def change_token(self, project: str | None = None) -> Any:
+        """The project's change mark (see above); None without a project, ``""`` before any write."""
+        if project is None:
+            return None
+        try:
+            response = self._call("GetAttribute", self._pb.GetAttributeRequest(
+                kref=self._pb_kref(self._space_kref(project, "")), key=_KM_CHANGE))
+        except NotFoundError:
+            return ""
+        return response.value
+
+    def _announce(self, project: str, kind: str | None = None) -> None:
+        if kind in SYSTEM_KINDS:
+            return
+        with contextlib.suppress(NotFoundError):
+            self._set_attribute(self._space_kref(project, ""), _KM_CHANGE, self._ids.new_id() + self._ids.new_id())
 
     def _pb_kref(self, uri: str) -> Any:
         return self._pb.Kref(uri=uri)
@@ -3367,7 +3408,7 @@ class KumihoBackend(GraphBackend):
         text = f"{encoded.get('title', '')}\n{encoded.get('content', '')}"
         return self._call("CreateRevision", self._pb.CreateRevisionRequest(
             item_kref=self._pb_kref(item_uri), metadata=dict(encoded), number=number, exists_error=number > 0,
-            embedding_text=text[:8000]), idempotent=False, metadata=(("x-idempotency-key", secrets.token_hex(16)),))
+            embedding_text=text[:8000]), idempotent=False, metadata=(("x-idempotency-key", self._ids.new_id() + self._ids.new_id()),))
 
     def _log_tag(self, item_uri: str, tag: str, number: int | None, moment: _dt.datetime) -> None:
         """Append a tag move to the item's history (what ``export`` and imported ``time=`` lookups read);
@@ -3411,6 +3452,7 @@ class KumihoBackend(GraphBackend):
             item = self._create_item(draft.project, draft.space, draft.name, draft.kind)
         item_uri = item.kref.uri
         rev = None
+        moved: list[tuple[str, Any]] = []               # (tag, the revision that held it before), to put back
         try:
             if created_item and draft.key is not None:
                 self._set_attribute(item_uri, _KM_KEY, draft.key)
@@ -3434,14 +3476,24 @@ class KumihoBackend(GraphBackend):
                     tags.append(PUBLISHED_TAG)        # a revised published belief stays published
                 except NotFoundError:
                     pass
-            for tag in dict.fromkeys(tags):
-                self._tag(rev, tag)
             for artifact_name, location, artifact_metadata in draft.artifacts:
                 self._put_artifact(rev.kref.uri, artifact_name, location, artifact_metadata)
             if created_item and is_message(draft.metadata):
                 self._thread(draft, rev)
+            for tag in dict.fromkeys(tags):                # tags move last: they are what a failure must undo
+                holder = None
+                if not created_item:
+                    with contextlib.suppress(NotFoundError):
+                        holder = self._call("ResolveKref", self._pb.ResolveKrefRequest(kref=item_uri, tag=tag))
+                if self._tag(rev, tag):
+                    moved.append((tag, holder))
             rev = self._revision_pb(item_uri, rev.number)
         except BaseException:
+            with contextlib.suppress(Exception):
+                for tag, holder in reversed(moved):       # put moved tags back where they were
+                    if holder is not None and holder.kref.uri != rev.kref.uri:
+                        self._call("TagRevision", self._pb.TagRevisionRequest(kref=holder.kref, tag=tag))
+                        self._log_tag(item_uri, tag, holder.number, self._clock.now())
             with contextlib.suppress(Exception):
                 if created_item:
                     self._call("DeleteItem", self._pb.DeleteItemRequest(kref=item.kref, force=True))
@@ -3451,6 +3503,7 @@ class KumihoBackend(GraphBackend):
                 elif rev is not None:
                     self._call("DeleteRevision", self._pb.DeleteRevisionRequest(kref=rev.kref, force=True))
             raise
+        self._announce(draft.project, draft.kind)
         return self._record(rev, item.deprecated), True
 
     def _thread_attribute(self, metadata: Mapping[str, Any]) -> str:
@@ -3474,6 +3527,7 @@ class KumihoBackend(GraphBackend):
         rev = self._resolve_pb(revision, item)
         if self._tag(rev, tag):
             rev = self._revision_pb(item.kref.uri, rev.number)
+        self._announce(revision.project)
         return self._record(rev, item.deprecated)
 
     def remove_tag(self, revision: Kref, tag: str) -> bool:
@@ -3488,6 +3542,7 @@ class KumihoBackend(GraphBackend):
         except NotFoundError:
             return False
         self._log_tag(item.kref.uri, tag, None, moment)
+        self._announce(revision.project)
         return True
 
     # -- edges ------------------------------------------------------------------------------------------------
@@ -3516,6 +3571,7 @@ class KumihoBackend(GraphBackend):
                 metadata[key] = value
         self._call("UpdateRevisionMetadata", self._pb.UpdateMetadataRequest(
             kref=self._pb_kref(rev.kref.uri), metadata={_KM_META: canonical_json(metadata)}))
+        self._announce(revision.project)
         return self.resolve(self._kref_of(rev.item_kref.uri).with_revision(rev.number))
 
     def add_edge(self, source: Kref, target: Kref, edge_type: str, metadata: Mapping[str, Any]) -> EdgeRecord:
@@ -3524,6 +3580,7 @@ class KumihoBackend(GraphBackend):
         target_rev = self._resolve_pb(target, self._get_item(target))
         if source_rev.kref.uri == target_rev.kref.uri:
             raise InvalidArgumentError(f"an edge joins two different revisions; both ends are {source}")
+        self._announce(source.project)
         return self._put_edge(source_rev.kref.uri, target_rev.kref.uri, edge_type,
                               {_KM_META: canonical_json(dict(metadata))})
 
@@ -3567,6 +3624,7 @@ class KumihoBackend(GraphBackend):
         events = events if isinstance(events, list) else []
         events.append([None if rev is None else rev.number, bool(deprecated), format_instant(moment)])
         self._set_attribute(item.kref.uri, _KM_DEPRECATIONS, canonical_json(events))
+        self._announce(kref.project, kref.kind)
 
     def _deprecated_then(self, item: Any, number: int | None, stamp: str, now_flag: bool) -> bool:
         """Whether the item (``number`` None) or one revision was deprecated at ``stamp``: from the history
@@ -3602,6 +3660,7 @@ class KumihoBackend(GraphBackend):
             if any(event[1] == number for event in events):
                 self._set_attribute(item_uri, _KM_TAGS, canonical_json(
                     [[tag, None if event_number == number else event_number, at] for tag, event_number, at in events]))
+        self._announce(kref.project)
         return {"kref": str(kref), "items": int(kref.is_bare_item), "revisions": len(revs), "edges": len(edges),
                 "scrubbed": None}
 
@@ -3644,6 +3703,7 @@ class KumihoBackend(GraphBackend):
                      metadata: Mapping[str, Any]) -> ArtifactRecord:
         """Attach (or replace) the named artifact of a revision."""
         rev = self._resolve_pb(revision, self._get_item(revision))
+        self._announce(revision.project)
         return self._artifact_record(self._put_artifact(rev.kref.uri, name, location, metadata))
 
     def artifacts(self, revision: Kref) -> list[ArtifactRecord]:
@@ -3673,7 +3733,8 @@ class KumihoBackend(GraphBackend):
                 response = self._call("Search", request)
                 for result in response.results:
                     found += 1
-                    if query.as_of is not None or not result.item.deprecated:
+                    if (query.as_of is not None or not result.item.deprecated) and \
+                            result.item.kind not in SYSTEM_KINDS and self._in_scope(result.item.kref.uri, query):
                         items.setdefault(result.item.kref.uri, result.item)
                 cursor = response.pagination.next_cursor if response.HasField("pagination") else ""
                 if not cursor or not response.results:
@@ -3724,10 +3785,7 @@ class KumihoBackend(GraphBackend):
         if query.as_of is not None or query.include_superseded:
             return
         try:
-            kref = Kref.parse(rev_uri)
-            inside = kref.project == query.project and (query.spaces is None or any(
-                not space or kref.space == space or kref.space.startswith(space + "/") for space in query.spaces))
-            item = self._get_item(kref) if inside else None
+            item = self._get_item(Kref.parse(rev_uri)) if self._in_scope(rev_uri, query) else None
         except (InvalidArgumentError, NotFoundError):
             item = None
         rev = None
@@ -3749,6 +3807,17 @@ class KumihoBackend(GraphBackend):
         item = mine.split("?")[0]
         return any(edge.edge_type == SUPERSEDES and edge.target_kref.uri == mine
                    and edge.source_kref.uri.split("?")[0] != item for edge in edges)
+
+    @staticmethod
+    def _in_scope(uri: str, query: RecallQuery) -> bool:
+        """Whether an item the server's search returned is in the recall's project and spaces (the search's
+        context filter is a prefix, which need not stop at a path segment)."""
+        try:
+            kref = Kref.parse(uri)
+        except InvalidArgumentError:
+            return False
+        return kref.project == query.project and (query.spaces is None or any(
+            not space or kref.space == space or kref.space.startswith(space + "/") for space in query.spaces))
 
     def _current_revisions(self, item_uris: list[str]) -> dict[str, Any]:
         """Each item's current revision (``published``, else ``latest``) in two batched calls; items whose
@@ -3906,6 +3975,7 @@ class KumihoBackend(GraphBackend):
         rev = self._resolve_pb(revision, self._get_item(revision))
         self._set_attribute(rev.kref.uri, _KM_VECTOR_MODEL, model)
         self._set_attribute(rev.kref.uri, _KM_VECTOR, array.array("f", vector).tobytes().hex())
+        self._announce(revision.project)
 
     def revisions_without_vector(self, project: str, limit: int) -> list[RevisionRecord]:
         """Revisions of ``project`` with no stored embedding, oldest first."""
@@ -3989,6 +4059,7 @@ class KumihoBackend(GraphBackend):
         items this import created (the server has no multi-call transaction)."""
         plan = _KumihoImportPlan(self)
         counts = {"records": 0, "added": 0, "skipped": 0}
+        projects: set[str] = set()
         for line_number, record in records:
             kind = record.get("record") if isinstance(record, dict) else None
             if counts["records"] == 0 and kind != "header":
@@ -4006,7 +4077,11 @@ class KumihoBackend(GraphBackend):
             counts["records"] += 1
             if kind != "header":
                 counts["added" if added else "skipped"] += 1
+            if kind == "space" and isinstance(record.get("project"), str):
+                projects.add(record["project"])
         plan.run()
+        for project in sorted(projects):
+            self._announce(project)
         if progress is not None:
             for number in range(1, counts["records"] + 1):
                 progress(number)
@@ -5406,7 +5481,8 @@ class WorkingMemoryConfig:
 
 
 # ==========================================================================================================
-# 9. Recall: what the query means, filters, evidence, reranking, context
+# 9. Recall: what the query means, filters, evidence, reranking, belief similarity and relation matching,
+#    context, anticipatory recall
 # ==========================================================================================================
 
 MONTHS = {name: number for number, names in enumerate(
@@ -6753,10 +6829,22 @@ def _statement_body(text: str) -> str:
 _NAME_RUN = re.compile(r"\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*")
 
 
+# After a possessive these name another person or thing than the possessor: "Nina's sister works at X" is
+# about Nina's sister, not Nina ("Nina's favorite color", "Nina's employer" stay about Nina).
+RELATIVE_NOUNS = frozenset("""
+sister brother mother father mom dad parent parents wife husband partner spouse son daughter child children
+kid kids baby friend friends boyfriend girlfriend fiance fiancee boss manager colleague coworker cousin aunt
+uncle niece nephew grandmother grandfather grandma grandpa neighbor neighbour roommate flatmate team company
+client customer teacher doctor mentor assistant
+""".split())
+
+
 def statement_subject(text: str) -> str | None:
     """The named thing a statement is about: the stems of its first run of capitalized non-stopword words
-    ("Nina Tanaka's ..." -> ``"nina tanaka"``); an opening "Actually," or "Update:" does not count."""
-    for match in _NAME_RUN.finditer(_statement_body(text)):
+    ("Nina Tanaka's ..." -> ``"nina tanaka"``, "Nina's sister ..." -> ``"nina sister"``); an opening
+    "Actually," or "Update:" does not count."""
+    body = _statement_body(text)
+    for match in _NAME_RUN.finditer(body):
         words = []
         for word in match.group().split():
             plain = word.casefold()
@@ -6768,6 +6856,9 @@ def statement_subject(text: str) -> str | None:
                 continue
             words.append(plain)
             if possessive:
+                following = re.match(r"\s+([A-Za-z]+)", body[match.start() + match.group().find(word) + len(word):])
+                if following and following.group(1).casefold() in RELATIVE_NOUNS:
+                    words.append(following.group(1).casefold())
                 break
         stems = [stem_part for word in words for stem_part in tokenize(word)]
         if stems:
@@ -6930,16 +7021,15 @@ class RelationMatcher:
         """The relation ``word`` is a value of in the store's statements, or None when unclear."""
         if word not in self._typed:
             votes: dict[str, int] = {}
-            statements = named = 0
-            for other in self.search(word):
-                if word in _words(other):
-                    statements += 1
-                    relations = belief_relations(other)
-                    named += bool(relations)
-                    for relation in relations:
-                        votes[relation] = votes.get(relation, 0) + 1
+            statements = self.statements_with(word)
+            named = 0
+            for other in statements:
+                relations = belief_relations(other)
+                named += bool(relations)
+                for relation in relations:
+                    votes[relation] = votes.get(relation, 0) + 1
             best = max(votes.items(), key=lambda pair: (pair[1], pair[0]), default=None)
-            typed = best is not None and best[1] >= self.min_votes and named >= statements * self.min_named \
+            typed = best is not None and best[1] >= self.min_votes and named >= len(statements) * self.min_named \
                 and best[1] / sum(votes.values()) >= self.min_share
             self._typed[word] = best[0] if typed else None
         return self._typed[word]
@@ -6992,7 +7082,7 @@ class RelationMatcher:
         statement's subject that name (in words, not by inference) the single-valued relation the statement
         names, as an earlier correction that was missed leaves behind. Empty when fewer than two."""
         subject = statement_subject(statement)
-        named = belief_relations(statement) - SPLITTABLE_EXCLUDED
+        named = frozenset(relation for relation in belief_relations(statement) if _single_valued(relation))
         if subject is None or not named:
             return []
         new_terms = set(_claim_terms(statement))
@@ -7007,8 +7097,13 @@ class RelationMatcher:
         return found if len(found) >= 2 else []
 
 
-# Relations a person may well hold twice at once (two dogs): never joined when found split.
-SPLITTABLE_EXCLUDED = frozenset({"dog", "cat"})
+# Relations that hold one value at a time, so two beliefs naming one of them are one belief split in two.
+# A person may have two jobs, two homes, two dogs or two cars: those are never joined.
+SINGLE_VALUED_RELATIONS = frozenset({"age", "phone", "email", "partner"})
+
+
+def _single_valued(relation: str) -> bool:
+    return relation in SINGLE_VALUED_RELATIONS or relation.startswith("favorite:")
 
 
 def same_belief(old: str, new: str) -> bool:
@@ -7079,10 +7174,6 @@ def build_recalled_context(memories: Sequence[Mapping[str, Any]], query: str = "
     return "\n\n".join(blocks)
 
 
-# Needs `import concurrent.futures` in section 1 (the line below is for the scratch build only; drop it when
-# pasting). Everything else comes from the module header.
-
-
 # -- anticipatory recall --------------------------------------------------------------------------------------
 #
 # A session moves through memory: each engage lands somewhere (its top result's space, item or entity), and
@@ -7140,7 +7231,9 @@ class PrefetchConfig:
         enabled: False keeps engage exactly as without prefetching (no tables, no thread).
         grain: what a state is: the top result's ``space`` (default), ``item`` or ``entity``.
         top_n: how many next states are predicted after each engage.
-        min_probability: the confidence gate: a state below it is never prefetched.
+        min_probability: the confidence gate: only states at or above it are predicted (and reported).
+        spare_probability: None (default), or a lower floor: states between it and the gate are also
+            prepared, with whatever token budget the predicted ones leave, and never reported as predictions.
         half_life_days: transition counts halve over this many days without being seen (None: no decay).
         personal_sessions: sessions after which an agent's own table fully replaces the global one.
         cache_size: prepared results kept (least recently used go first).
@@ -7155,6 +7248,7 @@ class PrefetchConfig:
     grain: str = "space"
     top_n: int = 3
     min_probability: float = 0.4
+    spare_probability: float | None = None
     half_life_days: float | None = 14.0
     personal_sessions: int = 20
     cache_size: int = 64
@@ -7177,6 +7271,11 @@ class PrefetchConfig:
         probability = self.min_probability
         if isinstance(probability, bool) or not isinstance(probability, (int, float)) or not 0.0 <= probability <= 1.0:
             raise InvalidArgumentError(f"min_probability must be a number from 0 to 1, not {probability!r}")
+        spare = self.spare_probability
+        if spare is not None and (isinstance(spare, bool) or not isinstance(spare, (int, float))
+                                  or not 0.0 < spare <= probability):
+            raise InvalidArgumentError(f"spare_probability must be None or above 0 and at most min_probability, "
+                                       f"not {spare!r}")
         half_life = self.half_life_days
         if half_life is not None and (isinstance(half_life, bool) or not isinstance(half_life, (int, float))
                                       or not math.isfinite(half_life) or half_life <= 0):
@@ -7323,6 +7422,7 @@ class _SessionTrace:
     last_state: str | None = None          # SESSION_START for the trace that prepares sessions' first steps
     agent: str | None = None
     predictions: list[tuple[str, float]] = dataclasses.field(default_factory=list)
+    spare: list[tuple[str, float]] = dataclasses.field(default_factory=list)   # below the gate, above the floor
     wanted: list[str] = dataclasses.field(default_factory=list)      # keys prepared for the next step
     transitions: int = 0
     hits: int = 0
@@ -7434,6 +7534,7 @@ class AnticipatoryRecall:
             if state is not None:
                 trace.last_state, trace.agent = state, agent
                 trace.predictions = self.predict(state, agent=agent, at=now)
+                trace.spare = self._spare(state, agent, now, trace.predictions)
             trace.wanted = self._plan(trace)
             predictions = list(trace.predictions)
         if save:
@@ -7485,6 +7586,7 @@ class AnticipatoryRecall:
         if self._closed:
             return
         self._ready.predictions = self.predict(SESSION_START)
+        self._ready.spare = self._spare(SESSION_START, None, self._now(), self._ready.predictions)
         self._ready.wanted = self._plan(self._ready)
 
     def _remember_cue(self, source: str, state: str, key: str, query: str, limit: int, char_budget: int,
@@ -7524,6 +7626,17 @@ class AnticipatoryRecall:
     def predict(self, state: str, *, agent: str | None = None, at: float | None = None) -> list[tuple[str, float]]:
         """The ``top_n`` next states after ``state`` with ``p >= min_probability``: ``[(state, p)]``, most
         likely first (ties by name). ``agent`` selects the personal table blended in."""
+        return self._ranked(state, agent, at, self.config.min_probability)[: self.config.top_n]
+
+    def _spare(self, state: str, agent: str | None, at: float, predicted: list[tuple[str, float]]) -> list[tuple[str, float]]:
+        """States under the gate but at or above ``spare_probability`` (none unless it is set)."""
+        if self.config.spare_probability is None:
+            return []
+        chosen = {name for name, _ in predicted}
+        return [(name, p) for name, p in self._ranked(state, agent, at, self.config.spare_probability)
+                if name not in chosen][: self.config.top_n]
+
+    def _ranked(self, state: str, agent: str | None, at: float | None, floor: float) -> list[tuple[str, float]]:
         at = self._now() if at is None else at
         with self._lock:
             self._ensure_loaded()
@@ -7534,9 +7647,8 @@ class AnticipatoryRecall:
             else:
                 blended = blend_probabilities(personal_table.probabilities(state, at), shared,
                                               personal_table.sessions, self.config.personal_sessions)
-        ranked = sorted(((name, p) for name, p in blended.items() if p >= self.config.min_probability - 1e-12),
-                        key=lambda pair: (-pair[1], pair[0]))
-        return ranked[: self.config.top_n]
+        return sorted(((name, p) for name, p in blended.items() if p >= floor - 1e-12),
+                      key=lambda pair: (-pair[1], pair[0]))
 
     # -- preparing ----------------------------------------------------------------------------------------
 
@@ -7544,22 +7656,29 @@ class AnticipatoryRecall:
         """Queue the calls that followed the predicted moves and return their keys (lock held).
 
         Each predicted state gets ``token_budget * p / sum(p)`` tokens: its most frequent call always, the
-        next ones while their last size still fits.
+        next ones while their last size still fits. Spare states (``spare_probability``) then get what is
+        left of the budget, a call only when it fits.
         """
-        if not trace.predictions or trace.last_state is None or self._closed:
+        if not (trace.predictions or trace.spare) or trace.last_state is None or self._closed:
             return []
         now = self._now()
-        total = sum(p for _, p in trace.predictions)
+        total = sum(p for _, p in trace.predictions) or 1.0
         wanted = []
-        for state, p in trace.predictions:
-            share = self.config.token_budget * p / total
+        left = self.config.token_budget
+        # the predicted states share the budget by probability; spare states get what is left, in order
+        plan = [(state, self.config.token_budget * p / total) for state, p in trace.predictions]
+        plan += [(state, None) for state, _ in trace.spare]
+        for state, share in plan:
+            spare = share is None
+            if spare:
+                share = left
             cues = self._cues.get((trace.last_state, state), {})
             ranked = sorted(cues.items(), key=lambda pair: (-self._global._decayed(pair[1].count, pair[1].last_seen, now),
                                                             pair[0]))
             spent = 0
             for key, cue in ranked:
-                if spent and spent + cue.tokens > share:
-                    break
+                if (spent or spare) and spent + cue.tokens > share:
+                    break                                 # a predicted state always gets its first call
                 spent += max(1, cue.tokens)
                 wanted.append(key)
                 entry = self._cache.get(key)
@@ -7568,10 +7687,15 @@ class AnticipatoryRecall:
                 elif key not in self._pending:
                     self._pending[key] = self._submit(
                         key, lambda key=key, cue=cue, state=state: self._prepare(key, cue, state))
+            left -= spent
         return wanted
 
     def _submit(self, name: str, work: Callable[[], Any]) -> concurrent.futures.Future[Any]:
-        """Run ``work`` on the background thread (started on first use)."""
+        """Run ``work`` on the background thread (started on first use; after ``close`` nothing runs)."""
+        if self._closed:
+            finished: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            finished.set_result(None)
+            return finished
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(
                 max_workers=self.config.workers, thread_name_prefix="kumiho-prefetch")
@@ -7660,7 +7784,7 @@ class AnticipatoryRecall:
                 trace.wanted = self._plan(trace)
 
     def _read_token(self) -> Any:
-        return None if self._change_token is None else self._change_token()
+        return None if self._change_token is None else self._change_token(self._memory.project)
 
     def _sync_token(self) -> None:
         """Notice writes by other processes (when the backend can tell)."""
@@ -7691,11 +7815,8 @@ class AnticipatoryRecall:
         return self._clock.now().timestamp()
 
     def _ensure_loaded(self) -> None:
-        """Load the saved tables on first use.
-
-        Raises:
-            CorruptStoreError: the saved tables are not readable (forget the item to start over).
-        """
+        """Load the saved tables on first use. Unreadable tables are a lost cache, not a broken memory:
+        learning starts over (``last_error`` says why) and the next save replaces them."""
         with self._lock:
             if self._loaded:
                 return
@@ -7704,9 +7825,11 @@ class AnticipatoryRecall:
                 record = self._backend.resolve(held.kref)
                 try:
                     self._restore(json.loads(record.content))
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise CorruptStoreError(f"the anticipatory-recall tables in {record.kref} are unreadable ({exc}); "
-                                            f"forget that item to start them over") from exc
+                except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                    self._global = TransitionTable(self.config.decay_lambda)
+                    self._personal, self._cues, self._other_grains = {}, {}, {}
+                    self._stats["errors"] += 1
+                    self._last_error = f"load: the tables in {record.kref} are unreadable ({exc}); starting over"
             self._loaded = True
 
     def _restore(self, document: Any) -> None:
@@ -7763,9 +7886,7 @@ class AnticipatoryRecall:
         if not item.deprecated:
             self._backend.set_deprecated(item.kref, True)     # recall never returns the tables
         with self._lock:
-            self._stats["saves"] += int(created)
-            if created and self._change_token is None:
-                self._changed_locked(None, token=self._token)
+            self._stats["saves"] += int(created)       # bookkeeping: no recall changes, nothing to invalidate
         return created
 
     def stats(self) -> dict[str, Any]:
@@ -8684,9 +8805,7 @@ SPACE_ATTRIBUTE_KIND = "space-attribute"
 SPACE_PROFILE_KIND = "space-profile"
 SPACE_PROFILE_ITEM = "_space_profile"
 SPACE_CLASS_ATTRIBUTE = "space_class"
-# Bookkeeping kinds: they describe a space or a job, not knowledge, so profiles and skill counts skip them.
-SYSTEM_KINDS = frozenset({SPACE_PROFILE_KIND, SPACE_ATTRIBUTE_KIND, "dream-state", "prefetch-state"})
-JOB_KINDS = frozenset({"dream-state", "prefetch-state"})   # a space holding only these is a job's, not knowledge
+JOB_KINDS = frozenset({"dream-state", PREFETCH_STATE_KIND})   # a space holding only these is a job's
 _ATTRIBUTE_KEY_PREFIX = "space-attribute:"
 _ATTRIBUTE_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 MAX_ATTRIBUTE_CHARS = 4096
@@ -9516,8 +9635,8 @@ def _parse_skill_text(text: str, path: str) -> ParsedSkill:
         if fence_match:
             marker = fence_match.group(1)
             if fence is None:
-                fence = marker[0] * 3
-            elif marker.startswith(fence):
+                fence = marker                            # CommonMark: closed by the same character, as long
+            elif marker[0] == fence[0] and len(marker) >= len(fence):
                 fence = None
         heading = _SECTION_HEADING.match(line) if fence is None and not fence_match else None
         if heading is None:
@@ -9611,6 +9730,9 @@ def _skill_index(memory: Any, space: str) -> dict[str, dict[str, Any]]:
             if item["space"] == space and item["key"]}
 
 
+_MAX_QUARANTINE_REASONS = 50
+
+
 def _plan(memory: Any, index: Mapping[str, dict[str, Any]], *, key: str, section: str | None, title: str,
           content: str, summary: str, description: str, tags: tuple[str, ...], source_skill: str, real: str,
           line_start: int, evidence_level: str | None, scan_prefix: str = "") -> _PlannedSkillWrite:
@@ -9618,6 +9740,9 @@ def _plan(memory: Any, index: Mapping[str, dict[str, Any]], *, key: str, section
     if scan_prefix:
         reasons = tuple(dict.fromkeys(reasons + tuple(f"frontmatter/preamble: {reason}"
                                                       for reason in scan_skill_text(scan_prefix))))
+    if len(reasons) > _MAX_QUARANTINE_REASONS:                # a hostile file still fits in quarantine
+        reasons = reasons[:_MAX_QUARANTINE_REASONS] + (
+            f"... and {len(reasons) - _MAX_QUARANTINE_REASONS} more findings",)
     redactor = PIIRedactor()
     # A flagged revision is stored for review, but a secret never enters the store: the artifact points at
     # the original file.
@@ -9637,6 +9762,9 @@ def _plan(memory: Any, index: Mapping[str, dict[str, Any]], *, key: str, section
         metadata.update(quarantined="true", quarantine_reasons=list(reasons))
     else:
         metadata["agent_compat"] = list(SKILL_AGENT_COMPAT)
+    # every write is checked here, before the first one happens, so a file that cannot be stored writes nothing
+    _checked_metadata(metadata)
+    _checked_text(content, "content", limit=MAX_CONTENT_CHARS)
     held = index.get(key)
     latest = memory.get(held["item_kref"]) if held is not None and held["latest_revision"] is not None else None
     # A grade counts only when given: re-ingesting without --evidence-level leaves a graded skill alone.
@@ -10154,9 +10282,19 @@ class DreamState:
         if held is not None and held.latest_revision is not None:
             metadata = self.memory.get(str(held.kref))["metadata"]
             saved = metadata.get("dream_state")
-            if isinstance(saved, dict):
-                state.update({"cursor": saved.get("cursor"), "failures": dict(saved.get("failures") or {}),
-                              "parked": list(saved.get("parked") or []), "runs": int(saved.get("runs") or 0)})
+            if isinstance(saved, dict):                 # read field by field: a damaged part starts over
+                cursor, failures, parked, runs = (saved.get(key) for key in ("cursor", "failures", "parked", "runs"))
+                if isinstance(cursor, str):
+                    with contextlib.suppress(InvalidArgumentError):
+                        parse_instant(cursor)
+                        state["cursor"] = cursor
+                if isinstance(failures, dict):
+                    state["failures"] = {key: value for key, value in failures.items()
+                                         if isinstance(value, int) and not isinstance(value, bool)}
+                if isinstance(parked, list):
+                    state["parked"] = [kref for kref in parked if isinstance(kref, str)]
+                if isinstance(runs, int) and not isinstance(runs, bool):
+                    state["runs"] = runs
         return state
 
     def _save(self, state: dict[str, Any], stats: DreamStateStats, report: str) -> str:
@@ -10330,7 +10468,9 @@ class DreamState:
             if isinstance(updates, dict):
                 updates = [{"key": key, "value": value} for key, value in updates.items()]
             relationship = str(row.get("relationship_type") or REFERENCED).upper()
-            if relationship not in (DERIVED_FROM, REFERENCED, DEPENDS_ON, SUPERSEDES):
+            # SUPERSEDES would hide its target from recall past every guardrail: supersession is belief
+            # revision's decision, so Dream State records the suggestion as a plain reference.
+            if relationship not in (DERIVED_FROM, REFERENCED, DEPENDS_ON):
                 relationship = REFERENCED
             related = [(batch[other]["kref"], relationship) for other in row.get("related_indices") or []
                        if isinstance(other, int) and 0 <= other < len(batch) and other != index]
@@ -10379,30 +10519,39 @@ class DreamState:
                 referenced.add(target)
                 if self._edge_exists(revision["kref"], target, relationship):
                     continue
+                try:
+                    if not self.dry_run:
+                        self.memory.link(revision["kref"], target, relationship, {"reason": "dream state"})
+                except KumihoMemoryError as error:
+                    stats.errors.append(f"{revision['kref']}: link refused: {type(error).__name__}: {error}")
+                    continue
                 stats.edges_created += 1
                 actions.append({"action": "link", "kref": revision["kref"], "target": target,
                                 "edge_type": relationship, "reason": assessment.deprecation_reason or
                                 "related by the assessment"})
-                if not self.dry_run:
-                    self.memory.link(revision["kref"], target, relationship, {"reason": "dream state"})
         for revision, assessment in proposals:
             tags = [tag for tag in assessment.suggested_tags
                     if TAG_PATTERN.match(tag) and not tag.startswith(EVIDENCE_TAG_PREFIX)
-                    and tag not in ("published", "latest") and tag not in revision["tags"]]
-            for tag in tags:
-                stats.tags_added += 1
-                actions.append({"action": "tag", "kref": revision["kref"], "tag": tag,
-                                "reason": "suggested by the assessment"})
-                if not self.dry_run:
-                    self.memory.tag(revision["kref"], tag)
+                    and tag not in ("published", "latest") and not tag.startswith("quarantine")
+                    and tag not in revision["tags"]]
+            # enrichment only adds: a key already there (provenance, speaker, dates) is never changed or removed
             updates = {key: value for key, value in assessment.metadata_updates.items()
-                       if key not in EVIDENCE_METADATA_KEYS and revision["metadata"].get(key) != value}
-            if updates:
-                stats.metadata_updated += 1
-                actions.append({"action": "metadata", "kref": revision["kref"], "updates": updates,
-                                "reason": "enrichment suggested by the assessment"})
-                if not self.dry_run:
-                    self.memory.update_metadata(revision["kref"], updates)
+                       if key not in EVIDENCE_METADATA_KEYS and key not in revision["metadata"] and value is not None}
+            try:
+                for tag in tags:
+                    if not self.dry_run:
+                        self.memory.tag(revision["kref"], tag)
+                    stats.tags_added += 1
+                    actions.append({"action": "tag", "kref": revision["kref"], "tag": tag,
+                                    "reason": "suggested by the assessment"})
+                if updates:
+                    if not self.dry_run:
+                        self.memory.update_metadata(revision["kref"], updates)
+                    stats.metadata_updated += 1
+                    actions.append({"action": "metadata", "kref": revision["kref"], "updates": updates,
+                                    "reason": "enrichment suggested by the assessment"})
+            except KumihoMemoryError as error:            # a bad suggestion is reported, never half the run
+                stats.errors.append(f"{revision['kref']}: enrichment refused: {type(error).__name__}: {error}")
             if not assessment.should_deprecate:
                 continue
             stats.deprecations_proposed += 1
@@ -10886,38 +11035,44 @@ class Memory:
     def _stacking_match(self, content: str, space: str, kind: str) -> dict[str, Any] | None:
         """The current memory in exactly ``space`` (same kind) that this statement restates or corrects:
         one that ``same_belief`` accepts, else the one belief of the same subject that ``RelationMatcher``
-        finds it corrects in other words."""
+        finds it corrects in other words. When the belief was split in two by a correction missed earlier
+        (``RelationMatcher.split``), the others are named in ``_also_supersedes`` to be joined."""
         def here(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
             return [hit for hit in hits if hit["space"] == space and hit["kind"] == kind]
-        for hit in here(self.recall(content[:2000], limit=5, space=space or None, follow_edges=False)):
-            if same_belief(hit["content"], content):
-                return hit
+        target = next((hit for hit in here(self.recall(content[:2000], limit=5, space=space or None,
+                                                       follow_edges=False))
+                       if same_belief(hit["content"], content)), None)
         subject = statement_subject(content)
         if subject is None:
-            return None
+            return target
         # the subject's current beliefs: recall by the subject's own words (as written in the statement)
         name = " ".join(word for word in re.findall(r"[\w'-]+", _statement_body(content))
                         if set(tokenize(word)) & set(subject.split()))
         beliefs = [hit for hit in here(self.recall(name or subject, limit=25, space=space or None,
                                                    follow_edges=False))
                    if statement_subject(hit["content"]) == subject]
+        if target is not None and not any(_single_valued(relation) for relation in belief_relations(content)):
+            return target                                 # nothing that could be split: done
         if not beliefs:
-            return None
+            return target
+
         def search(term: str) -> list[str]:
             return [hit["content"] for hit in self.recall(term, limit=20, space=space or None, follow_edges=False)]
         histories = [[revision["content"] for revision in self.history(hit["item_kref"])
                       if not revision["deprecated"]] or [hit["content"]] for hit in beliefs]
         matcher = RelationMatcher(search)
-        index = matcher.corrected(content, histories)
-        if index is not None:
-            return {**beliefs[index], "_relation_match": True}
         split = matcher.split(content, histories)
-        if not split:
+        if target is None:
+            index = matcher.corrected(content, histories)
+            if index is not None:
+                target = {**beliefs[index], "_relation_match": True}
+            elif split:                                   # revise the newest part, supersede the others
+                newest = max(split, key=lambda at: (beliefs[at]["created_at"], beliefs[at]["kref"]))
+                target = {**beliefs[newest], "_relation_match": True}
+        if target is None:
             return None
-        # One belief held in two items (a correction missed earlier): revise the newest, supersede the rest.
-        newest = max(split, key=lambda at: (beliefs[at]["created_at"], beliefs[at]["kref"]))
-        return {**beliefs[newest], "_relation_match": True,
-                "_also_supersedes": [beliefs[at]["kref"] for at in split if at != newest]}
+        others = [beliefs[at]["kref"] for at in split if beliefs[at]["item_kref"] != target["item_kref"]]
+        return {**target, "_also_supersedes": others} if others else target
 
     def _store_contradiction(self, content: str, space: str, title: str, kind: str, metadata: dict[str, Any],
                              tags: tuple[str, ...], official: Mapping[str, Any],
@@ -11146,16 +11301,19 @@ class Memory:
             InvalidArgumentError: bad kref or updates, or an evidence key; NotFoundError: no such revision.
         """
         parsed = self._own(kref, "kref")
-        if not isinstance(updates, Mapping):
-            raise InvalidArgumentError("updates must be a JSON object")
+        if not isinstance(updates, Mapping) or not all(isinstance(key, str) for key in updates):
+            raise InvalidArgumentError("updates must be a JSON object with string keys")
         checked = _checked_metadata({key: value for key, value in updates.items() if value is not None})
         forbidden = sorted(set(updates) & EVIDENCE_METADATA_KEYS)
         if forbidden:
             raise InvalidArgumentError(f"update_metadata never changes evidence carriers: {forbidden}")
         if isinstance(checked.get("event_date"), str):
             parse_instant(checked["event_date"])
-        merged = {**checked, **{key: None for key, value in updates.items() if value is None}}
+        removed = [key for key, value in updates.items() if value is None]
+        merged = {**checked, **dict.fromkeys(removed)}
         target = self._backend.resolve(parsed)
+        _checked_metadata({**{key: value for key, value in target.metadata.items() if key not in removed},
+                           **checked})                   # the result must respect the metadata cap too
         record = self._backend.update_metadata(target.kref, merged)
         self._changed(str(record.kref))
         return record.to_dict()
@@ -11787,7 +11945,7 @@ class UniversalMemoryManager:
         # The same messages always give the same id: a rerun after a crash between storing and clearing (or a
         # replay of a queued payload that was stored) finds the memory instead of storing it twice.
         metadata["consolidation_id"] = hashlib.sha256(canonical_json(
-            [session_id, metadata["message_ids"], [m["content"] for m in messages], summary if isinstance(summary, str) else None]
+            [session_id, metadata["message_ids"], [m["content"] for m in messages], title, text]
         ).encode("utf-8")).hexdigest()[:24]
         transcript = "\n".join(f"**{m['role']}** ({m.get('timestamp', '')}): {self.pii.redact_credentials(self.pii.redact(m['content']))}"
                                for m in messages)
@@ -11820,7 +11978,8 @@ class UniversalMemoryManager:
         consolidation_id = (payload.get("metadata") or {}).get("consolidation_id")
         if consolidation_id:
             for hit in self.memory.recall(payload["content"][:2000], limit=1, space=payload["space"] or None,
-                                          where={"consolidation_id": consolidation_id}, follow_edges=False):
+                                          where={"consolidation_id": consolidation_id}, follow_edges=False,
+                                          include_superseded=True):
                 return {"revision_kref": hit["kref"], "item_kref": hit["item_kref"], "space_path": payload["space"],
                         "already_stored": True}
         artifacts = [{"name": "transcript", "location": "memory://transcript",

@@ -246,12 +246,20 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         with _argument("user_id"):
             return await manager.resolve_session_id(user_id, context)
 
+    def own_project(project: str | None) -> str:
+        """Working memory of this server's project only: another project's sessions are not reachable."""
+        if project is not None and project != manager.project:
+            with _argument("project"):
+                raise km.NotFoundError(f"this server serves project {manager.project!r}, not {project!r}")
+        return manager.project
+
     async def existing(kref: str, field: str) -> dict[str, Any]:
         with _argument(field):
             return await run(memory.get, kref)
 
     # Argument types, each with the description the model reads.
-    Project = Annotated[Optional[str], Field(description="Project of the working-memory session; default the server's.")]
+    Project = Annotated[Optional[str], Field(description="Project of the working-memory session; only the server's "
+                                                         "own project (the default) is reachable.")]
     SessionId = Annotated[Optional[str], Field(
         description="Working-memory session id. Omit to use the current session of user_id/context "
                     "(or the host's KUMIHO_SESSION_ID); the result says which session was used.")]
@@ -539,8 +547,10 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         Use kumiho_memory_ingest instead when you also want related long-term memories back.
         Returns {success, message_id, message_count, created_bucket, session_id, session_id_source}."""
         session_id, origin = await session_for(session_id, user_id, context)
-        added = await manager.buffer.add_message(project=project or manager.project, session_id=session_id,
-                                                 role=role, content=message, metadata={"channel": "mcp"})
+        project = own_project(project)
+        content = manager.pii.redact_credentials(message)   # a secret never reaches the store, not even its buffer
+        added = await manager.buffer.add_message(project=project, session_id=session_id,
+                                                 role=role, content=content, metadata={"channel": "mcp"})
         return {"success": True, **added, "session_id": session_id, "session_id_source": origin}
 
     @tool("kumiho_chat_get", reading)
@@ -551,7 +561,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
 
         Returns {messages: [{role, content, timestamp, metadata}], session_id, message_count, ttl_remaining}."""
         session_id, origin = await session_for(session_id, user_id, context)
-        window = await manager.buffer.get_messages(project=project or manager.project, session_id=session_id,
+        window = await manager.buffer.get_messages(project=own_project(project), session_id=session_id,
                                                    limit=limit)
         return {**window, "session_id": session_id, "session_id_source": origin}
 
@@ -561,7 +571,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         """Delete every message of a working-memory session (long-term memories are not touched).
 
         Returns {success, cleared_count}."""
-        cleared = await manager.buffer.clear_session(project=project or manager.project, session_id=session_id)
+        cleared = await manager.buffer.clear_session(project=own_project(project), session_id=session_id)
         return {"success": True, "cleared_count": cleared}
 
     @tool("kumiho_memory_ingest", adding)
@@ -882,7 +892,9 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
 
     # -- upkeep ------------------------------------------------------------------------------------------
 
-    @tool("kumiho_memory_dream_state", adding)
+    tidying = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False)
+
+    @tool("kumiho_memory_dream_state", tidying)
     async def dream_state(dry_run: Annotated[bool, Field(description="Report what would change; change nothing.")] = False,
                           batch_size: Annotated[int, Field(ge=1, le=200, description="Memories per assessment batch.")] = 20,
                           max_deprecation_ratio: Annotated[float, Field(ge=0.1, le=0.9, description=

@@ -3,6 +3,7 @@
 Usage: python probes/prefetch.py [--sessions 60] [--changed-sessions 50] [--warmup 15] [--latency-ms 25]
                                  [--work-ms 150] [--noise 0.1] [--memories-per-space 30]
                                  [--half-life-days 3] [--session-hours 6] [--revise-rate 0.3] [--seed 7]
+                                 [--spare-probability P]
 
 A simulated multi-agent pipeline over a store with eight topic spaces. Each session (one pipeline run) walks
 a workflow: a planner, a coder, a reviewer and a releaser each engage memory once, with a query chosen
@@ -128,7 +129,7 @@ def run(args: argparse.Namespace) -> dict:
     sessions += [(WORKFLOW_B, plan_session(WORKFLOW_B, args.noise, rng)) for _ in range(args.changed_sessions)]
     revise_draws = [rng.random() < args.revise_rate for _ in sessions]
     latency = args.latency_ms / 1000.0
-    config = km.PrefetchConfig(half_life_days=args.half_life_days)
+    config = km.PrefetchConfig(half_life_days=args.half_life_days, spare_probability=args.spare_probability)
 
     def open_memory(prefetch):
         clock = km.ManualClock("2026-01-01T00:00:00Z")
@@ -228,12 +229,15 @@ def main() -> None:
     parser.add_argument("--session-hours", type=float, default=6.0)
     parser.add_argument("--revise-rate", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--spare-probability", type=float, default=None,
+                        help="also prepare branches down to this probability (writes prefetch_spare.json)")
     args = parser.parse_args()
     started = time.perf_counter()
     figures = run(args)
     figures["probe_seconds"] = round(time.perf_counter() - started, 1)
     print_table([(name, value) for name, value in figures.items() if name != "prefetch_stats"])
-    print("wrote", write_results("prefetch", vars(args), figures))
+    name = "prefetch" if args.spare_probability is None else "prefetch_spare"
+    print("wrote", write_results(name, vars(args), figures))
 
 
 if __name__ == "__main__":

@@ -93,16 +93,31 @@ def belief_table(document: dict) -> str:
 
 def prefetch_table(document: dict) -> str:
     f, params = document["figures"], document["parameters"]
-    rows = ["| | measured | target |", "|---|---|---|",
-            f"| hit rate where the predicted next step has p >= 0.6 | {f['hit_rate_when_predicted_p_ge_0_6']:.3f} | >= 0.7 |",
-            f"| hit rate, all steps | {f['hit_rate']:.3f} | |",
-            f"| blocking recall per handoff, without -> with prefetch | {f['blocking_ms_per_handoff_without']:.1f} ms -> "
-            f"{f['blocking_ms_per_handoff_with_prefetch']:.1f} ms (-{100 * f['blocking_reduction']:.1f}%) | -70% |",
-            f"| blocking reduction where p >= 0.6 | -{100 * f['blocking_reduction_when_predicted_p_ge_0_6']:.1f}% | -70% |",
-            f"| tokens per handoff (vs the whole store) | {f['tokens_per_handoff']:.0f} ({f['tokens_dump_everything']:,}) | |",
-            "| hit rate per 10 sessions after the workflow changes | "
-            + ", ".join(f"{value:.2f}" for value in f["hit_rate_windows_after_change"]) + " | |",
-            f"| stale context served after {f['revisions_mid_session']} mid-session revisions | {f['stale_served']} | 0 |"]
+    spare_document = _load("prefetch_spare")
+    g = spare_document["figures"] if spare_document else None
+
+    def row(label: str, value, target: str = "") -> str:
+        cells = [value(f)] + ([value(g)] if g else [])
+        return f"| {label} | " + " | ".join(cells) + f" | {target} |"
+    header = "| | default (gate p >= 0.4) |" + (f" `spare_probability={spare_document['parameters']['spare_probability']}` |"
+                                                if g else "") + " target |"
+    rows = [header, "|---|---|" + ("---|" if g else "") + "---|",
+            row("hit rate where the predicted next step has p >= 0.6",
+                lambda x: f"{x['hit_rate_when_predicted_p_ge_0_6']:.3f}", ">= 0.7"),
+            row("hit rate, all steps", lambda x: f"{x['hit_rate']:.3f}"),
+            row("blocking recall per handoff, without -> with prefetch",
+                lambda x: f"{x['blocking_ms_per_handoff_without']:.1f} ms -> {x['blocking_ms_per_handoff_with_prefetch']:.1f} ms "
+                          f"(-{100 * x['blocking_reduction']:.1f}%)", "-70%"),
+            row("blocking reduction where p >= 0.6",
+                lambda x: f"-{100 * x['blocking_reduction_when_predicted_p_ge_0_6']:.1f}%", "-70%"),
+            row("tokens per handoff (the whole store would be)",
+                lambda x: f"{x['tokens_per_handoff']:.0f} ({x['tokens_dump_everything']:,})"),
+            row("hit rate per 10 sessions after the workflow changes",
+                lambda x: ", ".join(f"{value:.2f}" for value in x["hit_rate_windows_after_change"])),
+            row(f"stale context served after {f['revisions_mid_session']} mid-session revisions",
+                lambda x: str(x["stale_served"]), "0"),
+            row("prepared results never served (wasted) / prepared",
+                lambda x: f"{x['prefetch_stats']['wasted_prefetches']:,} / {x['prefetch_stats']['prepared']:,}")]
     return "\n".join(rows) + f"\n\nSimulated recall latency {params.get('latency_ms', '?')} ms per search."
 
 

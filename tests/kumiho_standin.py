@@ -99,6 +99,7 @@ class StandInServicer(pb_grpc.KumihoServiceServicer):
         self.items: dict[str, _Item] = {}                    # item uri -> item
         self.edges: list[dict[str, Any]] = []
         self.calls: dict[str, int] = {}
+        self.fail_after: dict[str, int] = {}                 # method -> calls to let through before one fails
 
     # -- helpers ------------------------------------------------------------------------------------------
 
@@ -558,6 +559,12 @@ class _Guard(grpc.ServerInterceptor):
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
             with self.servicer.lock:
                 self.servicer.calls[method] = self.servicer.calls.get(method, 0) + 1
+                failing = self.servicer.fail_after.get(method)
+                if failing is not None:              # fault injection: let N calls through, then fail one
+                    if failing <= 0:
+                        del self.servicer.fail_after[method]
+                        context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"injected failure of {method}")
+                    self.servicer.fail_after[method] = failing - 1
                 try:
                     return inner(request, context)
                 except _Abort as exc:

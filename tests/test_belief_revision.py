@@ -889,18 +889,37 @@ def test_same_belief_never_merges_two_named_relations():
 
 
 def test_a_belief_split_by_a_missed_correction_is_joined_by_the_next_one(memory):
-    first = memory.remember("Alice lives in Paris", space=SPACE, stack=True)
+    first = memory.remember("Alice's favorite color is blue", space=SPACE, stack=True)
     memory.remember("Alice works at Globex", space=SPACE, stack=True)
-    split = memory.remember("Alice's home is in Oslo", space=SPACE)          # unkeyed, unstacked: a second item
+    split = memory.remember("Alice loves the colour green", space=SPACE)     # unkeyed, unstacked: a second item
     assert item_of(split) != item_of(first)
-    kref = memory.remember("Alice moved to Rome", space=SPACE, stack=True)
-    assert item_of(kref) == item_of(split)                                                 # the newer of the two
+    kref = memory.remember("Actually, Alice's favorite color is teal now", space=SPACE, stack=True)
+    assert item_of(kref) == item_of(first)                 # the statement it restates in the same words...
     superseded = {edge["target_kref"] for edge in memory.edges(kref, direction="outgoing", edge_type="SUPERSEDES")}
-    assert superseded == {split, first}                                  # its own previous revision, and the other
-    found = texts(memory.recall("Where does Alice live?"))
-    assert "Alice moved to Rome" in found and "Alice lives in Paris" not in found and "Alice's home is in Oslo" not in found
-    assert memory.get(first)["content"] == "Alice lives in Paris"                            # kept, addressable
+    assert superseded == {first, split}                    # ...and the other half of the split belief
+    found = texts(memory.recall("What is Alice's favorite color?"))
+    assert "Actually, Alice's favorite color is teal now" in found
+    assert "Alice's favorite color is blue" not in found and "Alice loves the colour green" not in found
+    assert memory.get(first)["content"] == "Alice's favorite color is blue"                # kept, addressable
     assert "Alice works at Globex" in texts(memory.recall("Where does Alice work?"))
+
+
+@pytest.mark.parametrize("first, second", [("Alice lives in Paris", "Alice's home is in Nice"),
+                                           ("Alice works at Globex", "Alice is employed by Initech")])
+def test_two_homes_or_two_jobs_are_never_joined(memory, first, second):
+    one = memory.remember(first, space=SPACE)
+    two = memory.remember(second, space=SPACE)
+    memory.remember("Alice moved to Rome" if "lives" in first else "Alice joined Hooli", space=SPACE, stack=True)
+    assert not memory.edges(one, direction="incoming", edge_type="SUPERSEDES") or \
+        not memory.edges(two, direction="incoming", edge_type="SUPERSEDES")
+
+
+def test_a_relative_is_another_subject(memory):
+    sister = memory.remember("Nina's sister works at Beta Bank", space=SPACE, stack=True)
+    nina = memory.remember("Nina works at Acme Corp", space=SPACE, stack=True)
+    assert item_of(nina) != item_of(sister)
+    assert km.statement_subject("Nina's sister works at Beta Bank") == "nina sister"
+    assert km.statement_subject("Nina's favorite color is red") == "nina"
 
 
 def test_two_dogs_are_never_joined(memory):

@@ -670,3 +670,46 @@ def test_reference_arguments_project_cursor_and_artifact_root(memory, clock, tmp
     assert result["report_kref"].startswith(f"kref://{memory.project}/_tidy/")
     assert result["report_path"].startswith(str(tmp_path / memory.project / "_tidy" / "reports"))
     assert km.DreamState(memory, cursor_item_name="_tidy").run_sync()["events_processed"] == 0
+
+
+# -- regressions from review ----------------------------------------------------------------------------------------
+
+def test_a_suggested_supersedes_link_never_hides_a_protected_memory(memory, clock, llm):
+    official = memory.remember("The CEO is Jun Park", space="company", evidence_level="official", tags=["published"])
+    other = memory.remember("Jun Park chairs the Monday meeting", space="company")
+    clock.advance(days=30)
+    llm.decide = lambda entry, entries: ({"related_indices": [0], "relationship_type": "SUPERSEDES"}
+                                         if entry["kref"] == other else {})
+    result = dream(memory, llm_adapter=adapter(llm))
+    assert not memory.edges(official, direction="incoming", edge_type="SUPERSEDES")
+    assert [edge["edge_type"] for edge in memory.edges(other, direction="outgoing")] == ["REFERENCED"]
+    assert official in [hit["kref"] for hit in memory.recall("Who is the CEO?")]
+    assert result["errors"] == []
+
+
+def test_enrichment_only_adds_and_a_bad_suggestion_does_not_stop_the_run(memory, clock, llm):
+    kept = memory.remember("Alice met Bob at the fair", space="chat",
+                           metadata={"event_date": "2025-03-01", "speaker": "alice"})
+    bad = memory.remember("Carol booked the venue", space="chat")
+    clock.advance(days=30)
+
+    def decide(entry, entries):
+        if entry["kref"] == kept:
+            return {"metadata_updates": [{"key": "event_date", "value": None}, {"key": "speaker", "value": "mallory"},
+                                         {"key": "topic", "value": "fair"}]}
+        return {"metadata_updates": [{"key": "event_date", "value": "last tuesday"}], "suggested_tags": ["venue"]}
+    llm.decide = decide
+    result = dream(memory, llm_adapter=adapter(llm))
+    assert memory.get(kept)["metadata"] == {"event_date": "2025-03-01", "speaker": "alice", "topic": "fair"}
+    assert "event_date" not in memory.get(bad)["metadata"] and "venue" in memory.get(bad)["tags"]
+    assert any("enrichment refused" in error for error in result["errors"])
+    assert result["report_kref"] and result["last_cursor"]          # the run finished and saved its cursor
+
+
+def test_damaged_dream_state_bookkeeping_starts_over_instead_of_failing(memory, clock):
+    memory.remember("Dana's desk is 12", space="people")
+    clock.advance(days=30)
+    memory.remember("not a report", space="_dream_state", kind="dream-state", key="cursor",
+                    metadata={"dream_state": {"cursor": {"no": 1}, "failures": [1, 2], "parked": "x", "runs": "many"}})
+    result = dream(memory)
+    assert result["success"] is True and result["events_processed"] >= 1

@@ -252,3 +252,16 @@ def test_memory_stays_bounded_while_recalling_over_a_large_store(tmp_path):
     # materializes the store (a copy of 20,000 records would be tens of MB).
     assert after - baseline < 1_000_000, f"recall leaked {after - baseline} bytes over 600 calls"
     assert peak - baseline < 8_000_000, f"one recall allocated {peak - baseline} bytes over its baseline"
+
+
+def test_update_metadata_respects_the_metadata_cap_on_the_merged_result():
+    memory = km.Memory()
+    kref = memory.remember("Big metadata", space="caps")
+    half = "x" * (km.MAX_METADATA_BYTES // 2 + 10)
+    memory.update_metadata(kref, {"a": half})
+    with pytest.raises(km.InvalidArgumentError):
+        memory.update_metadata(kref, {"b": half})                  # each fits, together they do not
+    assert set(memory.get(kref)["metadata"]) == {"a"}
+    with pytest.raises(km.InvalidArgumentError):
+        memory.update_metadata(kref, {1: None})
+    memory.close()

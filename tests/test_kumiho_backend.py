@@ -458,3 +458,62 @@ def test_mcp_round_trip_on_the_kumiho_backend(wall_server, tmp_path):
     assert not any(item.uri.startswith("kref://ServerSide/") and item.revisions
                    for item in wall_server.servicer.items.values() if item.kind == "decision")
     assert not list(home.rglob("*.db"))                  # nothing fell back to a local store file
+
+
+def test_recall_keeps_to_its_own_project_and_spaces_whatever_the_server_search_returns(server, clock, ids):
+    mine = open_kumiho_memory(clock, ids, server)
+    neighbour_backend = km.KumihoBackend(server.address, token=KUMIHO_TOKEN, retries=0, timeout=5.0,
+                                         clock=_Peek(clock))
+    neighbour = km.Memory(backend=neighbour_backend, project=mine.project + "2", clock=clock, ids=km.SequentialIds(500))
+    try:
+        own = mine.remember("The quarterly report is due Friday", space="ops")
+        mine.remember("The quarterly report template lives in docs", space="ops-archive")
+        neighbour.remember("The quarterly report is due Monday", space="ops")
+        query = km.RecallQuery(project=mine.project, terms=tuple(km.tokenize("quarterly report")), pool=20,
+                               spaces=("ops",))
+        # ask the backend directly, as if the server's prefix filter had let everything through
+        assert not mine.backend._in_scope("kref://" + mine.project + "2/ops/x.memory", query)
+        assert not mine.backend._in_scope("kref://" + mine.project + "/ops-archive/x.memory", query)
+        assert [hit["kref"] for hit in mine.recall("quarterly report", space="ops")] == [own]
+    finally:
+        neighbour.close()
+        mine.close()
+
+
+def test_prefetch_on_a_shared_server_never_serves_what_another_client_changed(server, clock, ids):
+    planner = open_kumiho_memory(clock, ids, server, prefetch=km.PrefetchConfig())
+    other = open_kumiho_memory(clock, km.SequentialIds(700), server)
+    try:
+        planner.remember("Billing roadmap: migrate invoices in March", space="plan")
+        planner.remember("Invoice rounding uses decimal half-even", space="code")
+        for run in ("a", "b"):
+            planner.engage("billing roadmap", session_id=run)
+            planner.prefetcher.wait_idle(timeout=30)
+            step = planner.engage("invoice rounding", session_id=run)
+        assert step["context_was_prefetched"]                         # learned, and served prepared
+        before = planner.backend.change_token(planner.project)
+        planner.engage("billing roadmap", session_id="c")
+        planner.prefetcher.wait_idle(timeout=30)
+        other.remember("Invoice rounding moved to banker's rounding in April", space="code")   # another client
+        assert planner.backend.change_token(planner.project) != before
+        served = planner.engage("invoice rounding", session_id="c")
+        fresh = planner.engage("invoice rounding")
+        assert served["source_krefs"] == fresh["source_krefs"]
+        assert any("banker" in hit["content"] for hit in served["results"])
+    finally:
+        other.close()
+        planner.close()
+
+
+@pytest.mark.parametrize("failing", ["TagRevision", "GetRevision"])
+def test_a_revision_that_fails_part_way_leaves_the_belief_as_it_was(kmem, server, failing):
+    first = kmem.remember("The office is in Berlin", space="facts", key="office", tags=["published", "approved"])
+    server.servicer.fail_after[failing] = 1 if failing == "TagRevision" else 0
+    with pytest.raises(km.KumihoMemoryError):
+        kmem.remember("The office is in Munich", space="facts", key="office", tags=["approved"])
+    server.servicer.fail_after.clear()
+    item = first.split("?")[0]
+    assert [revision["revision"] for revision in kmem.history(item)] == [1]
+    assert kmem.get(f"{item}?t=published")["kref"] == first
+    assert kmem.get(f"{item}?t=approved")["kref"] == first
+    assert [hit["kref"] for hit in kmem.recall("office")] == [first]

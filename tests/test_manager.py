@@ -1192,3 +1192,20 @@ def test_credentials_in_channel_source_and_context_never_reach_the_store(tmp_pat
         if os.path.exists(path + suffix):
             data = open(path + suffix, "rb").read()
             assert b"AbCdEf0123456789" not in data and b"Hunter2Secret" not in data
+
+
+def test_two_consolidations_with_different_summaries_are_both_kept():
+    clock = manual_clock()
+    memory = km.Memory(clock=clock)
+    manager = km.UniversalMemoryManager(memory=memory, clock=clock)
+    first = run(manager.consolidate_session(session_id="s1", space_path="decisions",
+                                            summary={"summary": "We chose Postgres for billing."}))
+    second = run(manager.consolidate_session(session_id="s1", space_path="decisions",
+                                             summary={"summary": "We chose Postgres, and Redis for caching."}))
+    assert not second["store_result"].get("already_stored")
+    assert first["store_result"]["revision_kref"] != second["store_result"]["revision_kref"]
+    again = run(manager.consolidate_session(session_id="s1", space_path="decisions",
+                                            summary={"summary": "We chose Postgres, and Redis for caching."}))
+    assert again["store_result"]["already_stored"] is True            # the same consolidation: stored once
+    run(manager.close())
+    memory.close()

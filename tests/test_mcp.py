@@ -51,7 +51,7 @@ EXPECTED_TOOLS = {
     "kumiho_memory_link": (False, False, True),
     "kumiho_memory_edges": (True, False, True),
     "kumiho_memory_forget": (False, True, False),
-    "kumiho_memory_dream_state": (False, False, False),
+    "kumiho_memory_dream_state": (False, True, False),
     "kumiho_memory_space_profile": (False, False, False),
 }
 
@@ -577,3 +577,24 @@ def test_engage_prefetches_the_next_step_through_the_client(store):
     assert seen[2]["predictions"] == [{"state": "space:code", "p": 1.0}]
     assert later["context_was_prefetched"] is True
     assert later["context"] == second["context"] and later["source_krefs"] == second["source_krefs"]
+
+
+@needs_mcp
+def test_chat_tools_stay_in_the_servers_project_and_redact_credentials(store):
+    async def scenario() -> None:
+        async with _session(*store) as session:
+            call = session.call_tool
+            added = await call("kumiho_chat_add", {"session_id": "s-9", "message": "hi", "project": "OtherProject"})
+            assert _is_error(added) and "project" in _text(added)
+            for name, arguments in (("kumiho_chat_get", {"session_id": "s-9", "project": "OtherProject"}),
+                                    ("kumiho_chat_clear", {"session_id": "s-9", "project": "OtherProject"})):
+                refused = await call(name, arguments)
+                assert _is_error(refused) and "project" in _text(refused)
+            secret = "my key is sk-abcdefghijklmnopqrstuvwxyz123456"
+            _structured(await call("kumiho_chat_add", {"session_id": "s-9", "message": secret, "project": "McpTest"}))
+            window = _structured(await call("kumiho_chat_get", {"session_id": "s-9"}))
+            assert "sk-abcdefghijklmnopqrstuvwxyz123456" not in window["messages"][0]["content"]
+
+    _run(scenario())
+    with open(store[0], "rb") as stream:
+        assert b"sk-abcdefghijklmnopqrstuvwxyz123456" not in stream.read()

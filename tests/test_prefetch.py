@@ -394,3 +394,63 @@ def test_the_first_step_of_the_next_session_is_prepared_when_a_session_ends(make
     after_write = memory.engage(QUERIES["plan"], session_id="s3")       # never the result from before the write
     assert same_result(after_write, fresh(memory, "plan"))
     assert memory.prefetch_stats()["transitions"] == 1
+
+
+@pytest.mark.parametrize("spare", [None, 0.2])
+def test_spare_probability_prepares_likely_branches_below_the_gate_without_predicting_them(make_memory, spare):
+    memory = make_memory(prefetch=km.PrefetchConfig(half_life_days=None, spare_probability=spare))
+    fill(memory)
+    for number in range(3):
+        run_session(memory, f"a{number}", ["plan", "code"])
+    run_session(memory, "b", ["plan", "review"])                  # review follows plan 1 time in 4: under 0.4
+    first = memory.engage(QUERIES["plan"], session_id="live")
+    assert first["predictions"] == [{"state": "space:code", "p": 0.75}]     # spare states are never predicted
+    memory.prefetcher.wait_idle(timeout=30)
+    branch = memory.engage(QUERIES["review"], session_id="live")
+    assert branch["context_was_prefetched"] is (spare is not None)
+    assert same_result(branch, fresh(memory, "review"))
+
+
+def test_spare_probability_is_validated():
+    for bad in (0, -0.1, 0.5, True, "0.2"):
+        with pytest.raises(km.InvalidArgumentError):
+            km.PrefetchConfig(min_probability=0.4, spare_probability=bad)
+    assert km.PrefetchConfig(spare_probability=0.4).spare_probability == 0.4
+
+
+def test_unreadable_tables_are_a_lost_cache_not_a_broken_memory(make_memory):
+    memory = make_memory(prefetch=km.PrefetchConfig())
+    fill(memory)
+    memory.remember('{"format": 1, "grains": {"space": {"global": {}, "personal": "x", "cues": {}}}}',
+                    space="_system", kind="prefetch-state", key="prefetch-state")
+    result = memory.engage(QUERIES["plan"], session_id="s1")
+    assert result["results"] and memory.prefetch_stats()["errors"] == 1
+    assert "unreadable" in memory.prefetch_stats()["last_error"]
+
+
+def test_the_prefetchers_own_saves_do_not_discard_what_it_prepared(make_memory):
+    memory = make_memory(prefetch=km.PrefetchConfig())
+    fill(memory)
+    for run in ("a", "b", "c", "d"):
+        first = memory.engage(QUERIES["plan"], session_id=run)
+        memory.prefetcher.wait_idle(timeout=30)
+        memory.engage(QUERIES["code"], session_id=run)
+        memory.end_session(run)                                   # saves the tables: a write to the store
+        memory.prefetcher.wait_idle(timeout=30)
+        if run in ("c", "d"):
+            assert first["context_was_prefetched"], run
+
+
+def test_bookkeeping_writes_never_move_a_recall_score(make_memory, clock):
+    memory = make_memory(prefetch=km.PrefetchConfig())
+    fill(memory)
+    before = [(hit["kref"], hit["score"]) for hit in memory.recall("billing roadmap milestones invoice", limit=10)]
+    token = memory.backend.change_token(memory.project)
+    run_session(memory, "s1", ["plan", "code", "review"])
+    memory.end_session("s1")                                       # saves the tables (their text holds the queries)
+    km.SpaceProfiler(memory).run_sync()                            # stores space profiles
+    clock.advance(days=30)
+    km.DreamState(memory).run_sync()                               # stores its report
+    after = [(hit["kref"], hit["score"]) for hit in memory.recall("billing roadmap milestones invoice", limit=10)]
+    assert after == before
+    assert memory.backend.change_token(memory.project) == token     # nothing a recall could see was written
