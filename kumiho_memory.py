@@ -1293,6 +1293,7 @@ class RevisionDraft:
     vector: tuple[float, ...] | None = None      # unit-length embedding of title + content, if available
     vector_model: str = ""
     artifacts: tuple[tuple[str, str, Mapping[str, Any]], ...] = ()   # (name, location, metadata), same transaction
+    edges: tuple[tuple[Kref, str, Mapping[str, Any]], ...] = ()   # (target revision, type, metadata) from the new one
 
 
 @dataclasses.dataclass(frozen=True)
@@ -2324,6 +2325,12 @@ class SQLiteGraph(GraphBackend):
                 conn.execute("INSERT OR REPLACE INTO artifacts VALUES (?, ?, ?, ?, ?)",
                              (revision_id, artifact_name, location, canonical_json(dict(artifact_metadata)), created_at))
             changed = [item_id]
+            for target, edge_type, edge_metadata in draft.edges:
+                target_id = self._revision_id(conn, target)
+                conn.execute("INSERT OR IGNORE INTO edges (source_id, target_id, edge_type, metadata, created_at) "
+                             "VALUES (?, ?, ?, ?, ?)", (revision_id, target_id, edge_type,
+                                                        canonical_json(dict(edge_metadata)), created_at))
+                changed.append(conn.execute("SELECT item_id FROM revisions WHERE id = ?", (target_id,)).fetchone()[0])
             if item_row is None and is_message(draft.metadata):
                 changed.extend(self._thread(conn, draft, revision_id, created_at))
             self._log_change(conn, *changed)
@@ -3478,6 +3485,9 @@ class KumihoBackend(GraphBackend):
                     pass
             for artifact_name, location, artifact_metadata in draft.artifacts:
                 self._put_artifact(rev.kref.uri, artifact_name, location, artifact_metadata)
+            for target, edge_type, edge_metadata in draft.edges:
+                target_rev = self._resolve_pb(target, self._get_item(target))
+                self._put_edge(rev.kref.uri, target_rev.kref.uri, edge_type, {_KM_META: canonical_json(dict(edge_metadata))})
             if created_item and is_message(draft.metadata):
                 self._thread(draft, rev)
             for tag in dict.fromkeys(tags):                # tags move last: they are what a failure must undo
@@ -10998,13 +11008,14 @@ class Memory:
                 extra["previous_kref"] = target["kref"]
             elif item_kref is not None or key is not None:
                 item_kref, key = None, None      # an unrelated statement never stacks onto the named item
+        # the same belief, split earlier by a missed correction: joined into one chain by the same write
+        joined = list((target or {}).get("_also_supersedes") or []) if outcome == "revised" else []
         kref = self._write(content=content, space=space, title=title, kind=kind, metadata=metadata, tags=tags,
-                           item_kref=item_kref, key=key, artifacts=artifacts)
+                           item_kref=item_kref, key=key, artifacts=artifacts,
+                           edges=tuple((Kref.parse(older), SUPERSEDES, {"reason": "same belief"}) for older in joined))
         if outcome == "revised":
             extra["grounding_stale"] = self._mark_dependents_stale(extra["previous_kref"])
-            joined = (target or {}).get("_also_supersedes") or []
-            for older in joined:                     # the same belief, split earlier: now one chain again
-                self._backend.add_edge(Kref.parse(kref), Kref.parse(older), SUPERSEDES, {"reason": "same belief"})
+            for older in joined:
                 self._changed(older)
                 extra["grounding_stale"] += self._mark_dependents_stale(older)
             if joined:
@@ -11013,7 +11024,8 @@ class Memory:
 
     def _write(self, *, content: str, space: str, title: str, kind: str, metadata: dict[str, Any],
                tags: tuple[str, ...], item_kref: Kref | None, key: str | None,
-               artifacts: tuple[tuple[str, str, dict[str, Any]], ...] = ()) -> str:
+               artifacts: tuple[tuple[str, str, dict[str, Any]], ...] = (),
+               edges: tuple[tuple[Kref, str, Mapping[str, Any]], ...] = ()) -> str:
         # Raw items are named by id alone: a name drawn from the text would outlive a forgotten revision. A
         # keyed item's name carries a fresh id too, so a key remembered again after its item was forgotten
         # never hands the old address (and its ?r=1) to new content.
@@ -11027,7 +11039,7 @@ class Memory:
         draft = RevisionDraft(project=self.project, space=space, kind=kind, name=name, title=title,
                               content=content, metadata=metadata, tags=tags, key=key, item=item_kref,
                               vector=vector[0] if vector else None, vector_model=self.embedding_model,
-                              artifacts=artifacts)
+                              artifacts=artifacts, edges=edges)
         record, _created = self._backend.write_revision(draft)
         self._changed(str(record.kref))
         return str(record.kref)
@@ -11081,8 +11093,9 @@ class Memory:
         metadata = {**metadata, "evidence_level": UNVERIFIED, "conflicts_with": official["kref"]}
         tags = tuple(t for t in tags if not t.startswith(EVIDENCE_TAG_PREFIX)) + (evidence_tag(UNVERIFIED),)
         kref = self._write(content=content, space=space, title=title, kind=kind, metadata=metadata, tags=tags,
-                           item_kref=None, key=None, artifacts=artifacts)
-        self.link(kref, official["kref"], CONTRADICTS, {"basis": "official-pin"})
+                           item_kref=None, key=None, artifacts=artifacts,
+                           edges=((Kref.parse(official["kref"]), CONTRADICTS, {"basis": "official-pin"}),))
+        self._changed(official["kref"])
         return {"outcome": "created", "kref": kref, "contradicts": official["kref"]}
 
     def _mark_dependents_stale(self, superseded_kref: str) -> list[str]:
