@@ -6943,6 +6943,14 @@ time times ago since last next every always usually often sometimes
 """.split())
 
 
+# Words that only colour a statement ("is *really* into judo"): never its value.
+FILLER_WORDS = frozenset("""
+really very quite pretty totally truly absolutely definitely certainly probably maybe perhaps basically
+literally seriously honestly actually just even also rather somewhat kinda sorta super mostly mainly
+especially simply
+""".split())
+
+
 def _words(text: str) -> list[str]:
     return re.findall(r"[\w-]+", text.casefold().replace("'s ", " "))
 
@@ -6953,7 +6961,7 @@ def _value_words(text: str) -> list[str]:
     subject = set((statement_subject(text) or "").split())
     body = _RELATION_WORDS.sub(" ", _statement_body(text).casefold())
     return list(dict.fromkeys(word for word in _words(body) if word not in STOPWORDS and word not in TIME_WORDS
-                              and tokenize(word) and not set(tokenize(word)) & subject))
+                              and word not in FILLER_WORDS and tokenize(word) and not set(tokenize(word)) & subject))
 
 
 class RelationMatcher:
