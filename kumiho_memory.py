@@ -29,8 +29,8 @@ Sections (each uses only those above it):
                       recall (prefetch)
    10. privacy        PII placeholders, credential guards, conversation summaries, the retry queue,
                       space profiles, skill ingest, Dream State
-   11. facades        the sync ``Memory`` and the async ``UniversalMemoryManager``
-   12. export         JSON lines and Mermaid renderings of the graph
+   11. export         Mermaid renderings of the graph
+   12. facades        the sync ``Memory`` and the async ``UniversalMemoryManager`` (JSON-lines export/import)
    13. CLI            ``main(argv=None) -> int``
 
 Optional extras (``pip install 'kumiho-memory-onefile[EXTRA]'``), each imported only by the code that needs
@@ -384,6 +384,12 @@ def _require(module_name: str, *, extra: str) -> Any:
     except ImportError as exc:
         raise BackendUnavailableError(
             f"{module_name!r} is not installed; run: pip install '{DISTRIBUTION_NAME}[{extra}]'") from exc
+
+
+def _redact_url(url: str) -> str:
+    """A URL without its user-info part (a password never reaches a message)."""
+    return re.sub(r"//[^/@]*@", "//***@", url)
+
 
 
 # ==========================================================================================================
@@ -821,6 +827,49 @@ class ArtifactRecord:
         return {"kref": str(dataclasses.replace(self.revision_kref, artifact=self.name)),
                 "revision_kref": str(self.revision_kref), "name": self.name, "location": self.location,
                 "metadata": dict(self.metadata), "created_at": self.created_at}
+
+
+# -- what callers may pass: sizes and checks every way in shares ------------------------------------------
+
+MAX_CONTENT_CHARS = 1_000_000
+MAX_TITLE_CHARS = 500
+MAX_METADATA_BYTES = 256 * 1024
+MAX_RECALL_LIMIT = 1000
+TITLE_FROM_CONTENT_CHARS = 80
+
+
+def _checked_text(value: Any, name: str, *, limit: int, allow_empty: bool = False) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{name} must be a string, not {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise InvalidArgumentError(f"{name} must not be empty")
+    if len(value) > limit:
+        raise InvalidArgumentError(f"{name} is {len(value)} characters; the limit is {limit}")
+    _check_encodable(value, name)
+    return value
+
+
+def _check_encodable(text: str, name: str) -> None:
+    """Text must be valid Unicode (a lone surrogate such as ``\\ud800`` cannot be stored)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(f"{name} is not valid Unicode text ({exc.reason} at position {exc.start})") from None
+
+
+def _checked_metadata(metadata: Any) -> dict[str, Any]:
+    """Validate metadata (a JSON object, string keys, ≤256 KiB) and return a deep copy."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidArgumentError(f"metadata must be a mapping, not {type(metadata).__name__}")
+    if not all(isinstance(key, str) for key in metadata):
+        raise InvalidArgumentError("metadata keys must be strings")
+    encoded = canonical_json(dict(metadata))
+    _check_encodable(encoded, "metadata")
+    if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
+        raise InvalidArgumentError(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
+    return json.loads(encoded)
 
 
 # ==========================================================================================================
@@ -5834,11 +5883,6 @@ def embed_function(embedder: Any) -> Callable[[list[str]], list[list[float]]]:
     raise InvalidArgumentError(f"embedder must have embed(texts) or be callable, not {type(embedder).__name__}")
 
 
-def _redact_url(url: str) -> str:
-    """A URL without its user-info part (a password never reaches a message)."""
-    return re.sub(r"//[^/@]*@", "//***@", url)
-
-
 # -- language models (optional) -------------------------------------------------------------------------------
 #
 # Two adapters over the standard library's ``urllib``: any server speaking OpenAI's chat completions, and
@@ -10674,15 +10718,39 @@ class DreamState:
 
 
 # ==========================================================================================================
-# 11. Facades: the sync Memory and the async UniversalMemoryManager
+# 11. Export renderings
 # ==========================================================================================================
 
-MAX_CONTENT_CHARS = 1_000_000
-MAX_TITLE_CHARS = 500
-MAX_METADATA_BYTES = 256 * 1024
-MAX_RECALL_LIMIT = 1000
-TITLE_FROM_CONTENT_CHARS = 80
+def _mermaid_label(text: str) -> str:
+    return text.replace("\\", "/").replace('"', "#quot;").replace("\n", " ")
 
+
+def render_mermaid(item: Kref, revisions: Sequence[RevisionRecord], edges: Sequence[EdgeRecord]) -> str:
+    """Draw an item's revisions (newest first, with tags) and every edge touching them as Mermaid."""
+    lines = ["flowchart TB", f"  %% {item}"]
+    node_ids: dict[str, str] = {}
+    for record in sorted(revisions, key=lambda r: -r.number):
+        node = f"r{record.number}"
+        node_ids[str(record.kref)] = node
+        title = record.title if len(record.title) <= 40 else record.title[:39] + "…"
+        tags = f"<br/>[{', '.join(record.tags)}]" if record.tags else ""
+        flag = " (deprecated)" if record.deprecated else ""
+        lines.append(f'  {node}["r{record.number}: {_mermaid_label(title)}{flag}{tags}"]')
+    for edge in edges:
+        ends = []
+        for kref in (edge.source_kref, edge.target_kref):
+            key = str(kref)
+            if key not in node_ids:
+                node_ids[key] = f"x{len(node_ids)}"
+                lines.append(f'  {node_ids[key]}(["{_mermaid_label(kref.item)} r{kref.revision}"])')
+            ends.append(node_ids[key])
+        lines.append(f"  {ends[0]} -->|{edge.edge_type}| {ends[1]}")
+    return "\n".join(lines) + "\n"
+
+
+# ==========================================================================================================
+# 12. Facades: the sync Memory and the async UniversalMemoryManager
+# ==========================================================================================================
 
 def slugify(text: str, max_length: int = 40) -> str:
     """An ASCII slug of ``text`` for item names (``"Dark mode!"`` -> ``"dark-mode"``); ``memory`` if empty."""
@@ -10739,40 +10807,6 @@ def _earned_trust(memory: Mapping[str, Any]) -> bool:
 def _embedding_text(title: str, content: str) -> str:
     """What is embedded for a memory: its content, with the title first when it adds something."""
     return content if title == _title_from_content(content) else f"{title}\n{content}"
-
-
-def _checked_text(value: Any, name: str, *, limit: int, allow_empty: bool = False) -> str:
-    if not isinstance(value, str):
-        raise InvalidArgumentError(f"{name} must be a string, not {type(value).__name__}")
-    if not allow_empty and not value.strip():
-        raise InvalidArgumentError(f"{name} must not be empty")
-    if len(value) > limit:
-        raise InvalidArgumentError(f"{name} is {len(value)} characters; the limit is {limit}")
-    _check_encodable(value, name)
-    return value
-
-
-def _check_encodable(text: str, name: str) -> None:
-    """Text must be valid Unicode (a lone surrogate such as ``\\ud800`` cannot be stored)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidArgumentError(f"{name} is not valid Unicode text ({exc.reason} at position {exc.start})") from None
-
-
-def _checked_metadata(metadata: Any) -> dict[str, Any]:
-    """Validate metadata (a JSON object, string keys, ≤256 KiB) and return a deep copy."""
-    if metadata is None:
-        return {}
-    if not isinstance(metadata, Mapping):
-        raise InvalidArgumentError(f"metadata must be a mapping, not {type(metadata).__name__}")
-    if not all(isinstance(key, str) for key in metadata):
-        raise InvalidArgumentError("metadata keys must be strings")
-    encoded = canonical_json(dict(metadata))
-    _check_encodable(encoded, "metadata")
-    if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
-        raise InvalidArgumentError(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
-    return json.loads(encoded)
 
 
 def _checked_tags(tags: Any) -> tuple[str, ...]:
@@ -12125,37 +12159,6 @@ class UniversalMemoryManager:
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.close()
-
-
-# ==========================================================================================================
-# 12. Export renderings
-# ==========================================================================================================
-
-def _mermaid_label(text: str) -> str:
-    return text.replace("\\", "/").replace('"', "#quot;").replace("\n", " ")
-
-
-def render_mermaid(item: Kref, revisions: Sequence[RevisionRecord], edges: Sequence[EdgeRecord]) -> str:
-    """Draw an item's revisions (newest first, with tags) and every edge touching them as Mermaid."""
-    lines = ["flowchart TB", f"  %% {item}"]
-    node_ids: dict[str, str] = {}
-    for record in sorted(revisions, key=lambda r: -r.number):
-        node = f"r{record.number}"
-        node_ids[str(record.kref)] = node
-        title = record.title if len(record.title) <= 40 else record.title[:39] + "…"
-        tags = f"<br/>[{', '.join(record.tags)}]" if record.tags else ""
-        flag = " (deprecated)" if record.deprecated else ""
-        lines.append(f'  {node}["r{record.number}: {_mermaid_label(title)}{flag}{tags}"]')
-    for edge in edges:
-        ends = []
-        for kref in (edge.source_kref, edge.target_kref):
-            key = str(kref)
-            if key not in node_ids:
-                node_ids[key] = f"x{len(node_ids)}"
-                lines.append(f'  {node_ids[key]}(["{_mermaid_label(kref.item)} r{kref.revision}"])')
-            ends.append(node_ids[key])
-        lines.append(f"  {ends[0]} -->|{edge.edge_type}| {ends[1]}")
-    return "\n".join(lines) + "\n"
 
 
 # ==========================================================================================================

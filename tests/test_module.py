@@ -143,3 +143,28 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for code in runnable:
         exec(code, {"__name__": "readme_example"})
+
+
+def test_each_section_uses_only_the_sections_above_it():
+    """The module reads like a book: no top-level definition refers to a name a later section defines."""
+    import ast
+    import re
+    path = os.path.join(ROOT, "kumiho_memory.py")
+    with open(path, encoding="utf-8") as stream:
+        source = stream.read()
+    starts = [(number + 1, int(match.group(1))) for number, line in enumerate(source.split("\n"))
+              for match in [re.match(r"^# (\d+)\. ", line)] if match]
+    assert [section for _, section in starts] == list(range(1, len(starts) + 1))
+
+    def section_of(line: int) -> int:
+        return max((section for start, section in starts if line >= start), default=0)
+    tree = ast.parse(source)
+    defined = {}
+    for node in tree.body:
+        names = [node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else \
+            [target.id for target in getattr(node, "targets", []) if isinstance(target, ast.Name)]
+        for name in names:
+            defined[name] = section_of(node.lineno)
+    later = sorted({(section_of(node.lineno), sub.id) for node in tree.body for sub in ast.walk(node)
+                    if isinstance(sub, ast.Name) and defined.get(sub.id, 0) > section_of(node.lineno)})
+    assert later == [], later
