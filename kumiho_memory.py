@@ -391,6 +391,11 @@ def _redact_url(url: str) -> str:
     return re.sub(r"//[^/@]*@", "//***@", url)
 
 
+def _redact_endpoint(endpoint: str) -> str:
+    """An endpoint (``host:port`` or a URL) without any user or password part."""
+    return _redact_url(endpoint) if "://" in endpoint else endpoint.rpartition("@")[2]
+
+
 
 # ==========================================================================================================
 # 4. Configuration
@@ -870,6 +875,13 @@ def _checked_metadata(metadata: Any) -> dict[str, Any]:
     if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
         raise InvalidArgumentError(f"metadata is larger than {MAX_METADATA_BYTES} bytes as JSON")
     return json.loads(encoded)
+
+
+def slugify(text: str, max_length: int = 40, *, fallback: str = "memory") -> str:
+    """An ASCII slug of ``text`` for item names (``"Dark mode!"`` -> ``"dark-mode"``); ``fallback`` if empty."""
+    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii").lower()
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_text).strip("-")[:max_length].rstrip("-")
+    return slug or fallback
 
 
 # ==========================================================================================================
@@ -4433,15 +4445,6 @@ class _KumihoImportPlan:
                 except NotFoundError:
                     pass
             backend._set_attribute(space_uri, attribute, kref_text)
-
-
-def _redact_endpoint(endpoint: str) -> str:
-    """An endpoint without any user or password part (``https://user:pw@host`` -> ``https://host``)."""
-    scheme, sep, rest = endpoint.partition("://")
-    if not sep:
-        scheme, rest = "", endpoint
-    host = rest.rpartition("@")[2]
-    return f"{scheme}://{host}" if sep else host
 
 
 # ==========================================================================================================
@@ -9547,8 +9550,7 @@ _FRONTMATTER_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:\s*(.*)$")
 
 def _skill_slug(text: str, max_length: int = 48) -> str:
     """An ASCII slug for section and skill names (``"Error Handling!"`` -> ``"error-handling"``); may be empty."""
-    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii").lower()
-    return re.sub(r"[^a-z0-9]+", "-", ascii_text).strip("-")[:max_length].rstrip("-")
+    return slugify(text, max_length, fallback="")
 
 
 def _scalar(value: str) -> str:
@@ -10751,13 +10753,6 @@ def render_mermaid(item: Kref, revisions: Sequence[RevisionRecord], edges: Seque
 # ==========================================================================================================
 # 12. Facades: the sync Memory and the async UniversalMemoryManager
 # ==========================================================================================================
-
-def slugify(text: str, max_length: int = 40) -> str:
-    """An ASCII slug of ``text`` for item names (``"Dark mode!"`` -> ``"dark-mode"``); ``memory`` if empty."""
-    ascii_text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii").lower()
-    slug = re.sub(r"[^a-z0-9]+", "-", ascii_text).strip("-")[:max_length].rstrip("-")
-    return slug or "memory"
-
 
 def _title_from_content(content: str) -> str:
     first_line = " ".join(content.strip().split("\n", 1)[0].split())
