@@ -4584,6 +4584,9 @@ class _KeySchema:
     def metadata(self, project: str, session_id: str) -> str:
         return f"{self.sessions(project)}{session_id}:metadata"
 
+    def lease(self, project: str, session_id: str) -> str:
+        return f"{self.sessions(project)}{session_id}:consolidating"
+
     def sequence(self, user_canonical_id: str, date_str: str) -> str:
         return f"{self.root}:session_seq:{user_canonical_id}:{date_str}"
 
@@ -4699,6 +4702,36 @@ class WorkingMemoryBuffer(abc.ABC):
         session_id = _wm_identifier(session_id, "session_id")
         return await self._delete_session(self._keys.messages(project, session_id),
                                           self._keys.metadata(project, session_id))
+
+    async def consume_messages(self, *, project: str, session_id: str, count: int) -> int:
+        """Remove a session's ``count`` oldest messages (the ones a consolidation stored), keeping any that
+        arrived meanwhile; when none remain the session and its metadata go too.
+
+        Returns:
+            How many messages remain.
+        """
+        project = _wm_segment(project, "project")
+        session_id = _wm_identifier(session_id, "session_id")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise InvalidArgumentError(f"count must be a non-negative integer, not {count!r}")
+        return await self._consume(self._keys.messages(project, session_id), self._keys.metadata(project, session_id),
+                                   count)
+
+    async def acquire_session_lease(self, *, project: str, session_id: str, owner: str, ttl_seconds: int = 600) -> bool:
+        """Claim a session for one consolidation across processes (SET NX with expiry); False when another
+        owner holds it."""
+        key = self._keys.lease(_wm_segment(project, "project"), _wm_identifier(session_id, "session_id"))
+        return await self._set_string(key, owner, _wm_seconds(ttl_seconds, "ttl_seconds"), True)
+
+    async def session_lease_owner(self, *, project: str, session_id: str) -> str | None:
+        """Who holds a session's consolidation lease, or None."""
+        return await self._get_string(self._keys.lease(_wm_segment(project, "project"),
+                                                       _wm_identifier(session_id, "session_id")))
+
+    async def release_session_lease(self, *, project: str, session_id: str, owner: str) -> bool:
+        """Give up a claim (only ``owner``'s own)."""
+        key = self._keys.lease(_wm_segment(project, "project"), _wm_identifier(session_id, "session_id"))
+        return await self._delete_string(key, owner)
 
     async def list_sessions(self, project: str, limit: int = 20) -> list[str]:
         """List the sessions of a project that hold messages.
@@ -4872,6 +4905,10 @@ class WorkingMemoryBuffer(abc.ABC):
     @abc.abstractmethod
     async def _delete_session(self, list_key: str, hash_key: str) -> int:
         """LLEN then DEL both keys, atomically; return the length."""
+
+    @abc.abstractmethod
+    async def _consume(self, list_key: str, hash_key: str, count: int) -> int:
+        """LTRIM list count -1, and DEL both keys when the list is empty, atomically; return what remains."""
 
     @abc.abstractmethod
     async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
@@ -5090,6 +5127,23 @@ class _SQLiteKeyspace:
         self._checkpoint()
         return removed
 
+    def consume(self, list_key: str, hash_key: str, count: int) -> int:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, list_key, now)
+            length = int(live[0]) if live else 0
+            remaining = max(0, length - count)
+            if remaining == 0:
+                conn.execute("DELETE FROM wm_lists WHERE key = ?", (list_key,))
+                conn.execute("DELETE FROM wm_keys WHERE key IN (?, ?)", (list_key, hash_key))
+            else:
+                conn.execute("DELETE FROM wm_lists WHERE key = ? AND position < ?", (list_key, count))
+                # shift down through negative positions, so no two rows ever share one
+                conn.execute("UPDATE wm_lists SET position = -(position - ?) - 1 WHERE key = ?", (count, list_key))
+                conn.execute("UPDATE wm_lists SET position = -position - 1 WHERE key = ?", (list_key,))
+                conn.execute("UPDATE wm_keys SET value = ? WHERE key = ?", (str(remaining), list_key))
+        self._checkpoint()
+        return remaining
+
     def _checkpoint(self) -> None:
         """Fold the WAL into the file and truncate it, so deleted text leaves the WAL's bytes too (best effort:
         a reader in another connection may keep the WAL; the next checkpoint then finishes the job)."""
@@ -5202,6 +5256,9 @@ class InProcessBuffer(WorkingMemoryBuffer):
     async def _delete_session(self, list_key: str, hash_key: str) -> int:
         return await asyncio.to_thread(self._space.delete_session, list_key, hash_key)
 
+    async def _consume(self, list_key: str, hash_key: str, count: int) -> int:
+        return await asyncio.to_thread(self._space.consume, list_key, hash_key, count)
+
     async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
         return await asyncio.to_thread(self._space.scan, prefix, suffix)
 
@@ -5219,6 +5276,14 @@ class InProcessBuffer(WorkingMemoryBuffer):
 
 
 # -- the Redis buffer ---------------------------------------------------------------------------------------
+
+# Remove the consumed front of a session's list and, when nothing is left, its metadata: one atomic step.
+_CONSUME_SCRIPT = """
+redis.call('LTRIM', KEYS[1], ARGV[1], -1)
+local remaining = redis.call('LLEN', KEYS[1])
+if remaining == 0 then redis.call('DEL', KEYS[2]) end
+return remaining
+"""
 
 def _url_secrets(url: str) -> list[str]:
     """The password in a URL's user-info or ``password=`` query field, raw and decoded (to scrub messages)."""
@@ -5455,6 +5520,10 @@ class RedisMemoryBuffer(WorkingMemoryBuffer):
     async def _delete_session(self, list_key: str, hash_key: str) -> int:
         replies = await self._commands.run(("LLEN", list_key), ("DEL", list_key, hash_key), transaction=True)
         return int(replies[0])
+
+    async def _consume(self, list_key: str, hash_key: str, count: int) -> int:
+        (reply,) = await self._commands.run(("EVAL", _CONSUME_SCRIPT, 2, list_key, hash_key, count))
+        return int(reply)
 
     async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
         pattern = f"{_glob_escape(prefix)}*{_glob_escape(suffix)}"
@@ -11713,6 +11782,30 @@ class Memory:
         return render_mermaid(item, revisions, self._backend.edges(item))
 
 
+CONSOLIDATION_LEASE_SECONDS = 120    # a consolidation that dies holding its lease frees it after this...
+CONSOLIDATION_LEASE_WAIT = 30.0      # ...and another waits this long for it (then: a transient error)
+
+
+def _host_name() -> str:
+    import socket
+    return socket.gethostname()
+
+
+def _lease_holder_died(holder: str) -> bool:
+    """Whether a lease ``host:pid:token`` belongs to a process of this host that no longer runs."""
+    host, _, rest = holder.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != _host_name() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:                                   # alive, someone else's
+        return False
+    return False
+
+
 class UniversalMemoryManager:
     """The seed's core loop, async: ingest -> working memory -> consolidate -> recall.
 
@@ -11940,8 +12033,28 @@ class UniversalMemoryManager:
         if evidence_level is not None:
             evidence_tag(evidence_level)
         async with self._session_lock(session_id):
-            return await self._consolidate(session_id, space_path, user_id, context, stack_revisions, evidence_level,
-                                           source, summary, implications)
+            # one consolidation of a session at a time across processes too (a lease in the buffer): a second
+            # one would store the same messages again, or consume messages that arrived after the first read
+            owner = f"{_host_name()}:{os.getpid()}:{secrets.token_hex(6)}"
+            waited, delay = 0.0, 0.05
+            while not await self.buffer.acquire_session_lease(project=self.project, session_id=session_id,
+                                                              owner=owner, ttl_seconds=CONSOLIDATION_LEASE_SECONDS):
+                holder = await self.buffer.session_lease_owner(project=self.project, session_id=session_id)
+                if holder is not None and _lease_holder_died(holder):     # killed mid-consolidation: take over
+                    await self.buffer.release_session_lease(project=self.project, session_id=session_id,
+                                                            owner=holder)
+                    continue
+                if waited >= CONSOLIDATION_LEASE_WAIT:
+                    raise ServiceError(f"session {session_id!r} is being consolidated by another process; "
+                                       f"nothing was changed, try again", transient=True)
+                await asyncio.sleep(delay)
+                waited, delay = waited + delay, min(delay * 2, 1.0)
+            try:
+                return await self._consolidate(session_id, space_path, user_id, context, stack_revisions,
+                                               evidence_level, source, summary, implications)
+            finally:
+                with contextlib.suppress(KumihoMemoryError):
+                    await self.buffer.release_session_lease(project=self.project, session_id=session_id, owner=owner)
 
     async def _consolidate(self, session_id: str, space_path: str | None, user_id: str | None, context: str | None,
                            stack_revisions: bool | None, evidence_level: str | None, source: str | None,
@@ -12006,7 +12119,8 @@ class UniversalMemoryManager:
                    "stack": bool(stack_revisions) if stack_revisions is not None else space_path_given,
                    "transcript": transcript}
         store_result = await self._store_with_retry(payload)
-        await self.buffer.clear_session(project=self.project, session_id=session_id)
+        # only what was read and stored goes: messages that arrived meanwhile stay for the next consolidation
+        await self.buffer.consume_messages(project=self.project, session_id=session_id, count=len(messages))
         if user_id:
             with contextlib.suppress(KumihoMemoryError):
                 await self.buffer.clear_active_session(context=context or "mcp", user_id=user_id, only_if=session_id)

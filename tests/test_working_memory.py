@@ -1072,3 +1072,95 @@ def test_a_password_inside_a_redis_error_is_scrubbed(redis_server):
     assert "client-Pa55word" not in str(failed.value) and "password=***" in str(failed.value)
     assert "client-Pa55word" not in repr(buffer)
     client.close()
+
+
+# -- consolidation across processes: consume only what was stored, one consolidation at a time --------------
+
+def test_consume_removes_only_the_oldest_messages(harness, buffer):
+    async def scenario():
+        await buffer.set_session_metadata(project=PROJECT, session_id="s1", metadata={"user_id": "u1"})
+        await add(buffer, "s1", "one", "two", "three")
+        remaining = await buffer.consume_messages(project=PROJECT, session_id="s1", count=2)
+        after = await contents(buffer, "s1")
+        await add(buffer, "s1", "four")
+        grown = await contents(buffer, "s1")
+        meta = await buffer.get_session_metadata(project=PROJECT, session_id="s1")
+        emptied = await buffer.consume_messages(project=PROJECT, session_id="s1", count=2)
+        gone = await buffer.get_session_metadata(project=PROJECT, session_id="s1")
+        return remaining, after, grown, meta, emptied, gone, await contents(buffer, "s1")
+
+    remaining, after, grown, meta, emptied, gone, last = run(scenario())
+    assert (remaining, after, grown) == (1, ["three"], ["three", "four"])
+    assert meta == {"user_id": "u1"} and emptied == 0 and gone == {} and last == []
+
+
+def test_a_session_lease_has_one_holder_and_is_released_only_by_it(harness):
+    first, second = (harness.make(), harness.make()) if harness.shared else (harness.make(),) * 2
+
+    async def scenario():
+        claim = dict(project=PROJECT, session_id="s1")
+        got = await first.acquire_session_lease(**claim, owner="a", ttl_seconds=60)
+        refused = await second.acquire_session_lease(**claim, owner="b", ttl_seconds=60)
+        holder = await second.session_lease_owner(**claim)
+        wrong = await second.release_session_lease(**claim, owner="b")
+        right = await first.release_session_lease(**claim, owner="a")
+        again = await second.acquire_session_lease(**claim, owner="b", ttl_seconds=60)
+        return got, refused, holder, wrong, right, again
+
+    assert run(scenario()) == (True, False, "a", False, True, True)
+
+
+def test_messages_that_arrive_during_a_consolidation_stay_for_the_next(harness, wm_clock):
+    if harness.name == "in-process-memory":
+        pytest.skip("one process: the in-process lock already orders ingest and consolidation")
+    memory = km.Memory(clock=wm_clock)
+    consolidating, ingesting = harness.make(), harness.make()
+
+    class SlowSummarizer(km.ExtractiveSummarizer):
+        async def summarize_conversation(self, messages, *, context=None, strict=False):
+            await add(ingesting, "s1", "late message from another process")     # arrives mid-consolidation
+            return self.summarize(messages)
+
+        async def generate_implications(self, messages):
+            return []
+
+    manager = km.UniversalMemoryManager(memory=memory, redis_buffer=consolidating, summarizer=SlowSummarizer())
+
+    async def scenario():
+        await add(consolidating, "s1", "we picked Postgres", "and Redis for caching")
+        result = await manager.consolidate_session(session_id="s1", space_path="decisions")
+        return result, await contents(ingesting, "s1")
+
+    result, left = run(scenario())
+    assert result["success"] is True and left == ["late message from another process"]
+    memory.close()
+
+
+def test_a_consolidation_waits_for_another_processes_lease_and_takes_over_a_dead_ones(harness, wm_clock):
+    if not harness.shared:
+        pytest.skip("separate in-memory buffers share no storage")
+    memory = km.Memory(clock=wm_clock)
+    buffer = harness.make()
+    manager = km.UniversalMemoryManager(memory=memory, redis_buffer=buffer)
+    host = km._host_name()
+
+    async def scenario():
+        await add(buffer, "s1", "we picked Postgres")
+        other = harness.make()
+        await other.acquire_session_lease(project=manager.project, session_id="s1", owner=f"{host}:999999:dead",
+                                          ttl_seconds=600)                      # a process that was killed
+        taken = await manager.consolidate_session(session_id="s1", space_path="decisions")
+        await add(buffer, "s1", "another decision")
+        await other.acquire_session_lease(project=manager.project, session_id="s1",
+                                          owner=f"{host}:{os.getppid()}:alive", ttl_seconds=600)   # a live one
+        start = time.monotonic()
+        released = asyncio.get_running_loop().call_later(
+            0.3, lambda: asyncio.ensure_future(other.release_session_lease(
+                project=manager.project, session_id="s1", owner=f"{host}:{os.getppid()}:alive")))
+        waited = await manager.consolidate_session(session_id="s1", space_path="decisions")
+        return taken, waited, time.monotonic() - start, released
+
+    taken, waited, elapsed, _ = run(scenario())
+    assert taken["success"] is True and waited["success"] is True
+    assert elapsed >= 0.25                                   # it waited for the live holder to finish
+    memory.close()
