@@ -392,8 +392,12 @@ def _redact_url(url: str) -> str:
 
 
 def _redact_endpoint(endpoint: str) -> str:
-    """An endpoint (``host:port`` or a URL) without any user or password part."""
-    return _redact_url(endpoint) if "://" in endpoint else endpoint.rpartition("@")[2]
+    """An endpoint without any user or password part (``https://user:pw@host`` -> ``https://host``)."""
+    scheme, sep, rest = endpoint.partition("://")
+    if not sep:
+        scheme, rest = "", endpoint
+    host = rest.rpartition("@")[2]
+    return f"{scheme}://{host}" if sep else host
 
 
 
@@ -3080,6 +3084,7 @@ class KumihoBackend(GraphBackend):
         self._timeout = float(timeout)
         self._clock = clock or SystemClock()
         self._ids = ids or RandomIds()
+        self.announce_failures = 0
         self._search_pool = max(1, int(search_pool))
         self._batch_reads = True
         self._client = client
@@ -3206,10 +3211,14 @@ class KumihoBackend(GraphBackend):
         return response.value
 
     def _announce(self, project: str, kind: str | None = None) -> None:
+        """Move the project's change mark after a write. The write already happened: a failure here must not
+        make it look failed (a retry would write it twice), so it is counted in ``announce_failures``."""
         if kind in SYSTEM_KINDS:
             return
-        with contextlib.suppress(NotFoundError):
+        try:
             self._set_attribute(self._space_kref(project, ""), _KM_CHANGE, self._ids.new_id() + self._ids.new_id())
+        except KumihoMemoryError:
+            self.announce_failures += 1
 
     def _pb_kref(self, uri: str) -> Any:
         return self._pb.Kref(uri=uri)
@@ -3556,15 +3565,19 @@ class KumihoBackend(GraphBackend):
                 if not created_item:
                     with contextlib.suppress(NotFoundError):
                         holder = self._call("ResolveKref", self._pb.ResolveKrefRequest(kref=item_uri, tag=tag))
-                if self._tag(rev, tag):
-                    moved.append((tag, holder))
+                moved.append((tag, holder))               # before the move: a half-done move is undone too
+                self._tag(rev, tag)
             rev = self._revision_pb(item_uri, rev.number)
         except BaseException:
             with contextlib.suppress(Exception):
                 for tag, holder in reversed(moved):       # put moved tags back where they were
                     if holder is not None and holder.kref.uri != rev.kref.uri:
                         self._call("TagRevision", self._pb.TagRevisionRequest(kref=holder.kref, tag=tag))
-                        self._log_tag(item_uri, tag, holder.number, self._clock.now())
+            with contextlib.suppress(Exception):
+                if rev is not None and moved:             # the revision never was: its moves leave the history
+                    events = [event for event in self._tag_events(self._get_item(self._kref_of(item_uri)))
+                              if event[1] != rev.number]
+                    self._set_attribute(item_uri, _KM_TAGS, canonical_json(events))
             with contextlib.suppress(Exception):
                 if created_item:
                     self._call("DeleteItem", self._pb.DeleteItemRequest(kref=item.kref, force=True))
@@ -3651,9 +3664,10 @@ class KumihoBackend(GraphBackend):
         target_rev = self._resolve_pb(target, self._get_item(target))
         if source_rev.kref.uri == target_rev.kref.uri:
             raise InvalidArgumentError(f"an edge joins two different revisions; both ends are {source}")
-        self._announce(source.project)
-        return self._put_edge(source_rev.kref.uri, target_rev.kref.uri, edge_type,
+        edge = self._put_edge(source_rev.kref.uri, target_rev.kref.uri, edge_type,
                               {_KM_META: canonical_json(dict(metadata))})
+        self._announce(source.project)
+        return edge
 
     def _put_edge(self, source_uri: str, target_uri: str, edge_type: str, encoded: Mapping[str, str]) -> EdgeRecord:
         try:
@@ -3774,8 +3788,9 @@ class KumihoBackend(GraphBackend):
                      metadata: Mapping[str, Any]) -> ArtifactRecord:
         """Attach (or replace) the named artifact of a revision."""
         rev = self._resolve_pb(revision, self._get_item(revision))
+        artifact = self._artifact_record(self._put_artifact(rev.kref.uri, name, location, metadata))
         self._announce(revision.project)
-        return self._artifact_record(self._put_artifact(rev.kref.uri, name, location, metadata))
+        return artifact
 
     def artifacts(self, revision: Kref) -> list[ArtifactRecord]:
         """The artifacts of one revision, by name."""
@@ -4703,19 +4718,23 @@ class WorkingMemoryBuffer(abc.ABC):
         return await self._delete_session(self._keys.messages(project, session_id),
                                           self._keys.metadata(project, session_id))
 
-    async def consume_messages(self, *, project: str, session_id: str, count: int) -> int:
+    async def consume_messages(self, *, project: str, session_id: str, count: int,
+                               first: Mapping[str, Any] | None = None) -> int:
         """Remove a session's ``count`` oldest messages (the ones a consolidation stored), keeping any that
-        arrived meanwhile; when none remain the session and its metadata go too.
+        arrived meanwhile; when none remain the session and its metadata go too. With ``first`` (the oldest
+        message as it was read) nothing is removed unless the session still starts with it (it was not
+        cleared or expired and refilled meanwhile).
 
         Returns:
-            How many messages remain.
+            How many messages remain, or -1 when ``first`` no longer heads the session (nothing removed).
         """
         project = _wm_segment(project, "project")
         session_id = _wm_identifier(session_id, "session_id")
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise InvalidArgumentError(f"count must be a non-negative integer, not {count!r}")
+        head = "" if first is None else f"{first.get('timestamp', '')}\n{first.get('content', '')}"
         return await self._consume(self._keys.messages(project, session_id), self._keys.metadata(project, session_id),
-                                   count)
+                                   count, head)
 
     async def acquire_session_lease(self, *, project: str, session_id: str, owner: str, ttl_seconds: int = 600) -> bool:
         """Claim a session for one consolidation across processes (SET NX with expiry); False when another
@@ -4907,8 +4926,10 @@ class WorkingMemoryBuffer(abc.ABC):
         """LLEN then DEL both keys, atomically; return the length."""
 
     @abc.abstractmethod
-    async def _consume(self, list_key: str, hash_key: str, count: int) -> int:
-        """LTRIM list count -1, and DEL both keys when the list is empty, atomically; return what remains."""
+    async def _consume(self, list_key: str, hash_key: str, count: int, head: str) -> int:
+        """Unless ``head`` ("timestamp\\ncontent" of the first record, "" for any) differs from the list's first
+        record (then -1): LTRIM list count -1, and DEL both keys when the list is empty; atomically; return
+        what remains."""
 
     @abc.abstractmethod
     async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
@@ -5127,10 +5148,15 @@ class _SQLiteKeyspace:
         self._checkpoint()
         return removed
 
-    def consume(self, list_key: str, hash_key: str, count: int) -> int:
+    def consume(self, list_key: str, hash_key: str, count: int, head: str) -> int:
         with self.transaction(write=True) as (conn, now):
             live = self._live(conn, list_key, now)
             length = int(live[0]) if live else 0
+            if head:
+                row = conn.execute("SELECT value FROM wm_lists WHERE key = ? AND position = 0", (list_key,)).fetchone()
+                record = json.loads(row[0]) if row and length else {}
+                if f"{record.get('timestamp', '')}\n{record.get('content', '')}" != head:
+                    return -1
             remaining = max(0, length - count)
             if remaining == 0:
                 conn.execute("DELETE FROM wm_lists WHERE key = ?", (list_key,))
@@ -5256,8 +5282,8 @@ class InProcessBuffer(WorkingMemoryBuffer):
     async def _delete_session(self, list_key: str, hash_key: str) -> int:
         return await asyncio.to_thread(self._space.delete_session, list_key, hash_key)
 
-    async def _consume(self, list_key: str, hash_key: str, count: int) -> int:
-        return await asyncio.to_thread(self._space.consume, list_key, hash_key, count)
+    async def _consume(self, list_key: str, hash_key: str, count: int, head: str) -> int:
+        return await asyncio.to_thread(self._space.consume, list_key, hash_key, count, head)
 
     async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
         return await asyncio.to_thread(self._space.scan, prefix, suffix)
@@ -5279,6 +5305,12 @@ class InProcessBuffer(WorkingMemoryBuffer):
 
 # Remove the consumed front of a session's list and, when nothing is left, its metadata: one atomic step.
 _CONSUME_SCRIPT = """
+if ARGV[2] ~= '' then
+  local first = redis.call('LINDEX', KEYS[1], 0)
+  if not first then return -1 end
+  local ok, record = pcall(cjson.decode, first)
+  if not ok or (tostring(record['timestamp']) .. '\\n' .. tostring(record['content'])) ~= ARGV[2] then return -1 end
+end
 redis.call('LTRIM', KEYS[1], ARGV[1], -1)
 local remaining = redis.call('LLEN', KEYS[1])
 if remaining == 0 then redis.call('DEL', KEYS[2]) end
@@ -5521,8 +5553,8 @@ class RedisMemoryBuffer(WorkingMemoryBuffer):
         replies = await self._commands.run(("LLEN", list_key), ("DEL", list_key, hash_key), transaction=True)
         return int(replies[0])
 
-    async def _consume(self, list_key: str, hash_key: str, count: int) -> int:
-        (reply,) = await self._commands.run(("EVAL", _CONSUME_SCRIPT, 2, list_key, hash_key, count))
+    async def _consume(self, list_key: str, hash_key: str, count: int, head: str) -> int:
+        (reply,) = await self._commands.run(("EVAL", _CONSUME_SCRIPT, 2, list_key, hash_key, count, head))
         return int(reply)
 
     async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
@@ -7826,14 +7858,16 @@ class AnticipatoryRecall:
 
     def _submit(self, name: str, work: Callable[[], Any]) -> concurrent.futures.Future[Any]:
         """Run ``work`` on the background thread (started on first use; after ``close`` nothing runs)."""
-        if self._closed:
-            finished: concurrent.futures.Future[Any] = concurrent.futures.Future()
-            finished.set_result(None)
-            return finished
-        if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=self.config.workers, thread_name_prefix="kumiho-prefetch")
-        return self._executor.submit(self._guarded, name, work)
+        with self._lock:
+            if not self._closed:
+                if self._executor is None:
+                    self._executor = concurrent.futures.ThreadPoolExecutor(
+                        max_workers=self.config.workers, thread_name_prefix="kumiho-prefetch")
+                with contextlib.suppress(RuntimeError):   # shut down between the check and here: nothing runs
+                    return self._executor.submit(self._guarded, name, work)
+        finished: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        finished.set_result(None)
+        return finished
 
     def _guarded(self, name: str, work: Callable[[], Any]) -> Any:
         """Run a background job; a failure is counted and kept in ``last_error``, never lost."""
@@ -11782,20 +11816,30 @@ class Memory:
         return render_mermaid(item, revisions, self._backend.edges(item))
 
 
-CONSOLIDATION_LEASE_SECONDS = 120    # a consolidation that dies holding its lease frees it after this...
-CONSOLIDATION_LEASE_WAIT = 30.0      # ...and another waits this long for it (then: a transient error)
+# A consolidation holds its session's lease for at most this long: longer than any consolidation with an
+# LLM takes (a lease that ran out is checked before anything is consumed); one left by a killed process on
+# this machine is taken over at once, one from another machine only when it runs out.
+CONSOLIDATION_LEASE_SECONDS = 3600
+CONSOLIDATION_LEASE_WAIT = 30.0      # how long a consolidation waits for another's (then: a transient error)
 
 
-def _host_name() -> str:
+def _process_place() -> str:
+    """Where process ids mean something: host name, and on Linux the pid namespace (containers)."""
     import socket
-    return socket.gethostname()
+    try:
+        namespace = str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        namespace = "-"
+    return f"{socket.gethostname()}/{namespace}".replace(":", "_")
 
 
 def _lease_holder_died(holder: str) -> bool:
-    """Whether a lease ``host:pid:token`` belongs to a process of this host that no longer runs."""
-    host, _, rest = holder.partition(":")
+    """Whether a lease ``place:pid:token`` belongs to a process in this pid namespace that no longer runs
+    (POSIX only: elsewhere a lease is only ever freed by its owner or its expiry)."""
+    place, _, rest = holder.partition(":")
     pid_text = rest.partition(":")[0]
-    if host != _host_name() or not pid_text.isdigit() or int(pid_text) == os.getpid():
+    if os.name != "posix" or place.endswith("/-") or place != _process_place() or not pid_text.isdigit() \
+            or int(pid_text) == os.getpid():
         return False
     try:
         os.kill(int(pid_text), 0)
@@ -12035,7 +12079,7 @@ class UniversalMemoryManager:
         async with self._session_lock(session_id):
             # one consolidation of a session at a time across processes too (a lease in the buffer): a second
             # one would store the same messages again, or consume messages that arrived after the first read
-            owner = f"{_host_name()}:{os.getpid()}:{secrets.token_hex(6)}"
+            owner = f"{_process_place()}:{os.getpid()}:{secrets.token_hex(6)}"
             waited, delay = 0.0, 0.05
             while not await self.buffer.acquire_session_lease(project=self.project, session_id=session_id,
                                                               owner=owner, ttl_seconds=CONSOLIDATION_LEASE_SECONDS):
@@ -12051,18 +12095,22 @@ class UniversalMemoryManager:
                 waited, delay = waited + delay, min(delay * 2, 1.0)
             try:
                 return await self._consolidate(session_id, space_path, user_id, context, stack_revisions,
-                                               evidence_level, source, summary, implications)
+                                               evidence_level, source, summary, implications, owner)
             finally:
                 with contextlib.suppress(KumihoMemoryError):
                     await self.buffer.release_session_lease(project=self.project, session_id=session_id, owner=owner)
 
     async def _consolidate(self, session_id: str, space_path: str | None, user_id: str | None, context: str | None,
                            stack_revisions: bool | None, evidence_level: str | None, source: str | None,
-                           summary: Any, implications: Sequence[str] | None) -> dict[str, Any]:
+                           summary: Any, implications: Sequence[str] | None, lease: str | None = None) -> dict[str, Any]:
         window = await self.buffer.get_messages(project=self.project, session_id=session_id, limit=1000)
-        if window["message_count"] > len(window["messages"]):       # a long session: read all of it
+        for _ in range(10):                    # a long session: read all of it, in one consistent window
+            if window["message_count"] <= len(window["messages"]):
+                break
             window = await self.buffer.get_messages(project=self.project, session_id=session_id,
-                                                    limit=window["message_count"])
+                                                    limit=window["message_count"] + 100)
+        else:
+            raise ServiceError(f"session {session_id!r} grew faster than it could be read; try again", transient=True)
         messages = window["messages"]
         if not messages and summary is None:
             return {"success": False, "error": "No messages to consolidate", "buffer_was_empty": True}
@@ -12107,9 +12155,11 @@ class UniversalMemoryManager:
             metadata["event_date"] = dates[0]
         # The same messages always give the same id: a rerun after a crash between storing and clearing (or a
         # replay of a queued payload that was stored) finds the memory instead of storing it twice.
+        # A caller's own summary is part of the id (two summaries are two memories); a generated one is not
+        # (an LLM words it differently on every run, and a rerun must still find the first).
         metadata["consolidation_id"] = hashlib.sha256(canonical_json(
-            [session_id, metadata["message_ids"], [m["content"] for m in messages], title, text]
-        ).encode("utf-8")).hexdigest()[:24]
+            [session_id, metadata["message_ids"], [m["content"] for m in messages],
+             None if summary is None else [title, text]]).encode("utf-8")).hexdigest()[:24]
         transcript = "\n".join(f"**{m['role']}** ({m.get('timestamp', '')}): {self.pii.redact_credentials(self.pii.redact(m['content']))}"
                                for m in messages)
         payload = {"content": text, "title": title, "space": space, "metadata": metadata,
@@ -12119,9 +12169,13 @@ class UniversalMemoryManager:
                    "stack": bool(stack_revisions) if stack_revisions is not None else space_path_given,
                    "transcript": transcript}
         store_result = await self._store_with_retry(payload)
-        # only what was read and stored goes: messages that arrived meanwhile stay for the next consolidation
-        await self.buffer.consume_messages(project=self.project, session_id=session_id, count=len(messages))
-        if user_id:
+        # only what was read and stored goes: messages that arrived meanwhile stay for the next consolidation;
+        # and only while this consolidation still holds the session (a lease that ran out is not consumed on)
+        remaining = -1
+        if lease is None or await self.buffer.session_lease_owner(project=self.project, session_id=session_id) == lease:
+            remaining = await self.buffer.consume_messages(project=self.project, session_id=session_id,
+                                                           count=len(messages), first=messages[0] if messages else None)
+        if user_id and remaining == 0:         # the session is done: the user's next message starts a new one
             with contextlib.suppress(KumihoMemoryError):
                 await self.buffer.clear_active_session(context=context or "mcp", user_id=user_id, only_if=session_id)
         return {"success": True, "buffer_was_empty": not messages, "summary": structured, "store_result": store_result}

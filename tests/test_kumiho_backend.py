@@ -517,3 +517,18 @@ def test_a_revision_that_fails_part_way_leaves_the_belief_as_it_was(kmem, server
     assert kmem.get(f"{item}?t=published")["kref"] == first
     assert kmem.get(f"{item}?t=approved")["kref"] == first
     assert [hit["kref"] for hit in kmem.recall("office")] == [first]
+
+
+def test_a_failed_revision_leaves_an_exportable_history_and_no_credentials_in_the_address(kmem, server, clock):
+    kmem.remember("The office is in Berlin", space="facts", key="office", tags=["published"])
+    server.servicer.fail_after["GetRevision"] = 0
+    with pytest.raises(km.KumihoMemoryError):
+        kmem.remember("The office is in Munich", space="facts", key="office", tags=["published"])
+    server.servicer.fail_after.clear()
+    embedded = km.Memory(clock=clock)
+    try:
+        assert import_text(embedded, export_text(kmem))["added"] > 0
+    finally:
+        embedded.close()
+    backend = km.KumihoBackend("https://user:pa/ss@memory.example:443", token="t")
+    assert "pa/ss" not in backend.address and "user" not in backend.address and "pa/ss" not in repr(backend)

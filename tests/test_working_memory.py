@@ -1142,7 +1142,7 @@ def test_a_consolidation_waits_for_another_processes_lease_and_takes_over_a_dead
     memory = km.Memory(clock=wm_clock)
     buffer = harness.make()
     manager = km.UniversalMemoryManager(memory=memory, redis_buffer=buffer)
-    host = km._host_name()
+    host = km._process_place()
 
     async def scenario():
         await add(buffer, "s1", "we picked Postgres")
@@ -1163,4 +1163,68 @@ def test_a_consolidation_waits_for_another_processes_lease_and_takes_over_a_dead
     taken, waited, elapsed, _ = run(scenario())
     assert taken["success"] is True and waited["success"] is True
     assert elapsed >= 0.25                                   # it waited for the live holder to finish
+    memory.close()
+
+
+def _late_summarizer(action):
+    class Late(km.ExtractiveSummarizer):
+        async def summarize_conversation(self, messages, *, context=None, strict=False):
+            await action()
+            return self.summarize(messages)
+
+        async def generate_implications(self, messages):
+            return []
+    return Late()
+
+
+def test_a_consolidation_keeps_the_session_and_pointer_when_messages_remain(harness, wm_clock):
+    if harness.name == "in-process-memory":
+        pytest.skip("one process: the in-process lock already orders ingest and consolidation")
+    memory = km.Memory(clock=wm_clock)
+    buffer, other = harness.make(), harness.make()
+
+    async def late():
+        await add(other, session, "one more thing")
+    manager = km.UniversalMemoryManager(memory=memory, redis_buffer=buffer, summarizer=_late_summarizer(late))
+
+    async def scenario():
+        nonlocal session
+        turn = await manager.ingest_message(user_id="u1", message="we picked Postgres", context="work")
+        session = turn["session_id"]
+        await manager.consolidate_session(session_id=session, space_path="decisions")
+        pointer = await buffer.get_active_session(context="work", user_id="u1")
+        return pointer, await contents(buffer, session)
+    session = None
+    pointer, left = run(scenario())
+    assert pointer == session and left == ["one more thing"]
+    memory.close()
+
+
+@pytest.mark.parametrize("interference", ["cleared-and-refilled", "lease-lost"])
+def test_a_consolidation_consumes_nothing_it_no_longer_owns(harness, wm_clock, interference):
+    if not harness.shared:
+        pytest.skip("separate in-memory buffers share no storage")
+    memory = km.Memory(clock=wm_clock)
+    buffer, other = harness.make(), harness.make()
+    project = km.DEFAULT_PROJECT
+
+    async def interfere():
+        if interference == "cleared-and-refilled":
+            await other.clear_session(project=project, session_id="s1")
+            await add(other, "s1", "a new conversation", "that must stay", project=project)
+        else:
+            owner = await other.session_lease_owner(project=project, session_id="s1")
+            await other.release_session_lease(project=project, session_id="s1", owner=owner)
+            await other.acquire_session_lease(project=project, session_id="s1", owner="x/1:1:other", ttl_seconds=60)
+    manager = km.UniversalMemoryManager(memory=memory, redis_buffer=buffer, summarizer=_late_summarizer(interfere))
+
+    async def scenario():
+        await add(buffer, "s1", "old one", "old two", project=project)
+        result = await manager.consolidate_session(session_id="s1", space_path="decisions")
+        return result, await contents(buffer, "s1", project=project)
+
+    result, left = run(scenario())
+    assert result["success"] is True
+    assert left == (["a new conversation", "that must stay"] if interference == "cleared-and-refilled"
+                    else ["old one", "old two"])
     memory.close()
