@@ -2861,12 +2861,7 @@ class SQLiteGraph(GraphBackend):
 
     @staticmethod
     def _import_header(conn: sqlite3.Connection, record: dict[str, Any], *_: Any) -> bool:
-        if record.get("format") != EXPORT_FORMAT:
-            raise InvalidArgumentError(f"not a {EXPORT_FORMAT} stream")
-        version = record.get("format_version")
-        if not isinstance(version, int) or version > EXPORT_FORMAT_VERSION:
-            raise InvalidArgumentError(f"format_version {version!r} is newer than this module reads "
-                                       f"({EXPORT_FORMAT_VERSION}); upgrade kumiho_memory")
+        _read_header(record)
         return False
 
     def _import_space(self, conn: sqlite3.Connection, record: dict[str, Any], *_: Any) -> bool:
@@ -2877,15 +2872,7 @@ class SQLiteGraph(GraphBackend):
 
     def _import_item(self, conn: sqlite3.Connection, record: dict[str, Any], touched_items: set[int],
                      *_: Any) -> bool:
-        kref = _record_kref(record, "item_kref", bare=True)
-        key = record.get("key")
-        if key is not None and not isinstance(key, str):
-            raise InvalidArgumentError("key must be a string or null")
-        metadata = _record_object(record, "metadata")
-        last_number = record["last_number"]
-        if not isinstance(last_number, int) or last_number < 0:
-            raise InvalidArgumentError("last_number must be a non-negative integer")
-        created_at = _record_instant(record, "created_at")
+        kref, key, metadata, last_number, created_at = _read_item(record)
         row = conn.execute("SELECT id, key FROM items WHERE project = ? AND space = ? AND name = ? AND kind = ?",
                            (kref.project, kref.space, kref.name, kref.kind)).fetchone()
         if row:
@@ -2908,13 +2895,9 @@ class SQLiteGraph(GraphBackend):
 
     def _import_revision(self, conn: sqlite3.Connection, record: dict[str, Any], touched_items: set[int],
                          *_: Any) -> bool:
-        kref = _record_kref(record, "kref", revision=True)
+        kref, title, content, metadata_object, created_at = _read_revision(record)
         item_id = self._item_row(conn, kref)[0]
-        title, content = record["title"], record["content"]
-        if not isinstance(title, str) or not isinstance(content, str):
-            raise InvalidArgumentError("title and content must be strings")
-        metadata = canonical_json(_record_object(record, "metadata"))
-        created_at = _record_instant(record, "created_at")
+        metadata = canonical_json(metadata_object)
         existing = conn.execute("SELECT title, content, metadata, created_at FROM revisions "
                                 "WHERE item_id = ? AND number = ?", (item_id, kref.revision)).fetchone()
         if existing:
@@ -2932,15 +2915,10 @@ class SQLiteGraph(GraphBackend):
         return True
 
     def _import_artifact(self, conn: sqlite3.Connection, record: dict[str, Any], *_: Any) -> bool:
-        revision_id = self._revision_id(conn, _record_kref(record, "revision_kref", revision=True))
-        name = _check_pattern(record["name"], ARTIFACT_PATTERN, "artifact name", InvalidArgumentError)
-        location = record["location"]
-        if not isinstance(location, str):
-            raise InvalidArgumentError("location must be a string")
-        return bool(conn.execute(
-            "INSERT OR IGNORE INTO artifacts VALUES (?, ?, ?, ?, ?)",
-            (revision_id, name, location, canonical_json(_record_object(record, "metadata")),
-             _record_instant(record, "created_at"))).rowcount)
+        kref, name, location, metadata, created_at = _read_artifact(record)
+        revision_id = self._revision_id(conn, kref)
+        return bool(conn.execute("INSERT OR IGNORE INTO artifacts VALUES (?, ?, ?, ?, ?)",
+                                 (revision_id, name, location, canonical_json(metadata), created_at)).rowcount)
 
     def _import_tag_event(self, conn: sqlite3.Connection, record: dict[str, Any], _items: set[int],
                           touched_tags: set[tuple[int, str]]) -> bool:
@@ -2995,6 +2973,50 @@ def _record_instant(record: Mapping[str, Any], field: str) -> str:
     if not isinstance(value, str):
         raise InvalidArgumentError(f"{field} must be an ISO 8601 string")
     return format_instant(parse_instant(value))
+
+
+# What an export record says, checked the same way whichever backend imports it.
+
+def _read_header(record: Mapping[str, Any]) -> None:
+    if record.get("format") != EXPORT_FORMAT:
+        raise InvalidArgumentError(f"not a {EXPORT_FORMAT} stream")
+    version = record.get("format_version")
+    if not isinstance(version, int) or version > EXPORT_FORMAT_VERSION:
+        raise InvalidArgumentError(f"format_version {version!r} is newer than this module reads "
+                                   f"({EXPORT_FORMAT_VERSION}); upgrade kumiho_memory")
+
+
+def _read_item(record: Mapping[str, Any]) -> tuple[Kref, str | None, dict[str, Any], int, str]:
+    """``(kref, key, metadata, last_number, created_at)`` of an item record."""
+    kref = _record_kref(record, "item_kref", bare=True)
+    key = record.get("key")
+    if key is not None and not isinstance(key, str):
+        raise InvalidArgumentError("key must be a string or null")
+    last_number = record["last_number"]
+    if not isinstance(last_number, int) or last_number < 0:
+        raise InvalidArgumentError("last_number must be a non-negative integer")
+    return kref, key, _record_object(record, "metadata"), last_number, _record_instant(record, "created_at")
+
+
+def _read_revision(record: Mapping[str, Any]) -> tuple[Kref, str, str, dict[str, Any], str]:
+    """``(kref, title, content, metadata, created_at)`` of a revision record."""
+    kref = _record_kref(record, "kref", revision=True)
+    title, content = record["title"], record["content"]
+    if not isinstance(title, str) or not isinstance(content, str):
+        raise InvalidArgumentError("title and content must be strings")
+    metadata = _record_object(record, "metadata")
+    canonical_json(metadata)
+    return kref, title, content, metadata, _record_instant(record, "created_at")
+
+
+def _read_artifact(record: Mapping[str, Any]) -> tuple[Kref, str, str, dict[str, Any], str]:
+    """``(revision kref, name, location, metadata, created_at)`` of an artifact record."""
+    kref = _record_kref(record, "revision_kref", revision=True)
+    name = _check_pattern(record["name"], ARTIFACT_PATTERN, "artifact name", InvalidArgumentError)
+    location = record["location"]
+    if not isinstance(location, str):
+        raise InvalidArgumentError("location must be a string")
+    return kref, name, location, _record_object(record, "metadata"), _record_instant(record, "created_at")
 
 
 # -- the Kumiho graph server, through the kumiho SDK ------------------------------------------------------
@@ -4192,12 +4214,7 @@ class _KumihoImportPlan:
 
     @staticmethod
     def header(record: dict[str, Any]) -> bool:
-        if record.get("format") != EXPORT_FORMAT:
-            raise InvalidArgumentError(f"not a {EXPORT_FORMAT} stream")
-        version = record.get("format_version")
-        if not isinstance(version, int) or version > EXPORT_FORMAT_VERSION:
-            raise InvalidArgumentError(f"format_version {version!r} is newer than this module reads "
-                                       f"({EXPORT_FORMAT_VERSION}); upgrade kumiho_memory")
+        _read_header(record)
         return False
 
     def space(self, record: dict[str, Any]) -> bool:
@@ -4229,15 +4246,7 @@ class _KumihoImportPlan:
 
     def item(self, record: dict[str, Any]) -> bool:
         backend = self.backend
-        kref = _record_kref(record, "item_kref", bare=True)
-        key = record.get("key")
-        if key is not None and not isinstance(key, str):
-            raise InvalidArgumentError("key must be a string or null")
-        metadata = _record_object(record, "metadata")
-        last_number = record["last_number"]
-        if not isinstance(last_number, int) or last_number < 0:
-            raise InvalidArgumentError("last_number must be a non-negative integer")
-        created_at = _record_instant(record, "created_at")
+        kref, key, metadata, last_number, created_at = _read_item(record)
         text = str(kref)
         existing = self._server_item(kref)
         if existing is not None or text in self.new_items:
@@ -4303,14 +4312,8 @@ class _KumihoImportPlan:
 
     def revision(self, record: dict[str, Any]) -> bool:
         backend = self.backend
-        kref = _record_kref(record, "kref", revision=True)
+        kref, title, content, metadata, created_at = _read_revision(record)
         self._known_item(kref)
-        title, content = record["title"], record["content"]
-        if not isinstance(title, str) or not isinstance(content, str):
-            raise InvalidArgumentError("title and content must be strings")
-        metadata = _record_object(record, "metadata")
-        canonical_json(metadata)
-        created_at = _record_instant(record, "created_at")
         if self._revision_known(kref):
             known = self.revisions[str(kref)]
             if "server" in known:
@@ -4344,14 +4347,8 @@ class _KumihoImportPlan:
 
     def artifact(self, record: dict[str, Any]) -> bool:
         backend = self.backend
-        kref = _record_kref(record, "revision_kref", revision=True)
+        kref, name, location, metadata, created_at = _read_artifact(record)
         self._check_revision(kref)
-        name = _check_pattern(record["name"], ARTIFACT_PATTERN, "artifact name", InvalidArgumentError)
-        location = record["location"]
-        if not isinstance(location, str):
-            raise InvalidArgumentError("location must be a string")
-        metadata = _record_object(record, "metadata")
-        created_at = _record_instant(record, "created_at")
         known = self.revisions[str(kref)]
         if "server" in known:
             try:
