@@ -1484,7 +1484,8 @@ class GraphBackend(abc.ABC):
     @abc.abstractmethod
     def search(self, query: RecallQuery) -> list[ScoredRevision]:
         """Score revisions for a recall (words and signals, see ``RecallQuery``); best first, at most
-        ``query.pool``. By default one current revision per item, nothing deprecated or superseded."""
+        ``query.pool``. By default one current revision per item, nothing deprecated or superseded; never
+        bookkeeping (``SYSTEM_KINDS``), which must not shift the word statistics either."""
 
     @abc.abstractmethod
     def set_vector(self, revision: Kref, model: str, vector: Sequence[float]) -> None:
@@ -7696,8 +7697,7 @@ class AnticipatoryRecall:
                 save = self._unsaved >= self.config.save_every
             if state is not None:
                 trace.last_state, trace.agent = state, agent
-                trace.predictions = self.predict(state, agent=agent, at=now)
-                trace.spare = self._spare(state, agent, now, trace.predictions)
+                trace.predictions, trace.spare = self._forecast(state, agent, now)
             trace.wanted = self._plan(trace)
             predictions = list(trace.predictions)
         if save:
@@ -7748,8 +7748,7 @@ class AnticipatoryRecall:
         """Prepare what the next session will likely ask first (lock held)."""
         if self._closed:
             return
-        self._ready.predictions = self.predict(SESSION_START)
-        self._ready.spare = self._spare(SESSION_START, None, self._now(), self._ready.predictions)
+        self._ready.predictions, self._ready.spare = self._forecast(SESSION_START, None, self._now())
         self._ready.wanted = self._plan(self._ready)
 
     def _remember_cue(self, source: str, state: str, key: str, query: str, limit: int, char_budget: int,
@@ -7791,13 +7790,15 @@ class AnticipatoryRecall:
         likely first (ties by name). ``agent`` selects the personal table blended in."""
         return self._ranked(state, agent, at, self.config.min_probability)[: self.config.top_n]
 
-    def _spare(self, state: str, agent: str | None, at: float, predicted: list[tuple[str, float]]) -> list[tuple[str, float]]:
-        """States under the gate but at or above ``spare_probability`` (none unless it is set)."""
-        if self.config.spare_probability is None:
-            return []
+    def _forecast(self, state: str, agent: str | None, at: float
+                  ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        """``predict``'s states, and the spare ones: under the gate but at or above ``spare_probability``
+        (none unless it is set), from one ranking."""
+        gate, spare = self.config.min_probability, self.config.spare_probability
+        ranked = self._ranked(state, agent, at, gate if spare is None else spare)
+        predicted = [(name, p) for name, p in ranked if p >= gate - 1e-12][: self.config.top_n]
         chosen = {name for name, _ in predicted}
-        return [(name, p) for name, p in self._ranked(state, agent, at, self.config.spare_probability)
-                if name not in chosen][: self.config.top_n]
+        return predicted, [(name, p) for name, p in ranked if name not in chosen][: self.config.top_n] if spare else []
 
     def _ranked(self, state: str, agent: str | None, at: float | None, floor: float) -> list[tuple[str, float]]:
         at = self._now() if at is None else at
@@ -11665,11 +11666,8 @@ class Memory:
                 as_of=None if moment is None else moment.timestamp(), include_superseded=include_superseded,
                 time_window=window, keep=None if filtered else pool, query_vector=query_vector,
                 semantic_weight=float(semantic_weight), follow_edges=bool(follow_edges)))
-            results, system_dropped = [], False
+            results = []
             for hit in hits:
-                if hit.record.kref.kind in SYSTEM_KINDS and (types is None or hit.record.kref.kind not in types):
-                    system_dropped = True            # bookkeeping (profiles, cursors) answers no question
-                    continue
                 result = {**hit.record.to_dict(copy_metadata=False), "score": hit.score, "signals": hit.signals}
                 if hit.signals.get("graph_augmented"):
                     result["graph_augmented"], result["hop"] = True, hit.signals.get("hop", 1)
@@ -11686,8 +11684,7 @@ class Memory:
                 if contested:
                     result["contested_by"] = contested
                 results.append(result)
-            if (not filtered and not system_dropped) or len(results) >= limit or len(hits) < pool or \
-                    pool >= 4 * MAX_RECALL_LIMIT:
+            if not filtered or len(results) >= limit or len(hits) < pool or pool >= 4 * MAX_RECALL_LIMIT:
                 break
             pool *= 4
         if not results:

@@ -51,15 +51,8 @@ CAPPED_QUERIES = 20
 AGREEMENT_QUERIES = 20
 SYSTEMS = ("ours", "ours-disk", "rank-bm25", "bm25s")
 
-# A common English stopword list (a superset of what a BM25 tokenizer would drop); no pseudo-word is one.
-STOPWORDS = frozenset("""
-a about above after again against all am an and any are as at be because been before being below between
-both but by can could did do does doing down during each few for from further had has have having he her
-here hers herself him himself his how i if in into is it its itself just me more most my myself no nor not
-now of off on once only or other our ours ourselves out over own same she should so some such than that the
-their theirs them themselves then there these they this those through to too under until up very was we
-were what when where which while who whom why will with would you your yours yourself yourselves also
-""".split())
+# The module's English stopwords plus "also": a superset of what a BM25 tokenizer would drop; no pseudo-word is one.
+STOPWORDS = km.STOPWORDS | {"also"}
 CONSONANTS = "bdfghjkmnprtvz"
 VOWELS = "aeiou"
 # Endings the Porter stemmer could strip or rewrite (plus final e/s/y/l/i/u, excluded by the last letter).
