@@ -11195,14 +11195,14 @@ class Memory:
         subject = statement_subject(content)
         if subject is None:
             return target
+        if target is not None and not any(_single_valued(relation) for relation in belief_relations(content)):
+            return target                                 # nothing that could be split: done
         # the subject's current beliefs: recall by the subject's own words (as written in the statement)
         name = " ".join(word for word in re.findall(r"[\w'-]+", _statement_body(content))
                         if set(tokenize(word)) & set(subject.split()))
         beliefs = [hit for hit in here(self.recall(name or subject, limit=25, space=space or None,
                                                    follow_edges=False))
                    if statement_subject(hit["content"]) == subject]
-        if target is not None and not any(_single_valued(relation) for relation in belief_relations(content)):
-            return target                                 # nothing that could be split: done
         if not beliefs:
             return target
 
