@@ -386,6 +386,66 @@ def _require(module_name: str, *, extra: str) -> Any:
             f"{module_name!r} is not installed; run: pip install '{DISTRIBUTION_NAME}[{extra}]'") from exc
 
 
+def _unique_temporary(path: str) -> str:
+    """A temporary file name beside ``path`` that no other process or thread will pick at the same time."""
+    return f"{path}.{os.getpid()}.{threading.get_ident()}.{secrets.token_hex(4)}.tmp"
+
+
+class _FileLock:
+    """An exclusive lock held across processes and threads: ``flock`` on POSIX, ``msvcrt`` on Windows.
+
+    Each holder opens the lock file itself, so two threads of one process exclude each other as two
+    processes do. ``acquire(blocking=False)`` answers at once; the lock goes with its holder when a process
+    dies, so a crash never leaves it taken.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._stream: IO[str] | None = None
+
+    def acquire(self, blocking: bool = True) -> bool:
+        """Take the lock; with ``blocking=False`` return False instead of waiting when another holds it."""
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        stream = open(self.path, "a+", encoding="utf-8")
+        try:
+            if os.name == "nt":  # pragma: no cover - exercised on Windows only
+                import msvcrt
+                while True:
+                    try:
+                        msvcrt.locking(stream.fileno(), msvcrt.LK_NBLCK, 1)
+                        break
+                    except OSError:
+                        if not blocking:
+                            stream.close()
+                            return False
+                        time.sleep(0.05)
+            else:
+                import fcntl
+                try:
+                    fcntl.flock(stream.fileno(), fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+                except BlockingIOError:
+                    stream.close()
+                    return False
+        except BaseException:
+            stream.close()
+            raise
+        self._stream = stream
+        return True
+
+    def release(self) -> None:
+        """Let the next holder in (closing the file releases the lock on every platform)."""
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.close()
+
+    def __enter__(self) -> "_FileLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.release()
+
+
 def _redact_url(url: str) -> str:
     """A URL without its user-info part (a password never reaches a message)."""
     return re.sub(r"//[^/@]*@", "//***@", url)
@@ -581,8 +641,8 @@ class Kref:
         if not self.name and any(value is not None for value in selectors):
             raise InvalidKrefError("only an item kref can carry ?r=, ?t=, time= or a=")
         if self.revision is not None:
-            if isinstance(self.revision, bool) or not isinstance(self.revision, int) or self.revision < 1:
-                raise InvalidKrefError(f"revision must be a positive integer, not {self.revision!r}")
+            if isinstance(self.revision, bool) or not isinstance(self.revision, int) or not 1 <= self.revision < 10 ** 18:
+                raise InvalidKrefError(f"revision must be a positive integer below 10**18, not {str(self.revision)[:40]}")
             if self.tag is not None:
                 raise InvalidKrefError("a kref takes r= or t=, not both")
         if self.tag is not None:
@@ -651,7 +711,9 @@ class Kref:
         revision = None
         if "r" in fields:
             if not fields["r"].isascii() or not fields["r"].isdigit():
-                raise InvalidKrefError(f"kref revision must be a number: {fields['r']!r}")
+                raise InvalidKrefError(f"kref revision must be a number: {fields['r'][:40]!r}")
+            if len(fields["r"].lstrip("0")) > 18:
+                raise InvalidKrefError(f"kref revision is out of range (at most 18 digits): {fields['r'][:40]!r}...")
             revision = int(fields["r"])
         moment = None
         if "time" in fields:
@@ -700,8 +762,8 @@ class Kref:
 
     def with_revision(self, number: int) -> "Kref":
         """The kref of revision ``number`` of this kref's item."""
-        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-            raise InvalidKrefError(f"revision must be a positive integer, not {number!r}")
+        if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number < 10 ** 18:
+            raise InvalidKrefError(f"revision must be a positive integer below 10**18, not {str(number)[:40]}")
         return Kref.trusted(self.project, self.space, self.name, self.kind, number)
 
 
@@ -4504,6 +4566,10 @@ _DELETE_IF_EQUAL = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+_EXPIRE_IF_EQUAL = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
 
 
 class MessageTooLargeError(InvalidArgumentError):
@@ -4614,7 +4680,7 @@ class WorkingMemoryBuffer(abc.ABC):
     """Per-session message buffers, session metadata, session pointers and counters, all with expiry.
 
     The public methods (async, named as in kumiho-memory's ``RedisMemoryBuffer``) validate their arguments,
-    build keys and shape results here, once; a backend implements only the ten storage primitives at the end
+    build keys and shape results here, once; a backend implements only the eleven storage primitives at the end
     of this class, which behave like the Redis commands named in their docstrings. Use it with
     ``async with``, or call ``close()``.
 
@@ -4749,6 +4815,12 @@ class WorkingMemoryBuffer(abc.ABC):
         """Give up a claim (only ``owner``'s own)."""
         key = self._keys.lease(_wm_segment(project, "project"), _wm_identifier(session_id, "session_id"))
         return await self._delete_string(key, owner)
+
+    async def renew_session_lease(self, *, project: str, session_id: str, owner: str, ttl_seconds: int = 600) -> bool:
+        """Extend ``owner``'s claim by ``ttl_seconds`` from now; False (and nothing changed) when it is no
+        longer ``owner``'s."""
+        key = self._keys.lease(_wm_segment(project, "project"), _wm_identifier(session_id, "session_id"))
+        return await self._expire_string(key, owner, _wm_seconds(ttl_seconds, "ttl_seconds"))
 
     async def list_sessions(self, project: str, limit: int = 20) -> list[str]:
         """List the sessions of a project that hold messages.
@@ -4948,6 +5020,10 @@ class WorkingMemoryBuffer(abc.ABC):
     @abc.abstractmethod
     async def _delete_string(self, key: str, only_if: str | None) -> bool:
         """DEL, or delete only while the value equals ``only_if`` (atomically); return whether it was."""
+
+    @abc.abstractmethod
+    async def _expire_string(self, key: str, only_if: str, ttl: int) -> bool:
+        """EXPIRE ``ttl`` only while the value equals ``only_if`` (atomically); return whether it was."""
 
 
 async def resolve_session_id(buffer: WorkingMemoryBuffer, *, user_id: str | None = None, context: str | None = None,
@@ -5213,6 +5289,14 @@ class _SQLiteKeyspace:
             conn.execute("DELETE FROM wm_keys WHERE key = ?", (key,))
             return True
 
+    def expire_string(self, key: str, only_if: str, ttl: int) -> bool:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, key, now)
+            if live is None or live[0] != only_if:
+                return False
+            conn.execute("UPDATE wm_keys SET expires_at = ? WHERE key = ?", (now + ttl, key))
+            return True
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
@@ -5297,6 +5381,9 @@ class InProcessBuffer(WorkingMemoryBuffer):
 
     async def _delete_string(self, key: str, only_if: str | None) -> bool:
         return await asyncio.to_thread(self._space.delete_string, key, only_if)
+
+    async def _expire_string(self, key: str, only_if: str, ttl: int) -> bool:
+        return await asyncio.to_thread(self._space.expire_string, key, only_if, ttl)
 
 
 # -- the Redis buffer ---------------------------------------------------------------------------------------
@@ -5586,6 +5673,10 @@ class RedisMemoryBuffer(WorkingMemoryBuffer):
             (reply,) = await self._commands.run(("EVAL", _DELETE_IF_EQUAL, 1, key, only_if))
         return int(reply) > 0
 
+    async def _expire_string(self, key: str, only_if: str, ttl: int) -> bool:
+        (reply,) = await self._commands.run(("EVAL", _EXPIRE_IF_EQUAL, 1, key, only_if, ttl))
+        return int(reply) > 0
+
 
 @dataclasses.dataclass(frozen=True)
 class WorkingMemoryConfig:
@@ -5697,7 +5788,8 @@ def parse_time_window(query: str, now: _dt.datetime | None = None) -> tuple[floa
 
     Understands dates ("8 May 2023", "May 8, 2023", "2023-05-08"), months ("May 2023", "2023-05"), years
     after a preposition ("in 2023"), and, relative to ``now``, "yesterday", "today", "last/this
-    week/month/year" and "N days/weeks/months/years ago". The most specific match wins.
+    week/month/year" and "N days/weeks/months/years ago". The most specific match wins. A time outside what
+    a date can hold ("3000 years ago" in a calendar that starts at year 1) is no window: None, never an error.
     """
     text = query.casefold()
     try:
@@ -5723,13 +5815,16 @@ def parse_time_window(query: str, now: _dt.datetime | None = None) -> tuple[floa
     if now is None:
         return None
     now = parse_instant(now)
-    match = _AGO.search(text)
-    if match:
-        count = _NUMBER_WORDS.get(match.group(1)) or int(match.group(1))
-        return _period(_shift(now, match.group(2), -count), match.group(2))
-    for phrase, (count, unit) in _RELATIVE.items():
-        if re.search(rf"\b{phrase}\b", text):
-            return _period(_shift(now, unit, count), unit)
+    try:
+        match = _AGO.search(text)
+        if match:
+            count = _NUMBER_WORDS.get(match.group(1)) or int(match.group(1)[:7])
+            return _period(_shift(now, match.group(2), -count), match.group(2))
+        for phrase, (count, unit) in _RELATIVE.items():
+            if re.search(rf"\b{phrase}\b", text):
+                return _period(_shift(now, unit, count), unit)
+    except (ValueError, OverflowError):   # "66000000 years ago": before any date a datetime can hold
+        return None
     return None
 
 
@@ -7606,6 +7701,9 @@ def _covered_items(result: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(covered)
 
 
+PREPARED_WAIT_SECONDS = 5.0   # the longest an engage waits for its own call's preparation to finish
+
+
 class AnticipatoryRecall:
     """Learns how sessions move through memory and prepares the next engage before it is asked for.
 
@@ -7720,13 +7818,21 @@ class AnticipatoryRecall:
             return None
 
     def _take(self, key: str) -> dict[str, Any] | None:
-        """A copy of the prepared result for ``key`` if it is still exact; waits for it only when it is
-        being prepared right now (that wait is shorter than recalling afresh)."""
-        with self._lock:
-            future = self._pending.get(key) if key in self._running else None
-        if future is not None:
-            with contextlib.suppress(Exception):     # a failed preparation is counted by the job; recall afresh
-                future.result()
+        """A copy of the prepared result for ``key`` if it is still exact. When it is being prepared, or is
+        queued behind the background thread's current job, this waits for it (a bounded wait, shorter than
+        recalling afresh in the usual case), so whether a prepared answer is served never depends on which
+        thread ran first."""
+        deadline = time.monotonic() + PREPARED_WAIT_SECONDS
+        while True:                  # a preparation found stale on finishing is queued again: wait for that too
+            with self._lock:
+                future = self._pending.get(key)
+            left = deadline - time.monotonic()
+            if future is None or left <= 0:
+                break
+            try:
+                future.result(timeout=left)
+            except Exception:        # noqa: BLE001 - failed or slow: counted by the job; recall afresh
+                break
         with self._lock:
             entry = self._cache.get(key)
             if entry is None or entry.generation != self._generation or entry.token != self._token:
@@ -8819,7 +8925,8 @@ class RetryQueue:
     """Consolidations that could not be stored yet, kept in a JSON-lines file until they are.
 
     Each line is ``{"id", "timestamp", "attempts", "payload"}``. Writes are appended and fsynced; a flush
-    rewrites the file atomically. Payloads that fail for a reason a retry cannot fix (bad input) are
+    rewrites the file atomically. Every process of a user may share one folder: writes are ordered by a lock
+    file across processes, and only one process flushes at a time (a second waits, then replays what is left). Payloads that fail for a reason a retry cannot fix (bad input) are
     moved to ``parked.jsonl`` with the reason instead of being retried forever.
 
     Args:
@@ -8837,6 +8944,11 @@ class RetryQueue:
         self.clock = clock or SystemClock()
         self.ids = ids or RandomIds()
         self._lock = threading.Lock()
+        # Every process of a user shares the default folder: writes hold ``queue.lock`` (so an append is
+        # never lost to another process's rewrite), and a flush holds ``flush.lock`` for its whole run (so two
+        # processes never replay the same payload).
+        self._write_lock_path = os.path.join(base, "queue.lock")
+        self._flush_lock_path = os.path.join(base, "flush.lock")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> "RetryQueue":
@@ -8864,8 +8976,8 @@ class RetryQueue:
         return entries
 
     def _append(self, path: str, entry: Mapping[str, Any]) -> None:
+        """Append one entry, durable on return; the caller holds the write lock."""
         try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "a", encoding="utf-8") as stream:
                 stream.write(canonical_json(dict(entry)) + "\n")
                 stream.flush()
@@ -8874,43 +8986,56 @@ class RetryQueue:
             raise StoreError(f"cannot write retry queue {path!r}: {exc}") from exc
 
     def _rewrite(self, entries: Sequence[Mapping[str, Any]]) -> None:
-        temporary = self.pending_path + ".tmp"
+        """Replace the pending file atomically; the caller holds the write lock."""
+        temporary = _unique_temporary(self.pending_path)
         try:
-            os.makedirs(os.path.dirname(self.pending_path), exist_ok=True)
             with open(temporary, "w", encoding="utf-8") as stream:
                 stream.writelines(canonical_json(dict(entry)) + "\n" for entry in entries)
                 stream.flush()
                 os.fsync(stream.fileno())
             os.replace(temporary, self.pending_path)
         except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
             raise StoreError(f"cannot write retry queue {self.pending_path!r}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the thread lock and the cross-process write lock (creating the folder on first write)."""
+        with self._lock:
+            try:
+                lock = _FileLock(self._write_lock_path)
+                lock.acquire()
+            except OSError as exc:
+                raise StoreError(f"cannot lock retry queue {self._write_lock_path!r}: {exc}") from exc
+            try:
+                yield
+            finally:
+                lock.release()
 
     def count(self) -> int:
         """How many payloads wait."""
-        with self._lock:
-            return len(self._read(self.pending_path))
+        return len(self._read(self.pending_path))   # a rewrite is an atomic replace: reads need no lock
 
     def enqueue(self, payload: Mapping[str, Any]) -> str:
         """Persist a payload (durable when this returns); return its id."""
         entry_id = self.ids.new_id()
-        with self._lock:
+        with self._writing():
             self._append(self.pending_path, {"id": entry_id, "timestamp": format_instant(self.clock.now()),
                                              "attempts": 0, "payload": json.loads(canonical_json(dict(payload)))})
         return entry_id
 
     def drain(self) -> list[dict[str, Any]]:
         """The waiting entries (the queue is unchanged)."""
-        with self._lock:
-            return self._read(self.pending_path)
+        return self._read(self.pending_path)
 
     def parked(self) -> list[dict[str, Any]]:
         """Entries set aside because retrying cannot help, with their ``reason``."""
-        with self._lock:
-            return self._read(self.parked_path)
+        return self._read(self.parked_path)
 
     def clear(self) -> int:
         """Drop every waiting entry; return how many there were."""
-        with self._lock:
+        with self._writing():
             count = len(self._read(self.pending_path))
             self._rewrite([])
             return count
@@ -8926,6 +9051,20 @@ class RetryQueue:
             ``{succeeded, failed, dropped}`` (``failed`` stay queued; ``dropped`` were parked).
         """
         counts = {"succeeded": 0, "failed": 0, "dropped": 0}
+        flushing = _FileLock(self._flush_lock_path)
+        try:
+            while not flushing.acquire(blocking=False):   # another process is flushing: wait for it, then
+                await sleep(0.05)                          # replay only what it left
+        except OSError as exc:
+            raise StoreError(f"cannot lock retry queue {self._flush_lock_path!r}: {exc}") from exc
+        try:
+            await self._flush_entries(store, counts, max_retries, sleep)
+        finally:
+            flushing.release()
+        return counts
+
+    async def _flush_entries(self, store: Callable[[dict[str, Any]], Any], counts: dict[str, int],
+                             max_retries: int, sleep: Callable[[float], Any]) -> None:
         for entry in self.drain():
             error: Exception | None = None
             for attempt in range(max_retries + 1):
@@ -8939,7 +9078,7 @@ class RetryQueue:
                         break
                     if attempt < max_retries:
                         await sleep(min(2.0, 0.1 * 2 ** attempt))
-            with self._lock:
+            with self._writing():
                 remaining = [e for e in self._read(self.pending_path) if e["id"] != entry["id"]]
                 if error is None:
                     counts["succeeded"] += 1
@@ -8951,7 +9090,6 @@ class RetryQueue:
                     self._append(self.parked_path, {**entry, "reason": f"{type(error).__name__}: {error}"})
                     counts["dropped"] += 1
                 self._rewrite(remaining)
-        return counts
 
 
 def _is_transient(error: BaseException) -> bool:
@@ -10476,7 +10614,7 @@ class DreamState:
         folder = os.fspath(self.report_dir)
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, f"dream_state_{now.strftime('%Y%m%dT%H%M%S%fZ')}.md")
-        temporary = path + ".tmp"
+        temporary = _unique_temporary(path)
         with open(temporary, "w", encoding="utf-8") as stream:
             stream.write(report)
             stream.flush()
@@ -10654,19 +10792,31 @@ class DreamState:
     # -- applying, within the guardrails ------------------------------------------------------------------------
 
     def _guard(self, revision: dict[str, Any], assessment: MemoryAssessment, referenced: set[str]) -> str | None:
-        """Why a proposed deprecation may not happen, or None when it may."""
-        level = parse_evidence(revision["metadata"], revision["tags"])
-        if level == OFFICIAL or evidence_tag(OFFICIAL) in revision["tags"]:
-            return "official"
-        if "published" in revision["tags"] and not self.allow_published_deprecation:
-            return "published"
+        """Why a proposed deprecation may not happen, or None when it may.
+
+        A deprecation retires the whole item, so the guards hold for every revision it would hide, read
+        fresh from the store (an older ``published`` or ``official`` revision keeps the item as surely as the
+        newest would), not only for the revision the batch happened to show.
+        """
         age = self._age_days(revision)
+        try:
+            touched = self.memory.history(revision["item_kref"])
+        except NotFoundError:
+            return "gone"                                 # forgotten meanwhile: nothing left to deprecate
+        for each in touched or [revision]:
+            level = parse_evidence(each["metadata"], each["tags"])
+            if level == OFFICIAL or evidence_tag(OFFICIAL) in each["tags"]:
+                return "official"
+            if PUBLISHED_TAG in each["tags"] and not self.allow_published_deprecation:
+                return "published"
         if age is None or age < self.min_age_days:
             return "min_age"
-        if (level == CORROBORATED or evidence_tag(CORROBORATED) in revision["tags"]) and \
-                len(assessment.deprecation_reason.strip()) < 10:
-            return "corroborated_without_reason"
-        if revision["kref"] in referenced:
+        for each in touched or [revision]:
+            level = parse_evidence(each["metadata"], each["tags"])
+            if (level == CORROBORATED or evidence_tag(CORROBORATED) in each["tags"]) and \
+                    len(assessment.deprecation_reason.strip()) < 10:
+                return "corroborated_without_reason"
+        if revision["item_kref"] in referenced or any(each["kref"] in referenced for each in touched):
             return "referenced"
         return None
 
@@ -11016,6 +11166,15 @@ class Memory:
             raise NotFoundError(f"{name} {str(kref)!r} is not in project {self.project!r}")
         return kref
 
+    def _own_target(self, text: Any, name: str = "kref") -> Kref:
+        """``_own`` for a change: a kref naming an artifact (``&a=``) is refused, since a change made through
+        it would reach the whole revision, more than the address names."""
+        kref = self._own(text, name)
+        if kref.artifact is not None:
+            raise InvalidKrefError(f"{name} {str(kref)!r} names the artifact {kref.artifact!r}; this call changes "
+                                   "a whole revision or item, so give the revision's kref without '&a='")
+        return kref
+
     # -- writing ------------------------------------------------------------------------------------------
 
     def remember(self, content: str, *, space: str = "notes", title: str | None = None, kind: str = "memory",
@@ -11350,7 +11509,7 @@ class Memory:
             InvalidArgumentError: bad tag, or ``latest`` (the store maintains it).
             NotFoundError: no such revision.
         """
-        parsed = self._own(kref)
+        parsed = self._own_target(kref)
         checked = _checked_tags([tag])[0]
         tagged = self._backend.set_tag(parsed, checked).to_dict()
         self._changed(tagged["kref"])
@@ -11358,7 +11517,7 @@ class Memory:
 
     def untag(self, kref: str, tag: str) -> bool:
         """Remove ``tag`` from the revision ``kref`` selects; False when that revision did not carry it."""
-        parsed = self._own(kref)
+        parsed = self._own_target(kref)
         checked = _checked_tags([tag])[0]
         removed = self._backend.remove_tag(parsed, checked)
         self._changed(str(parsed))
@@ -11374,7 +11533,7 @@ class Memory:
         Returns:
             ``{source_kref, target_kref, edge_type, metadata, created_at}``.
         """
-        source, target = self._own(source_kref, "source"), self._own(target_kref, "target")
+        source, target = self._own_target(source_kref, "source"), self._own_target(target_kref, "target")
         checked_type = validate_edge_type(edge_type)
         edge = self._backend.add_edge(source, target, checked_type, _checked_metadata(metadata)).to_dict()
         self._changed(str(source))
@@ -11388,7 +11547,7 @@ class Memory:
         """
         if not isinstance(deprecated, bool):
             raise InvalidArgumentError("deprecated must be True or False")
-        self._backend.set_deprecated(self._own(kref), deprecated)
+        self._backend.set_deprecated(self._own_target(kref), deprecated)
         self._changed(kref)
 
     def forget(self, kref: str) -> dict[str, Any]:
@@ -11401,8 +11560,12 @@ class Memory:
 
         Returns:
             ``{kref, items, revisions, edges, scrubbed}``.
+
+        Raises:
+            InvalidKrefError: malformed, or it names an artifact (``&a=``): forgetting never reaches more than
+            the address names, so give the revision or item. NotFoundError: nothing there.
         """
-        forgotten = self._backend.forget(self._own(kref))
+        forgotten = self._backend.forget(self._own_target(kref))
         self._changed(kref)
         return forgotten
 
@@ -11411,7 +11574,7 @@ class Memory:
         """Attach a named pointer (file path, URL) to a revision; address it as ``...?r=N&a=NAME``."""
         checked_name = _check_pattern(name, ARTIFACT_PATTERN, "artifact name", InvalidArgumentError)
         checked_location = _checked_text(location, "location", limit=4096)
-        return self._backend.add_artifact(self._own(kref), checked_name, checked_location,
+        return self._backend.add_artifact(self._own_target(kref), checked_name, checked_location,
                                           _checked_metadata(metadata)).to_dict()
 
     def set_evidence(self, kref: str, level: str, *, reason: str = "", source: str | None = None) -> str:
@@ -11451,7 +11614,7 @@ class Memory:
         Raises:
             InvalidArgumentError: bad kref or updates, or an evidence key; NotFoundError: no such revision.
         """
-        parsed = self._own(kref, "kref")
+        parsed = self._own_target(kref, "kref")
         if not isinstance(updates, Mapping) or not all(isinstance(key, str) for key in updates):
             raise InvalidArgumentError("updates must be a JSON object with string keys")
         checked = _checked_metadata({key: value for key, value in updates.items() if value is not None})
@@ -11791,12 +11954,21 @@ class Memory:
         """
         def parsed() -> Iterator[tuple[int, dict[str, Any]]]:
             for line_number, line in enumerate(lines, 1):
+                if isinstance(line, bytes):
+                    try:
+                        line = line.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        raise ImportFormatError(f"line {line_number}: not UTF-8 ({exc.reason})") from None
+                if not isinstance(line, str):
+                    raise ImportFormatError(f"line {line_number}: a line must be text, not {type(line).__name__}")
                 if not line.strip():
                     continue
                 try:
                     record = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise ImportFormatError(f"line {line_number}: not JSON ({exc.msg})") from exc
+                except RecursionError:
+                    raise ImportFormatError(f"line {line_number}: nested too deeply to be a record") from None
                 yield line_number, record
         try:
             return self._backend.import_records(parsed(), progress)
@@ -11810,10 +11982,11 @@ class Memory:
         return render_mermaid(item, revisions, self._backend.edges(item))
 
 
-# A consolidation holds its session's lease for at most this long: longer than any consolidation with an
-# LLM takes (a lease that ran out is checked before anything is consumed); one left by a killed process on
-# this machine is taken over at once, one from another machine only when it runs out.
-CONSOLIDATION_LEASE_SECONDS = 3600
+# A consolidation's lease on its session lives this long unless renewed; the consolidation renews it every
+# third of that while it runs (a lease that ran out is checked before anything is consumed). So a lease its
+# attempt could not release (the buffer went away mid-way) is gone within this bound; one left by a killed
+# process on this machine is taken over at once, and the attempt's own manager may retry at once.
+CONSOLIDATION_LEASE_SECONDS = 60
 CONSOLIDATION_LEASE_WAIT = 30.0      # how long a consolidation waits for another's (then: a transient error)
 
 
@@ -11901,6 +12074,8 @@ class UniversalMemoryManager:
         self.graph_recall = GraphAugmentedRecall(llm_adapter, config=config, memory=self.memory)
         self._assess_tasks: set[asyncio.Task[Any]] = set()
         self._session_locks: dict[tuple[int, str], asyncio.Lock] = {}
+        self._lease_prefix = f"{_process_place()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._live_leases: set[str] = set()      # the leases this manager's consolidations hold right now
         self._assessed_upto: dict[str, int] = {}
         self.auto_assess_min_messages, self.auto_assess_window, self.auto_assess_timeout = 3, 6, 120.0
         self.last_assess_error: str | None = None
@@ -12073,26 +12248,50 @@ class UniversalMemoryManager:
         async with self._session_lock(session_id):
             # one consolidation of a session at a time across processes too (a lease in the buffer): a second
             # one would store the same messages again, or consume messages that arrived after the first read
-            owner = f"{_process_place()}:{os.getpid()}:{secrets.token_hex(6)}"
-            waited, delay = 0.0, 0.05
-            while not await self.buffer.acquire_session_lease(project=self.project, session_id=session_id,
-                                                              owner=owner, ttl_seconds=CONSOLIDATION_LEASE_SECONDS):
-                holder = await self.buffer.session_lease_owner(project=self.project, session_id=session_id)
-                if holder is not None and _lease_holder_died(holder):     # killed mid-consolidation: take over
-                    await self.buffer.release_session_lease(project=self.project, session_id=session_id,
-                                                            owner=holder)
-                    continue
-                if waited >= CONSOLIDATION_LEASE_WAIT:
-                    raise ServiceError(f"session {session_id!r} is being consolidated by another process; "
-                                       f"nothing was changed, try again", transient=True)
-                await asyncio.sleep(delay)
-                waited, delay = waited + delay, min(delay * 2, 1.0)
+            owner = f"{self._lease_prefix}:{secrets.token_hex(6)}"
+            await self._take_lease(session_id, owner)
+            self._live_leases.add(owner)
+            keeper = asyncio.ensure_future(self._keep_lease(session_id, owner))
             try:
                 return await self._consolidate(session_id, space_path, user_id, context, stack_revisions,
                                                evidence_level, source, summary, implications, owner)
             finally:
+                self._live_leases.discard(owner)
+                keeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError, KumihoMemoryError):
+                    await keeper
                 with contextlib.suppress(KumihoMemoryError):
                     await self.buffer.release_session_lease(project=self.project, session_id=session_id, owner=owner)
+
+    async def _take_lease(self, session_id: str, owner: str) -> None:
+        """Claim the session's consolidation lease, taking over one whose holder is gone (a killed process
+        here, or an attempt of this manager that has ended); wait for a live one, then a transient error."""
+        waited, delay = 0.0, 0.05
+        while not await self.buffer.acquire_session_lease(project=self.project, session_id=session_id,
+                                                          owner=owner, ttl_seconds=CONSOLIDATION_LEASE_SECONDS):
+            holder = await self.buffer.session_lease_owner(project=self.project, session_id=session_id)
+            left_behind = holder is not None and holder.startswith(self._lease_prefix + ":") \
+                and holder not in self._live_leases
+            if holder is not None and (left_behind or _lease_holder_died(holder)):
+                await self.buffer.release_session_lease(project=self.project, session_id=session_id, owner=holder)
+                continue
+            if waited >= CONSOLIDATION_LEASE_WAIT:
+                raise ServiceError(f"session {session_id!r} is being consolidated by another process; "
+                                   f"nothing was changed, try again", transient=True)
+            await asyncio.sleep(delay)
+            waited, delay = waited + delay, min(delay * 2, 1.0)
+
+    async def _keep_lease(self, session_id: str, owner: str) -> None:
+        """Renew the lease while the consolidation runs; stop when it is lost (the consolidation then
+        consumes nothing) or the buffer fails (the lease then runs out by itself)."""
+        while True:
+            await asyncio.sleep(CONSOLIDATION_LEASE_SECONDS / 3)
+            try:
+                if not await self.buffer.renew_session_lease(project=self.project, session_id=session_id,
+                                                             owner=owner, ttl_seconds=CONSOLIDATION_LEASE_SECONDS):
+                    return
+            except KumihoMemoryError:
+                return
 
     async def _consolidate(self, session_id: str, space_path: str | None, user_id: str | None, context: str | None,
                            stack_revisions: bool | None, evidence_level: str | None, source: str | None,
@@ -12467,7 +12666,7 @@ def _cmd_export(memory: Memory, args: argparse.Namespace) -> tuple[Any, str | No
         return {"mermaid": text}, text.rstrip("\n")
     progress = _progress_reporter("exported")
     if args.output:
-        temporary = args.output + ".partial"
+        temporary = _unique_temporary(args.output)
         try:
             with open(temporary, "w", encoding="utf-8", newline="\n") as stream:
                 count = memory.export_jsonl(stream, progress=progress)
@@ -12552,7 +12751,7 @@ def _cmd_consolidate(memory: Memory, args: argparse.Namespace) -> tuple[Any, str
                                                  evidence_level=args.evidence_level, source=args.source)
     result = _run_manager(memory, consolidate)
     if not result.get("success"):
-        raise InvalidArgumentError(result.get("error", "consolidation failed"))
+        raise KumihoMemoryError(result.get("error", "consolidation failed"))   # a state, not a usage error
     stored = result["store_result"]
     where = stored.get("revision_kref") or f"queued ({stored.get('queue_id')})"
     return result, f"consolidated {args.session} -> {where}"
@@ -12741,6 +12940,28 @@ def build_cli_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _cli_store_path(db: str | None, configured: str | None) -> str | None:
+    """The store file the CLI opens: ``--db``, else ``$KUMIHO_MEMORY_PATH``, else the per-user default.
+
+    A path someone typed must name a file in a folder that exists: a typo in a folder name would otherwise
+    create an empty store there and look like lost data. The per-user default creates its own folder.
+
+    Raises:
+        InvalidArgumentError: an empty path, or one whose folder does not exist.
+    """
+    if db is not None and not db.strip():
+        raise InvalidArgumentError("--db needs a file path, not an empty string")
+    path = db if db is not None else configured
+    typed = db is not None or (path is not None and path != default_store_path())
+    if path and typed:
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            where = "--db" if db is not None else "KUMIHO_MEMORY_PATH"
+            raise InvalidArgumentError(f"{where} {path!r}: the folder {folder!r} does not exist (create it first; "
+                                       "a new store file is made in an existing folder)")
+    return path
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``kumiho-memory`` command line; return the exit code (see ``--help``)."""
     parser = build_cli_parser()
@@ -12751,7 +12972,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json = getattr(args, "json", False)
     try:
         config = MemoryConfig.from_env()
-        path = getattr(args, "db", None) or config.path
+        path = _cli_store_path(getattr(args, "db", None), config.path)
         project = getattr(args, "project", None) or config.project
         if config.backend == "kumiho" and not getattr(args, "db", None):
             opened = Memory.from_config(dataclasses.replace(config, project=project))   # --db forces the file
@@ -12770,6 +12991,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NotFoundError as exc:
         print(f"kumiho-memory: not found: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND
+    except ImportFormatError as exc:          # a damaged file is an error in the data, not in the command
+        print(f"kumiho-memory: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except InvalidArgumentError as exc:       # bad input (a limit, a kref, a JSON option): a usage error
+        print(f"kumiho-memory: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except KumihoMemoryError as exc:
         print(f"kumiho-memory: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

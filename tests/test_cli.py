@@ -84,13 +84,13 @@ def test_errors_are_one_line_with_exit_codes(cli):
     code, out, err = cli("get", "kref://CognitiveMemory/notes/missing.memory")
     assert code == 3 and out == "" and err.startswith("kumiho-memory: not found:") and err.count("\n") == 1
     code, _, err = cli("get", "not-a-kref")
-    assert code == 1 and "Traceback" not in err and err.count("\n") == 1 and "kref" in err
+    assert code == 2 and "Traceback" not in err and err.count("\n") == 1 and "kref" in err
     code, _, err = cli("remember", "x", "--metadata", "[1, 2]")
-    assert code == 1 and "--metadata" in err
+    assert code == 2 and "--metadata" in err
     code, _, err = cli("frobnicate")
     assert code == 2 and "invalid choice" in err
     code, _, err = cli("link", "kref://CognitiveMemory/a/b.c", "kref://CognitiveMemory/a/d.c", "lower")
-    assert code == 1 and "edge type" in err
+    assert code == 2 and "edge type" in err
 
 
 def test_help_and_version(cli):
@@ -151,7 +151,7 @@ def test_export_mermaid(cli):
     assert code == 0, err
     assert out.startswith("flowchart") and "r2 -->|SUPERSEDES| r1" in out and "published" in out
     code, _, err = cli("export", "--format", "mermaid")
-    assert code == 1 and "--item" in err
+    assert code == 2 and "--item" in err
 
 
 def test_default_store_is_a_per_user_file(cli, tmp_path):

@@ -424,9 +424,13 @@ def test_an_import_killed_midway_is_all_or_nothing_and_a_rerun_completes_it_once
         with km.Memory(target) as memory:
             state = _export(memory)
         outcomes.append(child.returncode)
-        if child.returncode == -signal.SIGKILL:
-            assert state == own, "a killed import left part of its records behind"
-        else:
+        if child.returncode == -signal.SIGKILL and state != own:
+            # killed after its one transaction committed (on its way out): all of it is there, never a part
+            assert set(text.splitlines()) <= set(state.splitlines()), \
+                "a killed import left part of its records behind"
+            outcomes[-1] = "committed"
+            break
+        if child.returncode != -signal.SIGKILL:
             break                   # finished before the kill: the rerun below must add nothing
     assert km.main(["--db", target, "import", source]) == 0
     with km.Memory(target) as memory:
@@ -437,7 +441,7 @@ def test_an_import_killed_midway_is_all_or_nothing_and_a_rerun_completes_it_once
         source_lines = set(text.splitlines())
         assert source_lines <= set(first.splitlines()), "records of the export are missing after the rerun"
         assert len(first.splitlines()) == len(set(first.splitlines()))
-    assert -signal.SIGKILL in outcomes, "no import was ever interrupted"
+    assert -signal.SIGKILL in outcomes or "committed" in outcomes, "no import was ever interrupted"
 
 
 # ==========================================================================================================

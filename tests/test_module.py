@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import contextlib
+import io
 import os
 import re
 import subprocess
@@ -136,13 +138,23 @@ def test_readme_python_examples_run(tmp_path, monkeypatch):
         if not block.lstrip().startswith(("from kumiho_memory", "import")):
             continue                       # a fragment that continues an earlier example
         try:
-            runnable.append(compile(block, "README.md", "exec"))
+            runnable.append((block, compile(block, "README.md", "exec")))
         except SyntaxError as exc:
             assert "await" in str(exc), exc  # only top-level-await snippets may be skipped
     assert len(runnable) >= 2
     monkeypatch.chdir(tmp_path)
-    for code in runnable:
-        exec(code, {"__name__": "readme_example"})
+    checked = 0
+    for block, code in runnable:
+        output = io.StringIO()
+        with contextlib.redirect_stdout(output):
+            exec(code, {"__name__": "readme_example"})
+        printed = output.getvalue().splitlines()
+        # a ``print(...)  # -> TEXT (note)`` line promises that TEXT is printed (the note is for the reader)
+        for expected in re.findall(r"^\s*print\(.*\)\s+# -> (.+?)(?:\s+\(.*\))?$", block, flags=re.M):
+            assert expected in printed, f"README example promised {expected!r}, printed {printed!r}"
+            printed = printed[printed.index(expected) + 1:]
+            checked += 1
+    assert checked >= 1, "no README example states what it prints (print(...)  # -> TEXT)"
 
 
 def test_each_section_uses_only_the_sections_above_it():
