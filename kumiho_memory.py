@@ -22,16 +22,17 @@ Sections (each uses only those above it):
     4. configuration  frozen settings and the environment variables they read (only when asked)
     5. data model     krefs, names, evidence levels, record types
     6. text           tokenizer, Porter stemmer, BM25, the impact-ordered recall index
-    7. storage        the graph-backend interface, the embedded SQLite engine, the Kumiho server backend
-    8. working memory session buffers: in process (or in the store file) and on Redis, session ids
-    9. recall         time words, filters, evidence weights, reranking, embeddings, LLM adapters, graph
+    7. privacy        credential and PII detection, placeholders, the one screening policy for every way
+                      into the store
+    8. storage        the graph-backend interface, the embedded SQLite engine, the Kumiho server backend
+    9. working memory session buffers: in process (or in the store file) and on Redis, session ids
+   10. recall         time words, filters, evidence weights, reranking, embeddings, LLM adapters, graph
                       augmentation, belief similarity and relation matching, prompt context, anticipatory
                       recall (prefetch)
-   10. privacy        PII placeholders, credential guards, conversation summaries, the retry queue,
-                      space profiles, skill ingest, Dream State
-   11. export         Mermaid renderings of the graph
-   12. facades        the sync ``Memory`` and the async ``UniversalMemoryManager`` (JSON-lines export/import)
-   13. CLI            ``main(argv=None) -> int``
+   11. consolidation  conversation summaries, the retry queue, space profiles, skill ingest, Dream State
+   12. export         Mermaid renderings of the graph
+   13. facades        the sync ``Memory`` and the async ``UniversalMemoryManager`` (JSON-lines export/import)
+   14. CLI            ``main(argv=None) -> int``
 
 Optional extras (``pip install 'kumiho-memory-onefile[EXTRA]'``), each imported only by the code that needs
 it: ``redis`` (working memory on Redis), ``kumiho`` (the Kumiho graph server), ``mcp`` (the MCP server
@@ -486,6 +487,7 @@ ENVIRONMENT_VARIABLES = {
     "KUMIHO_AUTH_TOKEN": "bearer token for the Kumiho server (never logged or shown)",
     "KUMIHO_DREAM_EXTRA_INSTRUCTIONS": "deployment policy for Dream State (it may only tighten the guardrails)",
     "KUMIHO_DREAM_MIN_AGE_DAYS": "Dream State never deprecates a memory younger than this (default 7)",
+    "KUMIHO_MEMORY_CREDENTIALS": "redact (default: a credential becomes a placeholder) or refuse (raise instead)",
 }
 
 
@@ -517,6 +519,7 @@ class MemoryConfig:
     kumiho_endpoint: str | None = None
     kumiho_token: str | None = dataclasses.field(default=None, repr=False)   # never in a repr
     prefetch: bool = False                        # anticipatory recall for engage(session_id=...)
+    credentials: str = "redact"                   # "redact" | "refuse": what a write holding a secret does
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, durable: bool = True) -> "MemoryConfig":
@@ -537,7 +540,10 @@ class MemoryConfig:
         backend = (environ.get("KUMIHO_MEMORY_BACKEND") or "sqlite").strip().lower()
         if backend not in ("sqlite", "kumiho"):
             raise InvalidArgumentError(f"KUMIHO_MEMORY_BACKEND must be sqlite or kumiho, not {backend!r}")
-        return cls(path=path, project=environ.get("KUMIHO_MEMORY_PROJECT") or DEFAULT_PROJECT,
+        credentials = (environ.get("KUMIHO_MEMORY_CREDENTIALS") or "redact").strip().lower()
+        if credentials not in ("redact", "refuse"):
+            raise InvalidArgumentError(f"KUMIHO_MEMORY_CREDENTIALS must be redact or refuse, not {credentials!r}")
+        return cls(credentials=credentials, path=path, project=environ.get("KUMIHO_MEMORY_PROJECT") or DEFAULT_PROJECT,
                    busy_timeout=busy_timeout, evidence_rerank=rerank, backend=backend,
                    kumiho_endpoint=environ.get("KUMIHO_SERVER_ENDPOINT") or None,
                    kumiho_token=environ.get("KUMIHO_AUTH_TOKEN") or None,
@@ -1395,7 +1401,463 @@ class RecallIndex:
 
 
 # ==========================================================================================================
-# 7. Storage: the graph-backend interface, the embedded SQLite engine, the Kumiho server backend
+# 7. Privacy: credential and PII detection, and the one screening policy every way into the store uses
+# ==========================================================================================================
+
+# -- privacy: PII placeholders and credential guards ----------------------------------------------------------
+#
+# Two different jobs. PII (emails, phones, SSNs, card numbers, IPv4) is personal but legitimate content: it is
+# rewritten, never refused. Credentials are never legitimate memory content: they are cut out of text bound
+# for an LLM, and text bound for the store is refused when it holds one. Every rewrite runs to a fixed point
+# (repeat until nothing matches) so that applying it twice is the same as once, and so that nothing a pattern
+# recognises survives, even where removing one match exposes another.
+
+_REDACTED = "[redacted]"
+_PII_KINDS = ("EMAIL", "CREDIT_CARD", "SSN", "PHONE", "IP_ADDRESS")  # also the tie-break order on overlaps
+_MAX_CREDENTIAL_PASSES = 64  # far above what any text needs; past it we fail closed instead of looping
+
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+# Digit patterns use [0-9], not \d, so that Luhn and normalisation see ASCII digits only. Each pattern is
+# fenced by look-arounds that refuse to start or stop inside a longer number, word or dotted run: that is what
+# keeps versions (1.2.3.4.5), ISO timestamps, UUIDs and long ids whole. The fences also make the engine try
+# only the start of a run, which keeps every pattern linear on long input.
+_PII_PATTERNS: dict[str, re.Pattern[str]] = {
+    "EMAIL": re.compile(r"(?<![\w.%+-])[\w.%+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}(?![\w-])"),
+    "CREDIT_CARD": re.compile(
+        r"(?<![\w.-])(?<![0-9][ -])"
+        r"(?:[0-9]{4}([ -])[0-9]{4}\1[0-9]{4}\1[0-9]{4}(?!\1[0-9])"  # 4-4-4-4 (Visa, Mastercard, ...)
+        r"|[0-9]{4}([ -])[0-9]{6}\2[0-9]{5}(?!\2[0-9])"  # 4-6-5 (Amex)
+        r"|[0-9]{16})"  # a bare run: only counted when it passes Luhn
+        r"(?![\w-]|\.[0-9])"),
+    "SSN": re.compile(r"(?<![\w.-])[0-9]{3}-[0-9]{2}-[0-9]{4}(?![\w-]|\.[0-9])"),
+    "PHONE": re.compile(
+        r"(?<![\w.+-])"
+        r"(?:(?:\+?1[-. ]?)?"
+        r"(?:\([0-9]{3}\)[-. ]?[0-9]{3}[-. ][0-9]{4}"
+        r"|[0-9]{3}-[0-9]{3}-[0-9]{4}"
+        r"|[0-9]{3}\.[0-9]{3}\.[0-9]{4}"
+        # Space-separated groups look like any list of numbers, so they need a real area code (2-9).
+        r"|[2-9][0-9]{2} [0-9]{3} [0-9]{4})"
+        r"|\+1[0-9]{10})"
+        r"(?![\w-]|\.[0-9])"),
+    "IP_ADDRESS": re.compile(rf"(?<![\w.])(?:{_OCTET}\.){{3}}{_OCTET}(?!\w|\.[0-9])"),
+}
+_PLACEHOLDER = re.compile(r"\[(EMAIL|CREDIT_CARD|SSN|PHONE|IP_ADDRESS)_([0-9]{3,})\]")
+_NON_DIGIT = re.compile(r"[^0-9]")
+_UNBROKEN_RUN = re.compile(r"[A-Za-z0-9]{20}")
+
+
+def _luhn_valid(digits: str) -> bool:
+    """Whether a digit string passes the Luhn checksum every payment card number carries."""
+    total = 0
+    for position, char in enumerate(reversed(digits)):
+        value = int(char)
+        if position % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def _pii_key(kind: str, value: str) -> str:
+    """The identity of a PII value, so that spellings of one value share a placeholder."""
+    if kind == "EMAIL":
+        return value.lower()
+    if kind == "IP_ADDRESS":
+        return value
+    digits = _NON_DIGIT.sub("", value)
+    return digits[-10:] if kind == "PHONE" else digits  # +1 555... and 555... are one number
+
+
+def _pii_matches(text: str) -> list[tuple[int, int, str]]:
+    """Non-overlapping ``(start, end, kind)`` PII matches, leftmost first, ties to the ``_PII_KINDS`` order."""
+    found = []
+    for rank, kind in enumerate(_PII_KINDS):
+        for match in _PII_PATTERNS[kind].finditer(text):
+            value = match.group()
+            if kind == "CREDIT_CARD" and value.isdigit() and not _luhn_valid(value):
+                continue
+            found.append((match.start(), rank, match.end(), kind))
+    chosen: list[tuple[int, int, str]] = []
+    reached = 0
+    for start, _, end, kind in sorted(found):
+        if start >= reached:
+            chosen.append((start, end, kind))
+            reached = end
+    return chosen
+
+
+def _rewrite_pii(text: str, replacement: Callable[[str, str], str]) -> str:
+    """Replace every PII match with ``replacement(kind, value)`` until none is left.
+
+    Terminates: no pattern can match inside a bracketed replacement, so each pass turns at least one
+    character of original text into replacement text.
+    """
+    while True:
+        matches = _pii_matches(text)
+        if not matches:
+            return text
+        pieces, cursor = [], 0
+        for start, end, kind in matches:
+            pieces.append(text[cursor:start])
+            pieces.append(replacement(kind, text[start:end]))
+            cursor = end
+        pieces.append(text[cursor:])
+        text = "".join(pieces)
+
+
+# Credential rules. Each names a kind (used in messages instead of the secret), a pattern, and how to find
+# the secret inside a match: a rule whose pattern has a ``secret`` group keeps its label ("Bearer ",
+# "password=", "postgres://user:...@host") and redacts only that group, which keeps JSON and URLs readable.
+
+def _whole_or_secret(match: re.Match[str]) -> tuple[int, int] | None:
+    """The ``secret`` group's span when the pattern has one, else the whole match."""
+    return match.span("secret") if "secret" in match.re.groupindex else match.span()
+
+
+def _random_looking(match: re.Match[str]) -> tuple[int, int] | None:
+    """Accept a key-shaped suffix only if it looks generated: a digit, or a 20+ run without separators.
+
+    Hyphenated names such as ``rk-release-notes-for-version`` share the shape but not the randomness.
+    """
+    value = match.group("secret")
+    if any(char.isdigit() for char in value) or _UNBROKEN_RUN.search(value):
+        return match.span()
+    return None
+
+
+def _bearer_token(match: re.Match[str]) -> tuple[int, int] | None:
+    """Accept ``Bearer x`` when x is token-like (a digit, or 20+ chars), not prose ("the bearer of news")."""
+    token = match.group("secret")
+    if len(token) >= 8 and (len(token) >= 20 or any(char.isdigit() for char in token)):
+        return match.span("secret")
+    return None
+
+
+def _assigned_secret(match: re.Match[str]) -> tuple[int, int] | None:
+    """Accept ``password: value`` when the value could be a secret rather than prose or a placeholder.
+
+    Quoted values of 8+ characters count (the quotes show it is a literal). Bare values must also contain a
+    digit or a symbol, or be one 16+ letter run, because "Password: required" and ``token = get_token()`` are
+    ordinary text and code. Masks (``********``) and earlier redactions never count.
+    """
+    quoted = match.group("quoted") is not None
+    value = match.group("quoted") if quoted else match.group("bare")
+    if len(value) < 8 or len(set(value)) == 1 or value.strip("[]<>*").lower() == "redacted":
+        return None
+    if not quoted:
+        has_non_letter = any(not (char.isalpha() or char in "._-") for char in value)
+        if not (has_non_letter or (value.isalpha() and len(value) >= 16)):
+            return None
+    return match.span("quoted" if quoted else "bare")
+
+
+@dataclasses.dataclass(frozen=True)
+class _CredentialRule:
+    """One kind of credential: its name for messages, its pattern, and where the secret sits in a match."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    secret_span: Callable[[re.Match[str]], tuple[int, int] | None] = _whole_or_secret
+
+    def spans(self, text: str) -> Iterator[tuple[int, int]]:
+        """The spans of ``text`` to redact for this rule, in order and non-overlapping."""
+        for match in self.pattern.finditer(text):
+            span = self.secret_span(match)
+            if span is not None:
+                yield span
+
+
+_BARE_STOP = r"\s\"'`,;&<>(){}\[\]"  # a bare value ends at space, quotes, list/URL separators and brackets
+_CREDENTIAL_RULES: tuple[_CredentialRule, ...] = (
+    # First, so that the whole block (to its END line, or to the end of a cut-off text) goes at once.
+    _CredentialRule("a private key (PEM block)", re.compile(
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
+        r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.S)),
+    _CredentialRule("an AWS access key id", re.compile(
+        r"(?<![A-Za-z0-9])(?:AKIA|ABIA|ACCA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")),
+    _CredentialRule("a GitHub token", re.compile(
+        r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})")),
+    _CredentialRule("a Google API key", re.compile(r"(?<![A-Za-z0-9_-])AIza[A-Za-z0-9_-]{35,}")),
+    _CredentialRule("a Slack token", re.compile(r"(?<![A-Za-z0-9_-])xox[baprs]-[A-Za-z0-9-]{10,}")),
+    _CredentialRule("a JSON Web Token", re.compile(
+        r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")),
+    _CredentialRule("an API key with an sk-/pk-/rk-/ak- prefix", re.compile(
+        r"(?<![A-Za-z0-9_-])(?:sk|pk|rk|ak)-(?P<secret>[A-Za-z0-9_-]{20,})"), _random_looking),
+    _CredentialRule("a database URL with an inline password", re.compile(
+        r"(?i)\b(?:postgres(?:ql)?|mysql|mongodb|rediss?|amqps?)(?:\+[a-z0-9]+)?://"
+        r"[^\s:/@]*:(?P<secret>(?!\[redacted\]@)[^\s/@]+)@")),
+    _CredentialRule("a bearer token", re.compile(
+        r"\b(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/-]*[A-Za-z0-9_~+/-]=*)"), _bearer_token),
+    # A label naming a secret (api_key, client_secret, DB_PASSWORD, accessToken, ...) assigned a value. Only
+    # the singular "token" counts: "max_tokens: 4096" is configuration.
+    _CredentialRule("a password or secret assigned to a field", re.compile(
+        r"(?i)(?<![\w.-])[\w.-]*?"
+        r"(?:api[_-]?keys?|secrets?|token|passw(?:or)?ds?|credentials?)(?:[_-]?(?:access[_-]?)?key)?"
+        r"[\"']?[ \t]*[:=]{1,2}[ \t]*"
+        r"(?:(?P<q>[\"'])(?P<quoted>(?:(?!(?P=q))[^\n]){8,})(?P=q)"
+        rf"|(?P<bare>[^{_BARE_STOP}$=](?:[^{_BARE_STOP}]*[^{_BARE_STOP}.:!?])?))"), _assigned_secret),
+)
+
+
+def _redacted_placeholder(label: str) -> str:
+    """The placeholder a redacted credential leaves behind."""
+    return _REDACTED
+
+
+def _credential_kinds(text: str) -> list[str]:
+    """The kinds of credential in ``text``, each once (the detection every screening uses)."""
+    return [rule.kind for rule in _CREDENTIAL_RULES if next(rule.spans(text), None) is not None]
+
+
+def _redact_credentials_text(text: str) -> str:
+    """``text`` with every credential replaced, to a fixed point (just the placeholder if it never settles)."""
+    for _ in range(_MAX_CREDENTIAL_PASSES):
+        before = text
+        for rule in _CREDENTIAL_RULES:
+            spans = list(rule.spans(text))
+            for start, end in reversed(spans):  # right to left keeps earlier spans' offsets valid
+                text = text[:start] + _REDACTED + text[end:]
+        if text == before:
+            return text
+    return _REDACTED
+
+
+def _privacy_text(text: Any) -> str:
+    """``text`` itself, checked to be a string."""
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"text must be a string, not {type(text).__name__}")
+    return text
+
+
+class CredentialDetectedError(KumihoMemoryError, ValueError):
+    """Text that must not hold a secret (a stored summary, an LLM prompt) holds one.
+
+    The message and ``kinds`` name what kind of credential was seen, e.g. ``"an AWS access key id"``; neither
+    ever contains the secret or any piece of it.
+    """
+
+    def __init__(self, message: str, kinds: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.kinds = tuple(kinds)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # keep ``kinds`` across pickling (multiprocessing, queues)
+        return type(self), (str(self), self.kinds)
+
+
+class PIIRedactor:
+    """Rewrites personal data and removes credentials from text; stateless, so one instance can be shared.
+
+    PII (email, US phone, SSN, card number, IPv4) becomes a placeholder; credentials (cloud and API keys,
+    tokens, private keys, passwords in URLs or assignments) become ``[redacted]`` or make
+    ``reject_credentials`` raise. Every rewrite is idempotent: applying it twice gives the same text as once.
+    """
+
+    def redact(self, text: str) -> str:
+        """Replace PII with numbered placeholders such as ``[EMAIL_001]`` and ``[PHONE_002]``.
+
+        Within one call the same value always gets the same placeholder (an email in any letter case, a phone
+        number with or without ``+1`` and separators), and numbering starts after any placeholder already in
+        the text, so two people never share a number.
+
+        Args:
+            text: any text.
+
+        Returns:
+            The text with every email, phone, SSN, card number and IPv4 address replaced.
+
+        Raises:
+            InvalidArgumentError: ``text`` is not a string.
+        """
+        text = _privacy_text(text)
+        counters = dict.fromkeys(_PII_KINDS, 0)
+        for kind, number in _PLACEHOLDER.findall(text):
+            counters[kind] = max(counters[kind], int(number))
+        assigned: dict[tuple[str, str], str] = {}
+
+        def placeholder(kind: str, value: str) -> str:
+            key = (kind, _pii_key(kind, value))
+            if key not in assigned:
+                counters[kind] += 1
+                assigned[key] = f"[{kind}_{counters[kind]:03d}]"
+            return assigned[key]
+
+        return _rewrite_pii(text, placeholder)
+
+    def anonymize_summary(self, text: str) -> str:
+        """Replace PII with its kind: ``[email]``, ``[phone]``, ``[ssn]``, ``[credit_card]``, ``[ip_address]``.
+
+        Args:
+            text: any text, typically a summary about to be stored.
+
+        Returns:
+            The text with every PII value replaced by its kind in brackets.
+
+        Raises:
+            InvalidArgumentError: ``text`` is not a string.
+        """
+        return _rewrite_pii(_privacy_text(text), lambda kind, value: f"[{kind.lower()}]")
+
+    def find_credentials(self, text: str) -> list[str]:
+        """Name the kinds of credential in ``text``, for messages (never the secrets themselves).
+
+        Args:
+            text: any text.
+
+        Returns:
+            Kinds such as ``"an AWS access key id"``, each once, in a fixed order; empty when none is found.
+
+        Raises:
+            InvalidArgumentError: ``text`` is not a string.
+        """
+        return _credential_kinds(_privacy_text(text))
+
+    def redact_credentials(self, text: str) -> str:
+        """Replace every credential with ``[redacted]``; whole PEM private-key blocks go first.
+
+        Labels are kept where they help a reader: ``Bearer [redacted]``, ``"password": "[redacted]"``,
+        ``postgres://app:[redacted]@db/main``. Afterwards ``find_credentials`` finds nothing.
+
+        Args:
+            text: any text.
+
+        Returns:
+            The text without credentials (just ``[redacted]`` in the unreachable case that rewriting does
+            not settle, so a secret can never slip through).
+
+        Raises:
+            InvalidArgumentError: ``text`` is not a string.
+        """
+        return _redact_credentials_text(_privacy_text(text))
+
+    def reject_credentials(self, text: str) -> None:
+        """Raise if ``text`` holds a credential; for text about to be stored, where silently editing is wrong.
+
+        Args:
+            text: any text.
+
+        Raises:
+            CredentialDetectedError: a credential was found; the message names its kind, not its value.
+            InvalidArgumentError: ``text`` is not a string.
+        """
+        kinds = self.find_credentials(text)
+        if kinds:
+            raise CredentialDetectedError(
+                f"text holds {' and '.join(kinds)}; remove it (PIIRedactor.redact_credentials) before storing "
+                "or sending it", kinds)
+
+    def scrub_for_llm(self, text: str) -> str:
+        """Make text safe to send to an LLM: cut credentials, anonymize PII, then check; fail closed.
+
+        Args:
+            text: any text, e.g. a conversation transcript about to be summarized.
+
+        Returns:
+            The scrubbed text, or just ``[redacted]`` if anything still looks like a credential after
+            scrubbing (better an empty prompt than a leaked key).
+
+        Raises:
+            InvalidArgumentError: ``text`` is not a string.
+        """
+        scrubbed = self.anonymize_summary(self.redact_credentials(text))
+        return _REDACTED if self.find_credentials(scrubbed) else scrubbed
+
+
+# -- one screening policy for everything bound for long-term memory -------------------------------------------
+#
+# Every way into the store (remember and revise, metadata at any depth, edges, artifacts, space attributes,
+# working-memory messages, the retry queue) passes its text through ``screen_for_store``. Two policies:
+#
+#   "redact" (default)  each credential becomes a readable placeholder; the rest is stored as given
+#   "refuse"            a credential raises CredentialDetectedError naming the field and kind; nothing stored
+#
+# A tag, a space or a supersession key holding a credential is refused under both: they become addresses
+# and names, where a placeholder cannot stand. Summaries made by consolidation are redacted and then refused
+# if anything still looks like a credential (fail closed).
+
+CREDENTIAL_POLICIES = ("redact", "refuse")
+_SCREEN_DEPTH = 64          # deeper metadata is refused by the validators before it gets here
+
+
+def _checked_policy(policy: Any) -> str:
+    if policy not in CREDENTIAL_POLICIES:
+        raise InvalidArgumentError(f"credentials must be one of {CREDENTIAL_POLICIES}, not {policy!r}")
+    return policy
+
+
+def screen_for_store(value: Any, *, field: str = "text", policy: str = "redact") -> Any:
+    """Return ``value`` with every credential removed, ready for long-term memory; or refuse it.
+
+    Args:
+        value: a string, or JSON-like data (dicts, lists, tuples; keys and values at any depth are screened,
+            numbers, booleans and None pass unchanged).
+        field: the name used in the error, e.g. ``"metadata['notes']"``.
+        policy: ``"redact"`` (replace each credential with a placeholder) or ``"refuse"``.
+
+    Returns:
+        The screened value, of the same shape (tuples come back as lists, as JSON stores them).
+
+    Raises:
+        CredentialDetectedError: ``policy="refuse"`` and a credential was found (the message names the field
+            and the kind, never the secret).
+        InvalidArgumentError: an unknown policy.
+    """
+    policy = _checked_policy(policy)
+    return _screen_value(value, field, policy, 0)
+
+
+def _screen_value(value: Any, field: str, policy: str, depth: int) -> Any:
+    if isinstance(value, str):
+        return _screen_string(value, field, policy)
+    if depth > _SCREEN_DEPTH:
+        return value
+    if isinstance(value, Mapping):
+        screened = {}
+        for key, item in value.items():
+            clean_key = _screen_string(key, f"{field} key", policy) if isinstance(key, str) else key
+            where = f"{field}[{clean_key!r}]"
+            kinds = _credential_kinds(f'{key} = "{item}"') if isinstance(key, str) and isinstance(item, str) else []
+            if kinds:
+                # structure says what a line would: {"password": "hunter2!"} is password = "hunter2!"
+                if policy == "refuse":
+                    raise _credential_refused(where, kinds)
+                screened[clean_key] = _redacted_placeholder(key)
+                continue
+            screened[clean_key] = _screen_value(item, where, policy, depth + 1)
+        return screened
+    if isinstance(value, (list, tuple)):
+        return [_screen_value(item, f"{field}[{index}]", policy, depth + 1) for index, item in enumerate(value)]
+    return value
+
+
+def _screen_string(text: str, field: str, policy: str) -> str:
+    kinds = _credential_kinds(text)
+    if not kinds:
+        return text
+    if policy == "refuse":
+        raise _credential_refused(field, kinds)
+    return _redact_credentials_text(text)
+
+
+def _credential_refused(field: str, kinds: Sequence[str]) -> CredentialDetectedError:
+    return CredentialDetectedError(f"{field} holds {' and '.join(kinds)}; nothing was stored (remove it, or open "
+                                   "the memory with credentials='redact' to store a placeholder)", kinds)
+
+
+def refuse_credentials_in(value: str, field: str) -> str:
+    """``value`` itself when it holds no credential; for names and addresses, where no placeholder can stand.
+
+    Raises:
+        CredentialDetectedError: a credential was found (named by kind, never shown).
+    """
+    kinds = _credential_kinds(value)
+    if kinds:
+        raise CredentialDetectedError(f"{field} holds {' and '.join(kinds)}; a name or address cannot hold a "
+                                      "secret, nothing was stored", kinds)
+    return value
+
+
+# ==========================================================================================================
+# 8. Storage: the graph-backend interface, the embedded SQLite engine, the Kumiho server backend
 # ==========================================================================================================
 
 @dataclasses.dataclass(frozen=True)
@@ -4523,7 +4985,7 @@ class _KumihoImportPlan:
 
 
 # ==========================================================================================================
-# 8. Working memory
+# 9. Working memory
 # ==========================================================================================================
 #
 # A session's short-term memory: the messages of one conversation, kept for a sliding hour until
@@ -4726,7 +5188,9 @@ class WorkingMemoryBuffer(abc.ABC):
             raise MessageTooLargeError("message content", size)
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidArgumentError(f"metadata must be a mapping, not {type(metadata).__name__}")
-        metadata_json = canonical_json(dict(metadata or {}))
+        # a secret never reaches the buffer, whoever calls: it becomes a placeholder here (see screen_for_store)
+        content = screen_for_store(content, field="message content")
+        metadata_json = canonical_json(screen_for_store(dict(metadata or {}), field="message metadata"))
         metadata_size = _utf8_size(metadata_json, "message metadata")
         if metadata_size > MAX_MESSAGE_BYTES:
             raise MessageTooLargeError("message metadata", metadata_size)
@@ -4860,9 +5324,10 @@ class WorkingMemoryBuffer(abc.ABC):
         fields: dict[str, str] = {}
         for name, value in metadata.items():
             if not isinstance(name, str) or not name or not isinstance(value, str):
-                raise InvalidArgumentError(f"session metadata maps non-empty names to strings; {name!r}: {value!r} "
-                                           f"is not that (store structured values as JSON text)")
+                raise InvalidArgumentError(f"session metadata maps non-empty names to strings; {str(name)[:80]!r}: a "
+                                           f"{type(value).__name__} is not that (store structured values as JSON text)")
             fields[name] = value
+        fields = screen_for_store(fields, field="session metadata")
         size = _utf8_size(canonical_json(fields), "session metadata")
         if size > MAX_MESSAGE_BYTES:
             raise MessageTooLargeError("session metadata", size)
@@ -5733,7 +6198,7 @@ class WorkingMemoryConfig:
 
 
 # ==========================================================================================================
-# 9. Recall: what the query means, filters, evidence, reranking, belief similarity and relation matching,
+# 10. Recall: what the query means, filters, evidence, reranking, belief similarity and relation matching,
 #    context, anticipatory recall
 # ==========================================================================================================
 
@@ -8214,354 +8679,8 @@ class AnticipatoryRecall:
 
 
 # ==========================================================================================================
-# 10. Privacy and consolidation: PII placeholders, credential guards, summaries, the retry queue, space
-#     profiles, skill ingest, Dream State
+# 11. Consolidation: summaries, the retry queue, space profiles, skill ingest, Dream State
 # ==========================================================================================================
-
-# -- privacy: PII placeholders and credential guards ----------------------------------------------------------
-#
-# Two different jobs. PII (emails, phones, SSNs, card numbers, IPv4) is personal but legitimate content: it is
-# rewritten, never refused. Credentials are never legitimate memory content: they are cut out of text bound
-# for an LLM, and text bound for the store is refused when it holds one. Every rewrite runs to a fixed point
-# (repeat until nothing matches) so that applying it twice is the same as once, and so that nothing a pattern
-# recognises survives, even where removing one match exposes another.
-
-_REDACTED = "[redacted]"
-_PII_KINDS = ("EMAIL", "CREDIT_CARD", "SSN", "PHONE", "IP_ADDRESS")  # also the tie-break order on overlaps
-_MAX_CREDENTIAL_PASSES = 64  # far above what any text needs; past it we fail closed instead of looping
-
-_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-# Digit patterns use [0-9], not \d, so that Luhn and normalisation see ASCII digits only. Each pattern is
-# fenced by look-arounds that refuse to start or stop inside a longer number, word or dotted run: that is what
-# keeps versions (1.2.3.4.5), ISO timestamps, UUIDs and long ids whole. The fences also make the engine try
-# only the start of a run, which keeps every pattern linear on long input.
-_PII_PATTERNS: dict[str, re.Pattern[str]] = {
-    "EMAIL": re.compile(r"(?<![\w.%+-])[\w.%+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}(?![\w-])"),
-    "CREDIT_CARD": re.compile(
-        r"(?<![\w.-])(?<![0-9][ -])"
-        r"(?:[0-9]{4}([ -])[0-9]{4}\1[0-9]{4}\1[0-9]{4}(?!\1[0-9])"  # 4-4-4-4 (Visa, Mastercard, ...)
-        r"|[0-9]{4}([ -])[0-9]{6}\2[0-9]{5}(?!\2[0-9])"  # 4-6-5 (Amex)
-        r"|[0-9]{16})"  # a bare run: only counted when it passes Luhn
-        r"(?![\w-]|\.[0-9])"),
-    "SSN": re.compile(r"(?<![\w.-])[0-9]{3}-[0-9]{2}-[0-9]{4}(?![\w-]|\.[0-9])"),
-    "PHONE": re.compile(
-        r"(?<![\w.+-])"
-        r"(?:(?:\+?1[-. ]?)?"
-        r"(?:\([0-9]{3}\)[-. ]?[0-9]{3}[-. ][0-9]{4}"
-        r"|[0-9]{3}-[0-9]{3}-[0-9]{4}"
-        r"|[0-9]{3}\.[0-9]{3}\.[0-9]{4}"
-        # Space-separated groups look like any list of numbers, so they need a real area code (2-9).
-        r"|[2-9][0-9]{2} [0-9]{3} [0-9]{4})"
-        r"|\+1[0-9]{10})"
-        r"(?![\w-]|\.[0-9])"),
-    "IP_ADDRESS": re.compile(rf"(?<![\w.])(?:{_OCTET}\.){{3}}{_OCTET}(?!\w|\.[0-9])"),
-}
-_PLACEHOLDER = re.compile(r"\[(EMAIL|CREDIT_CARD|SSN|PHONE|IP_ADDRESS)_([0-9]{3,})\]")
-_NON_DIGIT = re.compile(r"[^0-9]")
-_UNBROKEN_RUN = re.compile(r"[A-Za-z0-9]{20}")
-
-
-def _luhn_valid(digits: str) -> bool:
-    """Whether a digit string passes the Luhn checksum every payment card number carries."""
-    total = 0
-    for position, char in enumerate(reversed(digits)):
-        value = int(char)
-        if position % 2:
-            value = value * 2 - 9 if value > 4 else value * 2
-        total += value
-    return total % 10 == 0
-
-
-def _pii_key(kind: str, value: str) -> str:
-    """The identity of a PII value, so that spellings of one value share a placeholder."""
-    if kind == "EMAIL":
-        return value.lower()
-    if kind == "IP_ADDRESS":
-        return value
-    digits = _NON_DIGIT.sub("", value)
-    return digits[-10:] if kind == "PHONE" else digits  # +1 555... and 555... are one number
-
-
-def _pii_matches(text: str) -> list[tuple[int, int, str]]:
-    """Non-overlapping ``(start, end, kind)`` PII matches, leftmost first, ties to the ``_PII_KINDS`` order."""
-    found = []
-    for rank, kind in enumerate(_PII_KINDS):
-        for match in _PII_PATTERNS[kind].finditer(text):
-            value = match.group()
-            if kind == "CREDIT_CARD" and value.isdigit() and not _luhn_valid(value):
-                continue
-            found.append((match.start(), rank, match.end(), kind))
-    chosen: list[tuple[int, int, str]] = []
-    reached = 0
-    for start, _, end, kind in sorted(found):
-        if start >= reached:
-            chosen.append((start, end, kind))
-            reached = end
-    return chosen
-
-
-def _rewrite_pii(text: str, replacement: Callable[[str, str], str]) -> str:
-    """Replace every PII match with ``replacement(kind, value)`` until none is left.
-
-    Terminates: no pattern can match inside a bracketed replacement, so each pass turns at least one
-    character of original text into replacement text.
-    """
-    while True:
-        matches = _pii_matches(text)
-        if not matches:
-            return text
-        pieces, cursor = [], 0
-        for start, end, kind in matches:
-            pieces.append(text[cursor:start])
-            pieces.append(replacement(kind, text[start:end]))
-            cursor = end
-        pieces.append(text[cursor:])
-        text = "".join(pieces)
-
-
-# Credential rules. Each names a kind (used in messages instead of the secret), a pattern, and how to find
-# the secret inside a match: a rule whose pattern has a ``secret`` group keeps its label ("Bearer ",
-# "password=", "postgres://user:...@host") and redacts only that group, which keeps JSON and URLs readable.
-
-def _whole_or_secret(match: re.Match[str]) -> tuple[int, int] | None:
-    """The ``secret`` group's span when the pattern has one, else the whole match."""
-    return match.span("secret") if "secret" in match.re.groupindex else match.span()
-
-
-def _random_looking(match: re.Match[str]) -> tuple[int, int] | None:
-    """Accept a key-shaped suffix only if it looks generated: a digit, or a 20+ run without separators.
-
-    Hyphenated names such as ``rk-release-notes-for-version`` share the shape but not the randomness.
-    """
-    value = match.group("secret")
-    if any(char.isdigit() for char in value) or _UNBROKEN_RUN.search(value):
-        return match.span()
-    return None
-
-
-def _bearer_token(match: re.Match[str]) -> tuple[int, int] | None:
-    """Accept ``Bearer x`` when x is token-like (a digit, or 20+ chars), not prose ("the bearer of news")."""
-    token = match.group("secret")
-    if len(token) >= 8 and (len(token) >= 20 or any(char.isdigit() for char in token)):
-        return match.span("secret")
-    return None
-
-
-def _assigned_secret(match: re.Match[str]) -> tuple[int, int] | None:
-    """Accept ``password: value`` when the value could be a secret rather than prose or a placeholder.
-
-    Quoted values of 8+ characters count (the quotes show it is a literal). Bare values must also contain a
-    digit or a symbol, or be one 16+ letter run, because "Password: required" and ``token = get_token()`` are
-    ordinary text and code. Masks (``********``) and earlier redactions never count.
-    """
-    quoted = match.group("quoted") is not None
-    value = match.group("quoted") if quoted else match.group("bare")
-    if len(value) < 8 or len(set(value)) == 1 or value.strip("[]<>*").lower() == "redacted":
-        return None
-    if not quoted:
-        has_non_letter = any(not (char.isalpha() or char in "._-") for char in value)
-        if not (has_non_letter or (value.isalpha() and len(value) >= 16)):
-            return None
-    return match.span("quoted" if quoted else "bare")
-
-
-@dataclasses.dataclass(frozen=True)
-class _CredentialRule:
-    """One kind of credential: its name for messages, its pattern, and where the secret sits in a match."""
-
-    kind: str
-    pattern: re.Pattern[str]
-    secret_span: Callable[[re.Match[str]], tuple[int, int] | None] = _whole_or_secret
-
-    def spans(self, text: str) -> Iterator[tuple[int, int]]:
-        """The spans of ``text`` to redact for this rule, in order and non-overlapping."""
-        for match in self.pattern.finditer(text):
-            span = self.secret_span(match)
-            if span is not None:
-                yield span
-
-
-_BARE_STOP = r"\s\"'`,;&<>(){}\[\]"  # a bare value ends at space, quotes, list/URL separators and brackets
-_CREDENTIAL_RULES: tuple[_CredentialRule, ...] = (
-    # First, so that the whole block (to its END line, or to the end of a cut-off text) goes at once.
-    _CredentialRule("a private key (PEM block)", re.compile(
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
-        r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.S)),
-    _CredentialRule("an AWS access key id", re.compile(
-        r"(?<![A-Za-z0-9])(?:AKIA|ABIA|ACCA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")),
-    _CredentialRule("a GitHub token", re.compile(
-        r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})")),
-    _CredentialRule("a Google API key", re.compile(r"(?<![A-Za-z0-9_-])AIza[A-Za-z0-9_-]{35,}")),
-    _CredentialRule("a Slack token", re.compile(r"(?<![A-Za-z0-9_-])xox[baprs]-[A-Za-z0-9-]{10,}")),
-    _CredentialRule("a JSON Web Token", re.compile(
-        r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")),
-    _CredentialRule("an API key with an sk-/pk-/rk-/ak- prefix", re.compile(
-        r"(?<![A-Za-z0-9_-])(?:sk|pk|rk|ak)-(?P<secret>[A-Za-z0-9_-]{20,})"), _random_looking),
-    _CredentialRule("a database URL with an inline password", re.compile(
-        r"(?i)\b(?:postgres(?:ql)?|mysql|mongodb|rediss?|amqps?)(?:\+[a-z0-9]+)?://"
-        r"[^\s:/@]*:(?P<secret>(?!\[redacted\]@)[^\s/@]+)@")),
-    _CredentialRule("a bearer token", re.compile(
-        r"\b(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/-]*[A-Za-z0-9_~+/-]=*)"), _bearer_token),
-    # A label naming a secret (api_key, client_secret, DB_PASSWORD, accessToken, ...) assigned a value. Only
-    # the singular "token" counts: "max_tokens: 4096" is configuration.
-    _CredentialRule("a password or secret assigned to a field", re.compile(
-        r"(?i)(?<![\w.-])[\w.-]*?"
-        r"(?:api[_-]?keys?|secrets?|token|passw(?:or)?ds?|credentials?)(?:[_-]?(?:access[_-]?)?key)?"
-        r"[\"']?[ \t]*[:=]{1,2}[ \t]*"
-        r"(?:(?P<q>[\"'])(?P<quoted>(?:(?!(?P=q))[^\n]){8,})(?P=q)"
-        rf"|(?P<bare>[^{_BARE_STOP}$=](?:[^{_BARE_STOP}]*[^{_BARE_STOP}.:!?])?))"), _assigned_secret),
-)
-
-
-def _privacy_text(text: Any) -> str:
-    """``text`` itself, checked to be a string."""
-    if not isinstance(text, str):
-        raise InvalidArgumentError(f"text must be a string, not {type(text).__name__}")
-    return text
-
-
-class CredentialDetectedError(KumihoMemoryError, ValueError):
-    """Text that must not hold a secret (a stored summary, an LLM prompt) holds one.
-
-    The message and ``kinds`` name what kind of credential was seen, e.g. ``"an AWS access key id"``; neither
-    ever contains the secret or any piece of it.
-    """
-
-    def __init__(self, message: str, kinds: Sequence[str] = ()) -> None:
-        super().__init__(message)
-        self.kinds = tuple(kinds)
-
-    def __reduce__(self) -> tuple[Any, ...]:  # keep ``kinds`` across pickling (multiprocessing, queues)
-        return type(self), (str(self), self.kinds)
-
-
-class PIIRedactor:
-    """Rewrites personal data and removes credentials from text; stateless, so one instance can be shared.
-
-    PII (email, US phone, SSN, card number, IPv4) becomes a placeholder; credentials (cloud and API keys,
-    tokens, private keys, passwords in URLs or assignments) become ``[redacted]`` or make
-    ``reject_credentials`` raise. Every rewrite is idempotent: applying it twice gives the same text as once.
-    """
-
-    def redact(self, text: str) -> str:
-        """Replace PII with numbered placeholders such as ``[EMAIL_001]`` and ``[PHONE_002]``.
-
-        Within one call the same value always gets the same placeholder (an email in any letter case, a phone
-        number with or without ``+1`` and separators), and numbering starts after any placeholder already in
-        the text, so two people never share a number.
-
-        Args:
-            text: any text.
-
-        Returns:
-            The text with every email, phone, SSN, card number and IPv4 address replaced.
-
-        Raises:
-            InvalidArgumentError: ``text`` is not a string.
-        """
-        text = _privacy_text(text)
-        counters = dict.fromkeys(_PII_KINDS, 0)
-        for kind, number in _PLACEHOLDER.findall(text):
-            counters[kind] = max(counters[kind], int(number))
-        assigned: dict[tuple[str, str], str] = {}
-
-        def placeholder(kind: str, value: str) -> str:
-            key = (kind, _pii_key(kind, value))
-            if key not in assigned:
-                counters[kind] += 1
-                assigned[key] = f"[{kind}_{counters[kind]:03d}]"
-            return assigned[key]
-
-        return _rewrite_pii(text, placeholder)
-
-    def anonymize_summary(self, text: str) -> str:
-        """Replace PII with its kind: ``[email]``, ``[phone]``, ``[ssn]``, ``[credit_card]``, ``[ip_address]``.
-
-        Args:
-            text: any text, typically a summary about to be stored.
-
-        Returns:
-            The text with every PII value replaced by its kind in brackets.
-
-        Raises:
-            InvalidArgumentError: ``text`` is not a string.
-        """
-        return _rewrite_pii(_privacy_text(text), lambda kind, value: f"[{kind.lower()}]")
-
-    def find_credentials(self, text: str) -> list[str]:
-        """Name the kinds of credential in ``text``, for messages (never the secrets themselves).
-
-        Args:
-            text: any text.
-
-        Returns:
-            Kinds such as ``"an AWS access key id"``, each once, in a fixed order; empty when none is found.
-
-        Raises:
-            InvalidArgumentError: ``text`` is not a string.
-        """
-        text = _privacy_text(text)
-        return [rule.kind for rule in _CREDENTIAL_RULES if next(rule.spans(text), None) is not None]
-
-    def redact_credentials(self, text: str) -> str:
-        """Replace every credential with ``[redacted]``; whole PEM private-key blocks go first.
-
-        Labels are kept where they help a reader: ``Bearer [redacted]``, ``"password": "[redacted]"``,
-        ``postgres://app:[redacted]@db/main``. Afterwards ``find_credentials`` finds nothing.
-
-        Args:
-            text: any text.
-
-        Returns:
-            The text without credentials (just ``[redacted]`` in the unreachable case that rewriting does
-            not settle, so a secret can never slip through).
-
-        Raises:
-            InvalidArgumentError: ``text`` is not a string.
-        """
-        text = _privacy_text(text)
-        for _ in range(_MAX_CREDENTIAL_PASSES):
-            before = text
-            for rule in _CREDENTIAL_RULES:
-                spans = list(rule.spans(text))
-                for start, end in reversed(spans):  # right to left keeps earlier spans' offsets valid
-                    text = text[:start] + _REDACTED + text[end:]
-            if text == before:
-                return text
-        return _REDACTED
-
-    def reject_credentials(self, text: str) -> None:
-        """Raise if ``text`` holds a credential; for text about to be stored, where silently editing is wrong.
-
-        Args:
-            text: any text.
-
-        Raises:
-            CredentialDetectedError: a credential was found; the message names its kind, not its value.
-            InvalidArgumentError: ``text`` is not a string.
-        """
-        kinds = self.find_credentials(text)
-        if kinds:
-            raise CredentialDetectedError(
-                f"text holds {' and '.join(kinds)}; remove it (PIIRedactor.redact_credentials) before storing "
-                "or sending it", kinds)
-
-    def scrub_for_llm(self, text: str) -> str:
-        """Make text safe to send to an LLM: cut credentials, anonymize PII, then check; fail closed.
-
-        Args:
-            text: any text, e.g. a conversation transcript about to be summarized.
-
-        Returns:
-            The scrubbed text, or just ``[redacted]`` if anything still looks like a credential after
-            scrubbing (better an empty prompt than a leaked key).
-
-        Raises:
-            InvalidArgumentError: ``text`` is not a string.
-        """
-        scrubbed = self.anonymize_summary(self.redact_credentials(text))
-        return _REDACTED if self.find_credentials(scrubbed) else scrubbed
-
 
 # -- summarizing a conversation -------------------------------------------------------------------------------
 
@@ -9018,11 +9137,13 @@ class RetryQueue:
         return len(self._read(self.pending_path))   # a rewrite is an atomic replace: reads need no lock
 
     def enqueue(self, payload: Mapping[str, Any]) -> str:
-        """Persist a payload (durable when this returns); return its id."""
+        """Persist a payload (durable when this returns); return its id. Credentials in it become
+        placeholders first: the queue file is on disk too."""
         entry_id = self.ids.new_id()
+        screened = screen_for_store(json.loads(canonical_json(dict(payload))), field="payload")
         with self._writing():
             self._append(self.pending_path, {"id": entry_id, "timestamp": format_instant(self.clock.now()),
-                                             "attempts": 0, "payload": json.loads(canonical_json(dict(payload)))})
+                                             "attempts": 0, "payload": screened})
         return entry_id
 
     def drain(self) -> list[dict[str, Any]]:
@@ -10971,7 +11092,7 @@ class DreamState:
 
 
 # ==========================================================================================================
-# 11. Export renderings
+# 12. Export renderings
 # ==========================================================================================================
 
 def _mermaid_label(text: str) -> str:
@@ -11002,7 +11123,7 @@ def render_mermaid(item: Kref, revisions: Sequence[RevisionRecord], edges: Seque
 
 
 # ==========================================================================================================
-# 12. Facades: the sync Memory and the async UniversalMemoryManager
+# 13. Facades: the sync Memory and the async UniversalMemoryManager
 # ==========================================================================================================
 
 def _title_from_content(content: str) -> str:
@@ -11081,6 +11202,11 @@ class Memory:
             ``backfill_embeddings``, or a few at a time by the next writes and recalls once it answers.
         evidence_rank: default evidence weighting for ``recall`` (``EvidenceRankConfig``).
         prefetch: a ``PrefetchConfig`` turns on anticipatory recall for ``engage(session_id=...)``.
+        credentials: what a write holding a credential (an API key, a token, a password) does: ``"redact"``
+            (default) stores a placeholder such as ``[credential:stripe]`` instead; ``"refuse"`` raises
+            ``CredentialDetectedError`` and stores nothing. It applies to every way in: content, titles,
+            metadata keys and values at any depth, sources, edges, artifacts. Tags, spaces and keys holding
+            one are refused either way.
 
     Raises:
         StoreError: the file cannot be used (its subclasses say why).
@@ -11091,8 +11217,10 @@ class Memory:
     def __init__(self, path: str | os.PathLike[str] | None = None, *, project: str = DEFAULT_PROJECT,
                  backend: GraphBackend | None = None, clock: Clock | None = None, ids: IdFactory | None = None,
                  busy_timeout: float = 30.0, embedder: Any = None,
-                 evidence_rank: EvidenceRankConfig | None = None, prefetch: PrefetchConfig | None = None) -> None:
+                 evidence_rank: EvidenceRankConfig | None = None, prefetch: PrefetchConfig | None = None,
+                 credentials: str = "redact") -> None:
         self.project = _check_pattern(project, SEGMENT_PATTERN, "project", InvalidArgumentError)
+        self.credentials = _checked_policy(credentials)
         if prefetch is not None and not isinstance(prefetch, PrefetchConfig):
             raise InvalidArgumentError(f"prefetch must be a PrefetchConfig, not {type(prefetch).__name__}")
         if backend is not None and path is not None:
@@ -11113,6 +11241,7 @@ class Memory:
     def from_config(cls, config: MemoryConfig, **options: Any) -> "Memory":
         """Open the memory a ``MemoryConfig`` describes (extra keyword options pass through)."""
         options.setdefault("evidence_rank", EvidenceRankConfig(enabled=config.evidence_rerank))
+        options.setdefault("credentials", config.credentials)
         if config.prefetch:
             options.setdefault("prefetch", PrefetchConfig())
         if config.backend == "kumiho":
@@ -11260,6 +11389,9 @@ class Memory:
             restates the target (``same_belief``)   -> revised
             otherwise                               -> created: a new item
         """
+        # screened first, so that stacking compares and sources are canonicalized from what will be stored
+        content, title = self._screen(content, "content"), self._screen(title, "title")
+        metadata = self._screen(metadata, "metadata")
         target: dict[str, Any] | None = None
         if item_kref is not None:
             target = self.get(str(item_kref))
@@ -11326,6 +11458,8 @@ class Memory:
         # Raw items are named by id alone: a name drawn from the text would outlive a forgotten revision. A
         # keyed item's name carries a fresh id too, so a key remembered again after its item was forgotten
         # never hands the old address (and its ?r=1) to new content.
+        content, title, metadata, tags, key, artifacts, edges = self._screened_revision(
+            content, space, title, metadata, tags, key, artifacts, edges)
         if key is not None:
             name = f"{slugify(key)}-{self._ids.new_id()}"
         else:
@@ -11340,6 +11474,29 @@ class Memory:
         record, _created = self._backend.write_revision(draft)
         self._changed(str(record.kref))
         return str(record.kref)
+
+    def _screen(self, value: Any, field: str) -> Any:
+        """``value`` under this memory's credential policy (see ``screen_for_store``)."""
+        return screen_for_store(value, field=field, policy=self.credentials)
+
+    def _screened_revision(self, content: str, space: str, title: str, metadata: dict[str, Any],
+                           tags: tuple[str, ...], key: str | None, artifacts: tuple[tuple[str, str, dict[str, Any]], ...],
+                           edges: tuple[tuple[Kref, str, Mapping[str, Any]], ...]) -> tuple[Any, ...]:
+        """Every part of a revision about to be written, screened: the one gate all revisions pass."""
+        refuse_credentials_in(space, "space")
+        for tag in tags:
+            refuse_credentials_in(tag, "tag")
+        if key is not None:
+            refuse_credentials_in(key, "key")
+        for name, _, _ in artifacts:
+            refuse_credentials_in(name, "artifact name")
+        return (self._screen(content, "content"), self._screen(title, "title"), self._screen(metadata, "metadata"),
+                tags, key,
+                tuple((name, self._screen(location, f"artifact {name!r} location"),
+                       self._screen(artifact_metadata, f"artifact {name!r} metadata"))
+                      for name, location, artifact_metadata in artifacts),
+                tuple((target, edge_type, self._screen(edge_metadata, "edge metadata"))
+                      for target, edge_type, edge_metadata in edges))
 
     def _stacking_match(self, content: str, space: str, kind: str) -> dict[str, Any] | None:
         """The current memory in exactly ``space`` (same kind) that this statement restates or corrects:
@@ -11535,7 +11692,8 @@ class Memory:
         """
         source, target = self._own_target(source_kref, "source"), self._own_target(target_kref, "target")
         checked_type = validate_edge_type(edge_type)
-        edge = self._backend.add_edge(source, target, checked_type, _checked_metadata(metadata)).to_dict()
+        edge = self._backend.add_edge(source, target, checked_type,
+                                      self._screen(_checked_metadata(metadata), "metadata")).to_dict()
         self._changed(str(source))
         self._changed(str(target))
         return edge
@@ -11572,10 +11730,11 @@ class Memory:
     def add_artifact(self, kref: str, name: str, location: str,
                      metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Attach a named pointer (file path, URL) to a revision; address it as ``...?r=N&a=NAME``."""
-        checked_name = _check_pattern(name, ARTIFACT_PATTERN, "artifact name", InvalidArgumentError)
-        checked_location = _checked_text(location, "location", limit=4096)
+        checked_name = refuse_credentials_in(_check_pattern(name, ARTIFACT_PATTERN, "artifact name",
+                                                            InvalidArgumentError), "artifact name")
+        checked_location = self._screen(_checked_text(location, "location", limit=4096), "location")
         return self._backend.add_artifact(self._own_target(kref), checked_name, checked_location,
-                                          _checked_metadata(metadata)).to_dict()
+                                          self._screen(_checked_metadata(metadata), "metadata")).to_dict()
 
     def set_evidence(self, kref: str, level: str, *, reason: str = "", source: str | None = None) -> str:
         """Grade (or regrade) a belief explicitly: a new revision with the same content and the new
@@ -11595,9 +11754,9 @@ class Memory:
                                        f"superseded by {newest['kref']}")
         metadata = {**current["metadata"], "evidence_level": level}
         if reason:
-            metadata["evidence_reason"] = _checked_text(reason, "reason", limit=2000)
+            metadata["evidence_reason"] = self._screen(_checked_text(reason, "reason", limit=2000), "reason")
         if source is not None:
-            metadata["source"] = _checked_text(source, "source", limit=2000)
+            source = metadata["source"] = self._screen(_checked_text(source, "source", limit=2000), "source")
             metadata["sources"] = sorted(set(metadata.get("sources") or []) | {canonical_source(source)})
         tags = tuple(t for t in current["tags"] if t not in (LATEST_TAG,) and not t.startswith(EVIDENCE_TAG_PREFIX))
         return self._write(content=current["content"], space=current["space"], title=current["title"],
@@ -11624,6 +11783,7 @@ class Memory:
         if isinstance(checked.get("event_date"), str):
             parse_instant(checked["event_date"])
         removed = [key for key, value in updates.items() if value is None]
+        checked = self._screen(checked, "metadata")
         merged = {**checked, **dict.fromkeys(removed)}
         target = self._backend.resolve(parsed)
         _checked_metadata({**{key: value for key, value in target.metadata.items() if key not in removed},
@@ -11951,6 +12111,8 @@ class Memory:
         Raises:
             ImportFormatError: a line is not a valid record (nothing is written).
             ConflictError: a record contradicts what the store holds (nothing is written).
+            CredentialDetectedError: a line holds a credential (nothing is written): an import restores an
+                archive exactly or not at all, so it refuses rather than redacts.
         """
         def parsed() -> Iterator[tuple[int, dict[str, Any]]]:
             for line_number, line in enumerate(lines, 1):
@@ -11969,6 +12131,10 @@ class Memory:
                     raise ImportFormatError(f"line {line_number}: not JSON ({exc.msg})") from exc
                 except RecursionError:
                     raise ImportFormatError(f"line {line_number}: nested too deeply to be a record") from None
+                kinds = _credential_kinds(line)
+                if kinds:      # an archive is restored as it is or not at all: never silently edited
+                    raise CredentialDetectedError(f"line {line_number} holds {' and '.join(kinds)}; nothing was "
+                                                  "imported (remove it from the file first)", kinds)
                 yield line_number, record
         try:
             return self._backend.import_records(parsed(), progress)
@@ -12518,7 +12684,7 @@ class UniversalMemoryManager:
 
 
 # ==========================================================================================================
-# 13. CLI
+# 14. CLI
 # ==========================================================================================================
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3

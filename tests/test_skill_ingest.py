@@ -465,7 +465,7 @@ def test_cli_ingest_skill_command(tmp_path, capsys, monkeypatch, skill_file):
     assert json.loads(capsys.readouterr().out)["results"][0]["changed"] is False
     assert km.main(["ingest-skill", str(tmp_path / "skills"), "--batch", "--json"]) == 0
     capsys.readouterr()
-    assert km.main(["ingest-skill", os.path.join(str(tmp_path), "skills", "..", "x.md")]) == 1
+    assert km.main(["ingest-skill", os.path.join(str(tmp_path), "skills", "..", "x.md")]) == 2
 
 
 def test_a_hostile_file_is_quarantined_whole_and_a_failing_file_writes_nothing(memory, tmp_path):
