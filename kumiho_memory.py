@@ -65,6 +65,7 @@ import datetime as _dt
 import hashlib
 import heapq
 import importlib
+import inspect
 import itertools
 import json
 import math
@@ -76,8 +77,9 @@ import sqlite3
 import sys
 import threading
 import time
+import types
 import unicodedata
-from typing import IO, Any, Callable, Container, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import IO, Any, Awaitable, Callable, Container, Iterable, Iterator, Mapping, Protocol, Sequence
 
 __version__ = "0.1.0"
 
@@ -109,7 +111,7 @@ __all__ = [
     # recall
     "RecallSignals", "RecallQuery", "ScoredRevision", "FOLLOWS", "is_message", "thread_key", "parse_time_window",
     "validate_where", "matches_where", "validate_prefer", "EvidenceRankConfig", "apply_evidence_weights",
-    "evidence_badge", "apply_recency", "apply_mmr", "bm25_light", "select_siblings", "cosine",
+    "evidence_badge", "memory_evidence_level", "apply_recency", "apply_mmr", "bm25_light", "select_siblings", "cosine",
     "EmbeddingAdapter", "OpenAICompatEmbeddingAdapter", "unit_vector", "embed_function",
     "GraphAugmentationConfig", "GraphAugmentedRecall", "lexical_angles", "build_recalled_context",
     "PrefetchConfig", "AnticipatoryRecall", "TransitionTable", "blend_probabilities", "recall_state", "PREFETCH_GRAINS",
@@ -119,10 +121,10 @@ __all__ = [
     "resolve_session_id", "WORKING_MEMORY_TTL", "MAX_MESSAGE_BYTES", "MESSAGE_ROLES", "SESSION_SEQUENCE_TTL",
     "ACTIVE_SESSION_TTL", "SESSION_GENERATION_TTL", "DEFAULT_SESSION_CONTEXT", "SESSION_SOURCES",
     # privacy, belief revision and consolidation
-    "CredentialDetectedError", "PIIRedactor", "normalize_statement", "statement_subjects", "belief_similarity",
+    "CredentialDetectedError", "PIIRedactor", "screen_for_store", "CREDENTIAL_POLICIES", "normalize_statement", "statement_subjects", "belief_similarity",
     "canonical_source", "statement_subject", "same_belief", "MULTI_VALUED_PREDICATES", "BELIEF_RELATIONS",
     "belief_relations", "RelationMatcher", "REVISION_OUTCOMES", "ExtractiveSummarizer", "MemorySummarizer", "render_summary",
-    "RetryQueue", "MemoryAssessResult", "EvidencePolicy", "DEFAULT_STORAGE_POLICY", "heuristic_prefilter",
+    "RetryQueue", "MemoryAssessResult", "AutoAssessFn", "get_memory_space", "EvidencePolicy", "DEFAULT_STORAGE_POLICY", "heuristic_prefilter",
     "create_llm_assessor", "grade_evidence", "create_evidence_assessor",
     # space profiles, skill ingest and Dream State
     "SPACE_CLASSES", "SpaceSignals", "SpaceProfile", "SpaceProfiler", "get_space_profile", "classify_space",
@@ -135,6 +137,47 @@ __all__ = [
     # CLI
     "main",
 ]
+
+# Upstream kumiho-memory is a package; its users write ``from kumiho_memory.evidence import parse_evidence``.
+# Each of its modules is an alias here (the six.py way): a module object in ``sys.modules`` whose names are
+# looked up on this module when first used, so registering them costs nothing and reads nothing.
+SUBMODULES: dict[str, tuple[str, ...]] = {
+    "memory_manager": ("UniversalMemoryManager", "AutoAssessFn", "MemoryAssessResult", "get_memory_space"),
+    "redis_memory": ("RedisMemoryBuffer",),
+    "summarization": ("MemorySummarizer", "LLMAdapter", "EmbeddingAdapter", "OpenAICompatAdapter",
+                      "OpenAICompatEmbeddingAdapter", "AnthropicAdapter"),
+    "privacy": ("PIIRedactor", "CredentialDetectedError"),
+    "retry": ("RetryQueue", "retry_with_backoff", "classify_failure", "FailureClass"),
+    "dream_state": ("DreamState", "MemoryAssessment", "DreamStateStats"),
+    "graph_augmentation": ("GraphAugmentedRecall", "GraphAugmentationConfig"),
+    "assessors": ("create_llm_assessor", "create_evidence_assessor", "EvidencePolicy", "grade_evidence",
+                  "heuristic_prefilter", "DEFAULT_STORAGE_POLICY"),
+    "evidence": ("evidence_tag", "parse_evidence", "OFFICIAL", "CORROBORATED", "SINGLE_SOURCE", "UNVERIFIED",
+                 "EVIDENCE_LEVELS", "DEFAULT_EVIDENCE_LEVEL"),
+    "evidence_rank": ("apply_evidence_weights", "evidence_badge", "EvidenceRankConfig"),
+    "space_profiler": ("SpaceProfiler", "SpaceProfile", "SpaceSignals", "get_space_profile", "SPACE_CLASSES"),
+    "skill_ingest": ("ingest_skill", "ingest_file", "ingest_batch", "parse_skill"),
+    "mcp_tools": ("MEMORY_TOOLS", "MEMORY_TOOL_HANDLERS"),
+}
+
+
+class _Submodule(types.ModuleType):
+    """``kumiho_memory.<name>``: the names of one upstream module, read from this module on first use."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self.__all__:
+            return getattr(sys.modules[self.__name__.rpartition(".")[0]], name)
+        raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(self.__all__))
+
+
+for _name, _names in SUBMODULES.items():
+    _alias = _Submodule(f"{__name__}.{_name}", f"kumiho-memory's {_name} module: {', '.join(_names)}.")
+    _alias.__all__ = list(_names)
+    sys.modules.setdefault(f"{__name__}.{_name}", _alias)
+del _name, _names, _alias
 
 
 # ==========================================================================================================
@@ -6396,7 +6439,7 @@ def apply_evidence_weights(memories: list[dict[str, Any]], config: EvidenceRankC
     """Add each memory's evidence weight to its ``score`` (keeping the raw one as ``base_score``) and re-sort,
     in place. A strict no-op when disabled or when no memory carries a grade. Score-less memories go last."""
     config = config or EvidenceRankConfig()
-    levels = [parse_evidence(memory.get("metadata"), memory.get("tags")) for memory in memories]
+    levels = [memory_evidence_level(memory) for memory in memories]
     if not config.enabled or not any(levels):
         return memories
     for memory, level in zip(memories, levels):
@@ -6410,8 +6453,26 @@ def apply_evidence_weights(memories: list[dict[str, Any]], config: EvidenceRankC
     return memories
 
 
-def evidence_badge(level: str | None) -> str:
-    """``"[official] "``-style prefix for a prompt; empty for single_source and ungraded memories."""
+def memory_evidence_level(memory: Mapping[str, Any]) -> str | None:
+    """A memory's evidence grade, wherever its shape keeps it: a top-level ``evidence_level`` (recall results
+    and upstream memory dicts), else its metadata and ``evidence:`` tags. None when ungraded."""
+    level = memory.get("evidence_level")
+    if isinstance(level, str) and level in EVIDENCE_LEVELS:
+        return level
+    return parse_evidence(memory.get("metadata"), memory.get("tags"))
+
+
+def evidence_badge(memory: Mapping[str, Any] | str | None, config: EvidenceRankConfig | None = None) -> str:
+    """``"[official] "``-style prefix for a prompt; empty for single_source and ungraded memories.
+
+    Args:
+        memory: a memory dict (upstream's form; its grade is read with ``memory_evidence_level``), or a
+            level name.
+        config: ``EvidenceRankConfig(badges=False)`` turns badges off.
+    """
+    if config is not None and not config.badges:
+        return ""
+    level = memory_evidence_level(memory) if isinstance(memory, Mapping) else memory
     return f"[{level}] " if level in (OFFICIAL, CORROBORATED, UNVERIFIED) else ""
 
 
@@ -6888,6 +6949,31 @@ def _json_instruction(json_mode: bool | str | dict[str, Any], *, object_only: bo
             f"JSON Schema ({json_mode['name']}): {schema}")  # type: ignore[index]
 
 
+def _accepts_json_mode(chat: Callable[..., Any]) -> bool:
+    """Whether an adapter's ``chat`` takes ``json_mode`` (ours do; one written to the seed's shape may not)."""
+    try:
+        parameters = inspect.signature(chat).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == "json_mode" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+
+async def adapter_chat(adapter: Any, *, messages: list[dict[str, str]], model: str = "", system: str = "",
+                       max_tokens: int = 1024, json_mode: bool | str | dict[str, Any] = False) -> str:
+    """Call ``adapter.chat`` the way it was written: with ``json_mode`` when it takes one, else with the
+    same request as an instruction in the system text, so an adapter of the seed's ``LLMAdapter`` shape
+    (``chat(messages, model, system, max_tokens)``) serves every assessor, summarizer and Dream State.
+
+    Returns:
+        The reply text.
+    """
+    if _accepts_json_mode(adapter.chat):
+        return await adapter.chat(messages=messages, model=model, system=system, max_tokens=max_tokens,
+                                  json_mode=json_mode)
+    system = _join_text(system, _json_instruction(_check_json_mode(json_mode), object_only=False))
+    return await adapter.chat(messages=messages, model=model, system=system, max_tokens=max_tokens)
+
+
 def _join_text(*parts: str) -> str:
     """Non-empty ``parts`` joined by blank lines."""
     return "\n\n".join(part for part in parts if part)
@@ -7327,7 +7413,7 @@ class GraphAugmentedRecall:
                       f"different angles (synonyms, the underlying need, likely wording of the answer). "
                       f"Reply with a JSON array of strings only.\n\nQuery: {query}")
             try:
-                reply = await self.adapter.chat(messages=[{"role": "user", "content": prompt}], model=self.model,
+                reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}], model=self.model,
                                                 max_tokens=256, json_mode="array")
                 angles = [angle for angle in parse_llm_json(reply, expect=list) if isinstance(angle, str) and angle.strip()]
                 if not angles:
@@ -7440,7 +7526,7 @@ class GraphAugmentedRecall:
             prompt = (f"List up to {max_queries} short search queries for earlier memories this one relates to "
                       f"(causes, dependencies, same topic). Reply with a JSON array of strings only.\n\n{summary}")
             try:
-                reply = await self.adapter.chat(messages=[{"role": "user", "content": prompt}], model=self.model,
+                reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}], model=self.model,
                                                 max_tokens=256, json_mode="array")
                 queries = [q for q in parse_llm_json(reply, expect=list) if isinstance(q, str) and q.strip()][:max_queries]
             except Exception as exc:  # the adapter is the caller's code: fall back to the summary's sentences
@@ -8834,7 +8920,7 @@ class MemorySummarizer:
                   "participants, consequence}], knowledge {facts [{claim, certainty}], decisions [{decision, "
                   "reason}], actions, open_questions}, classification {topics, entities}. Only what was said.")
         try:
-            reply = await self.adapter.chat(messages=[{"role": "user", "content": self._transcript(messages)}],
+            reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": self._transcript(messages)}],
                                             model=self.model, system=system, max_tokens=2560,
                                             json_mode={"name": "conversation_summary", "schema": _SUMMARY_SCHEMA})
             result = parse_llm_json(reply, expect=dict)
@@ -8853,7 +8939,7 @@ class MemorySummarizer:
         prompt = ("List 3 to 5 short questions (<= 20 words each) that someone might ask later and that this "
                   "conversation answers. Reply with a JSON array of strings.\n\n" + self._transcript(messages))
         try:
-            reply = await self.adapter.chat(messages=[{"role": "user", "content": prompt}], model=self.light_model,
+            reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}], model=self.light_model,
                                             max_tokens=400, json_mode="array")
             questions = parse_llm_json(reply, expect=list)
             return [q.strip() for q in questions if isinstance(q, str) and q.strip()][:5]
@@ -8917,6 +9003,29 @@ class MemoryAssessResult:
     create_contradicts_edges: bool = True
 
 
+# The shape of ``auto_assess_fn``: ``async (messages, recalled) -> MemoryAssessResult`` (upstream's name).
+AutoAssessFn = Callable[[list[dict[str, Any]], list[dict[str, Any]]], Awaitable[MemoryAssessResult]]
+
+
+def get_memory_space(channel_type: str, *, project: str = DEFAULT_PROJECT, team_slug: str = "",
+                     group_id: str = "") -> str:
+    """The space path a conversation's memories go to, by the kind of channel (upstream's routing).
+
+    Args:
+        channel_type: ``"team_channel"``, ``"group_dm"``, or anything else (a personal conversation).
+        project: the project at the head of the path. team_slug / group_id: the team or group, when known.
+
+    Returns:
+        ``"{project}/work/{team_slug}"``, ``"{project}/groups/{group_id}"`` (``default`` when not given) or
+        ``"{project}/personal"``.
+    """
+    if channel_type == "team_channel":
+        return f"{project}/work/{team_slug or 'default'}"
+    if channel_type == "group_dm":
+        return f"{project}/groups/{group_id or 'default'}"
+    return f"{project}/personal"
+
+
 @dataclasses.dataclass(frozen=True)
 class EvidencePolicy:
     """How the evidence assessor grades: ``min_corroboration`` distinct sources make ``corroborated``;
@@ -8972,7 +9081,7 @@ def create_llm_assessor(adapter: Any, model: str = "", *, storage_policy: str = 
         last_user = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
         if _most_similar(last_user, recalled) >= duplicate_score_threshold:
             return MemoryAssessResult(False, reason="already remembered (near-duplicate)")
-        reply = await adapter.chat(messages=[{"role": "user", "content": _assessment_prompt(
+        reply = await adapter_chat(adapter, messages=[{"role": "user", "content": _assessment_prompt(
             messages, recalled, storage_policy, evidence=False)}], model=model, max_tokens=250, json_mode=True)
         decision = parse_llm_json(reply, expect=dict)
         return MemoryAssessResult(bool(decision.get("should_store")), content=str(decision.get("content", "")),
@@ -8993,17 +9102,21 @@ def grade_evidence(recalled: Sequence[Mapping[str, Any]], agrees_with: Iterable[
         ``{evidence_level, memory_type, supporting_krefs, conflicting_krefs, pinned, has_agreement}``.
     """
     policy = policy or EvidencePolicy()
-    def picked(indices: Iterable[int]) -> list[Mapping[str, Any]]:
-        return [recalled[i - 1] for i in indices if isinstance(i, int) and 1 <= i <= len(recalled)]
+    def picked(indices: Iterable[int]) -> list[Mapping[str, Any]]:     # True is not index 1
+        return [recalled[i - 1] for i in indices
+                if isinstance(i, int) and not isinstance(i, bool) and 1 <= i <= len(recalled)]
+
+    def source_of(memory: Mapping[str, Any]) -> str | None:              # top level (upstream) or metadata
+        value = memory.get("source") or (memory.get("metadata") or {}).get("source")
+        return str(value) if value else None
     agreeing, conflicting = picked(agrees_with), picked(contradicts)
     conflicting_krefs = [str(r.get("kref")) for r in conflicting]
     official = [r for r in conflicting if set(r.get("tags") or ()) & set(policy.official_tags)
-                or parse_evidence(r.get("metadata"), r.get("tags")) == OFFICIAL]
+                or memory_evidence_level(r) == OFFICIAL]
     if official:
         return {"evidence_level": UNVERIFIED, "memory_type": None, "supporting_krefs": [],
                 "conflicting_krefs": conflicting_krefs, "pinned": True, "has_agreement": bool(agreeing)}
-    sources = {canonical_source(str(r.get("metadata", {}).get("source"))) for r in agreeing
-               if r.get("metadata", {}).get("source")}
+    sources = {canonical_source(source_of(r)) for r in agreeing if source_of(r)}
     if not conflicting and len(sources) >= max(1, policy.min_corroboration):
         return {"evidence_level": CORROBORATED, "memory_type": "fact",
                 "supporting_krefs": [str(r.get("kref")) for r in agreeing], "conflicting_krefs": [],
@@ -9022,7 +9135,7 @@ def create_evidence_assessor(adapter: Any, model: str = "", *, policy: EvidenceP
     async def assess(messages: Sequence[Mapping[str, Any]], recalled: Sequence[Mapping[str, Any]]) -> MemoryAssessResult:
         if not skip_heuristic and not heuristic_prefilter(messages):
             return MemoryAssessResult(False, reason="nothing worth storing (prefilter)")
-        reply = await adapter.chat(messages=[{"role": "user", "content": _assessment_prompt(
+        reply = await adapter_chat(adapter, messages=[{"role": "user", "content": _assessment_prompt(
             messages, recalled, policy.storage_policy, evidence=True)}], model=model, max_tokens=300, json_mode=True)
         decision = parse_llm_json(reply, expect=dict)
         if not decision.get("should_store"):
@@ -9132,8 +9245,9 @@ class RetryQueue:
             finally:
                 lock.release()
 
+    @property
     def count(self) -> int:
-        """How many payloads wait."""
+        """How many payloads wait (a property, as upstream has it)."""
         return len(self._read(self.pending_path))   # a rewrite is an atomic replace: reads need no lock
 
     def enqueue(self, payload: Mapping[str, Any]) -> str:
@@ -9161,9 +9275,9 @@ class RetryQueue:
             self._rewrite([])
             return count
 
-    async def flush(self, store: Callable[[dict[str, Any]], Any], *, max_retries: int = 2,
+    async def flush(self, store: Callable[..., Any], *, max_retries: int = 2,
                     sleep: Callable[[float], Any] = asyncio.sleep) -> dict[str, int]:
-        """Replay each payload through ``store`` (sync or async), trying a transient failure up to
+        """Replay each payload as ``store(**payload)`` (sync or async; upstream's call), trying a transient failure up to
         ``max_retries`` more times with a short backoff. Stored ones leave the queue; transiently failing
         ones stay (``attempts`` counted) for the next flush; permanently failing ones (bad input, a
         non-transient ``ServiceError``) are parked with the reason, never retried forever.
@@ -9184,13 +9298,13 @@ class RetryQueue:
             flushing.release()
         return counts
 
-    async def _flush_entries(self, store: Callable[[dict[str, Any]], Any], counts: dict[str, int],
+    async def _flush_entries(self, store: Callable[..., Any], counts: dict[str, int],
                              max_retries: int, sleep: Callable[[float], Any]) -> None:
         for entry in self.drain():
             error: Exception | None = None
             for attempt in range(max_retries + 1):
                 try:
-                    await _call(store, entry["payload"])
+                    await _call(store, **entry["payload"])
                     error = None
                     break
                 except (InvalidArgumentError, ServiceError, StoreError, NotFoundError) as exc:
@@ -10517,7 +10631,7 @@ class DreamStateStats:
     metadata_updated: int = 0
     tags_added: int = 0
     edges_created: int = 0
-    last_cursor: str = ""
+    last_cursor: str | None = None
     duration_ms: float = 0.0
     errors: list[str] = dataclasses.field(default_factory=list)
     deprecations_proposed: int = 0
@@ -10686,7 +10800,7 @@ class DreamState:
             state["cursor"] = max(state["cursor"] or "", max(revision["created_at"] for revision in processed))
         for revision in processed:
             state["failures"].pop(revision["item_kref"], None)
-        stats.last_cursor = state["cursor"] or ""
+        stats.last_cursor = state["cursor"] or None
         stats.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         report = self._report(stats, actions, now)
         result: dict[str, Any] = {"success": True, "dry_run": self.dry_run, **dataclasses.asdict(stats),
@@ -10874,7 +10988,7 @@ class DreamState:
         if self.extra_instructions:
             system += ("\n\nDEPLOYMENT POLICY (it may only make you more conservative):\n"
                        + self.extra_instructions)
-        reply = await self.llm_adapter.chat(messages=[{"role": "user", "content": json.dumps(
+        reply = await adapter_chat(self.llm_adapter, messages=[{"role": "user", "content": json.dumps(
             {"memories": entries}, ensure_ascii=False)}], model=self.model, system=system, max_tokens=2048,
             json_mode=True)
         answer = parse_llm_json(reply, dict)
@@ -11022,7 +11136,7 @@ class DreamState:
         entries = [{"index": index, "kref": revision["kref"], "content": revision["content"][:600],
                     "reason": assessment.deprecation_reason} for index, (revision, assessment) in enumerate(approved)]
         try:
-            reply = await self.verifier.chat(
+            reply = await adapter_chat(self.verifier, 
                 messages=[{"role": "user", "content": json.dumps({"proposals": entries}, ensure_ascii=False)}],
                 model=self.verifier_model, system=DREAM_VERIFIER_PROMPT, max_tokens=1024, json_mode=True)
             verdicts = parse_llm_json(reply, dict).get("verdicts")
@@ -12586,7 +12700,7 @@ class UniversalMemoryManager:
         """Store what the retry queue holds. Returns ``{succeeded, failed, dropped}``."""
         if self.retry_queue is None:
             return {"succeeded": 0, "failed": 0, "dropped": 0}
-        return await self.retry_queue.flush(self._store_payload)
+        return await self.retry_queue.flush(lambda **payload: self._store_payload(payload))
 
     async def store_tool_execution(self, *, task: str, status: str = "done", exit_code: int | None = None,
                                    duration_ms: int | None = None, stdout: str = "", stderr: str = "",

@@ -524,7 +524,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         actions: Annotated[list[dict[str, Any]], Field(description="Each action (or, dry run, proposal) with its reason.")]
         report: Annotated[str, Field(description="The run's Markdown report.")]
         report_kref: Optional[str]
-        last_cursor: str
+        last_cursor: str | None
 
     class SpaceProfileResult(Result):
         success: bool

@@ -312,14 +312,14 @@ def test_a_retry_queue_flush_killed_midway_stores_the_payload_once(tmp_path):
 
     queued = asyncio.run(queue_it())
     lock.close()
-    assert queued["store_result"]["queued"] is True and queue.count() == 1
+    assert queued["store_result"]["queued"] is True and queue.count == 1
     done = _run_child(CONSOLIDATE_CHILD, path, "after-store", "flush")
     assert done.returncode == -signal.SIGKILL, done.stderr
     with km.Memory(path) as memory:
         manager = km.UniversalMemoryManager(memory=memory, retry_queue=queue)
         asyncio.run(manager.flush_retry_queue())
         asyncio.run(manager.buffer.close())
-    assert queue.count() == 0
+    assert queue.count == 0
     assert len(_conversations(path)) == 1
 
 

@@ -365,11 +365,11 @@ def test_consolidation_queues_while_the_server_is_down_and_replays(server, clock
         server.stop()
         result = await manager.consolidate_session(session_id="s-1", space_path="decisions")
         assert result["success"] is True and result["store_result"].get("queued") is True
-        assert queue.count() == 1
+        assert queue.count == 1
         server.restart()
         until_up(lambda: memory.stats())
         flushed = await manager.flush_retry_queue()
-        assert flushed["succeeded"] == 1 and queue.count() == 0
+        assert flushed["succeeded"] == 1 and queue.count == 0
         await manager.close()
 
     asyncio.run(scenario())

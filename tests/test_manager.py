@@ -789,7 +789,7 @@ def test_a_busy_store_queues_the_consolidation_and_a_flush_stores_it(contended, 
     assert still_locked == {"succeeded": 0, "failed": 1, "dropped": 0}
     assert flushed == {"succeeded": 1, "failed": 0, "dropped": 0}
     assert again == {"succeeded": 0, "failed": 0, "dropped": 0}
-    assert queue.count() == 0 and queue.parked() == []
+    assert queue.count == 0 and queue.parked() == []
     assert recalled and recalled[0]["metadata"]["session_id"] == session_id
     assert [a["name"] for a in memory.artifacts(recalled[0]["kref"])] == ["transcript"]
     assert len(stored_items(memory)) == 1
@@ -866,7 +866,7 @@ def test_a_permanently_failing_payload_is_parked_with_its_reason(contended, tmp_
     assert queued["store_result"]["queued"] is True
     assert first == {"succeeded": 0, "failed": 0, "dropped": 1}
     assert second == {"succeeded": 0, "failed": 0, "dropped": 0}
-    assert queue.count() == 0
+    assert queue.count == 0
     (parked,) = queue.parked()
     assert parked["id"] == queued["store_result"]["queue_id"]
     assert parked["reason"].startswith("InvalidArgumentError") and "space" in parked["reason"]
