@@ -29,10 +29,11 @@ Sections (each uses only those above it):
    10. recall         time words, filters, evidence weights, reranking, embeddings, LLM adapters, graph
                       augmentation, belief similarity and relation matching, prompt context, anticipatory
                       recall (prefetch)
-   11. consolidation  conversation summaries, the retry queue, space profiles, skill ingest, Dream State
+   11. consolidation  conversation summaries, write-time assessors, the retry queue, space attributes
    12. export         Mermaid renderings of the graph
-   13. facades        the sync ``Memory`` and the async ``UniversalMemoryManager`` (JSON-lines export/import)
-   14. CLI            ``main(argv=None) -> int``
+   13. facades        the sync ``Memory`` (and the default memory) and the async ``UniversalMemoryManager``
+   14. built on it    space profiles, skill ingest, Dream State
+   15. CLI            ``main(argv=None) -> int``
 
 Optional extras (``pip install 'kumiho-memory-onefile[EXTRA]'``), each imported only by the code that needs
 it: ``redis`` (working memory on Redis), ``kumiho`` (the Kumiho graph server), ``mcp`` (the MCP server
@@ -107,7 +108,7 @@ __all__ = [
     # storage
     "GraphBackend", "RevisionDraft", "SQLiteGraph", "KumihoBackend", "SCHEMA_VERSION",
     # facades
-    "Memory", "UniversalMemoryManager",
+    "Memory", "default_memory", "memory_or_default", "UniversalMemoryManager",
     # recall
     "RecallSignals", "RecallQuery", "ScoredRevision", "FOLLOWS", "is_message", "thread_key", "parse_time_window",
     "validate_where", "matches_where", "validate_prefer", "EvidenceRankConfig", "apply_evidence_weights",
@@ -8281,7 +8282,7 @@ class AnticipatoryRecall:
         self.config = config
         self._memory = memory
         self._backend = memory.backend
-        self._clock = memory._clock
+        self._clock = memory.clock
         self._change_token = getattr(self._backend, "change_token", None)
         self._lock = threading.RLock()
         self._loaded = False
@@ -8765,7 +8766,7 @@ class AnticipatoryRecall:
 
 
 # ==========================================================================================================
-# 11. Consolidation: summaries, the retry queue, space profiles, skill ingest, Dream State
+# 11. Consolidation: summaries, write-time assessors, the retry queue, space attributes
 # ==========================================================================================================
 
 # -- summarizing a conversation -------------------------------------------------------------------------------
@@ -9334,7 +9335,7 @@ def _is_transient(error: BaseException) -> bool:
     return isinstance(error, (StoreError, OSError)) and not isinstance(error, (CorruptStoreError, SchemaVersionError))
 
 
-# -- space attributes and space profiles --------------------------------------------------------------------
+# -- space attributes --------------------------------------------------------------------
 #
 # A space attribute is one named string on a space (upstream: a Space's single-key attribute). The embedded
 # store has no space rows, so an attribute is a keyed item of kind ``space-attribute`` in that space: setting
@@ -9423,1786 +9424,9 @@ def space_attributes(memory: Any, space: str) -> dict[str, str]:
     return dict(sorted(found.items()))
 
 
-# Space classification, as the reference gives it (scores rounded to 4 decimal places):
-#
-#   churn     = min(1, .5*min(1, revisions_per_item/5) + .3*min(1, revision_rate_per_day/3)
-#                      + .2*min(1, supersedes_max_depth/5))                    all revisions, deprecated too
-#   evidence  = sum(quality[level] * count) / live revisions                   live revisions only
-#   stability = min(1, .6*published_share + .4*min(1, median_revision_age_days/30))   live revisions only
-#
-#   label          rule (first that holds)
-#   canonical      stability >= .6 and churn <= .4 and (no live revision graded or evidence >= .3)
-#   correspondence churn >= .6 and stability <= .4
-#   working        otherwise
-SPACE_CLASSES = ("canonical", "working", "correspondence")
-EVIDENCE_QUALITY = {OFFICIAL: 1.0, CORROBORATED: 0.7, SINGLE_SOURCE: 0.3, UNVERIFIED: 0.0}
-UNGRADED = "ungraded"
-SCORE_DECIMALS = 4
-
-
-@dataclasses.dataclass(frozen=True)
-class SpaceSignals:
-    """What the profiler measured in one space (bookkeeping kinds in ``SYSTEM_KINDS`` are not counted).
-
-    Attributes:
-        item_count, live_item_count: items, and those not deprecated.
-        revision_count, live_revision_count: revisions, and those neither deprecated nor in a deprecated item.
-        revisions_per_item_mean: ``revision_count / item_count``.
-        revisions_in_window, revision_rate_per_day: revisions created in the window, and per day of it.
-        supersedes_edge_count, supersedes_max_depth: SUPERSEDES edges leaving the space's revisions, and the
-            longest chain of them (capped at the profiler's ``max_supersedes_depth``).
-        evidence_histogram: live revisions per evidence level, plus ``ungraded``.
-        deprecated_item_count, deprecated_revision_count: deprecated items; revisions that are not live.
-        deprecation_ratio: ``deprecated_revision_count / revision_count``.
-        published_share: share of live revisions tagged ``published``.
-        median_revision_age_days: median age of the live revisions at ``window_end``.
-        window_start, window_end: the window, as ISO 8601 instants.
-    """
-
-    item_count: int = 0
-    live_item_count: int = 0
-    revision_count: int = 0
-    live_revision_count: int = 0
-    revisions_per_item_mean: float = 0.0
-    revisions_in_window: int = 0
-    revision_rate_per_day: float = 0.0
-    supersedes_edge_count: int = 0
-    supersedes_max_depth: int = 0
-    evidence_histogram: dict[str, int] = dataclasses.field(default_factory=dict)
-    deprecated_item_count: int = 0
-    deprecated_revision_count: int = 0
-    deprecation_ratio: float = 0.0
-    published_share: float = 0.0
-    median_revision_age_days: float = 0.0
-    window_start: str = ""
-    window_end: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The signals as a JSON-ready dict."""
-        return {**dataclasses.asdict(self), "evidence_histogram": dict(self.evidence_histogram)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "SpaceSignals":
-        """Rebuild signals from ``to_dict`` output (unknown keys are ignored, missing ones default)."""
-        names = {field.name for field in dataclasses.fields(cls)}
-        return cls(**{key: value for key, value in data.items() if key in names})
-
-    @property
-    def graded(self) -> bool:
-        """True when at least one live revision carries an evidence level."""
-        return any(count for level, count in self.evidence_histogram.items() if level != UNGRADED)
-
-
-@dataclasses.dataclass(frozen=True)
-class SpaceProfile:
-    """What kind of knowledge a space holds, as one profiler run saw it.
-
-    Attributes:
-        space_path: the space (``"news"``; ``""`` is the project root).
-        signals: the ``SpaceSignals`` measured.
-        scores: ``{churn, evidence, stability}``, each 0..1, rounded to 4 decimal places.
-        label: the class in force: the ``space_class`` pin when set, else ``observed_label``; None when empty.
-        pinned: True when the space's ``space_class`` attribute fixes the label.
-        previous_label: the label of the previous stored profile, if any.
-        observed_label: the class the signals give (one of ``SPACE_CLASSES``); None when empty.
-        empty: True when the space holds no memories (it is then neither classified nor stored).
-        revision_kref: the stored profile revision (None on a dry run or when empty).
-        profiled_at: when the profile was made (ISO 8601).
-    """
-
-    space_path: str
-    signals: SpaceSignals
-    scores: dict[str, float]
-    label: str | None
-    pinned: bool = False
-    previous_label: str | None = None
-    observed_label: str | None = None
-    empty: bool = False
-    revision_kref: str | None = None
-    profiled_at: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The profile as a JSON-ready dict."""
-        return {"space_path": self.space_path, "label": self.label, "observed_label": self.observed_label,
-                "pinned": self.pinned, "previous_label": self.previous_label, "empty": self.empty,
-                "scores": dict(self.scores), "signals": self.signals.to_dict(), "revision_kref": self.revision_kref,
-                "profiled_at": self.profiled_at}
-
-
-def _score(value: float) -> float:
-    return round(min(1.0, max(0.0, value)), SCORE_DECIMALS)
-
-
-def space_scores(signals: SpaceSignals) -> dict[str, float]:
-    """The reference's churn, evidence and stability scores for ``signals`` (0..1, 4 decimal places)."""
-    churn = (0.5 * min(1.0, signals.revisions_per_item_mean / 5) + 0.3 * min(1.0, signals.revision_rate_per_day / 3)
-             + 0.2 * min(1.0, signals.supersedes_max_depth / 5))
-    live = signals.live_revision_count
-    evidence = (sum(EVIDENCE_QUALITY[level] * signals.evidence_histogram.get(level, 0) for level in EVIDENCE_QUALITY)
-                / live) if live else 0.0
-    stability = 0.6 * signals.published_share + 0.4 * min(1.0, signals.median_revision_age_days / 30)
-    return {"churn": _score(churn), "evidence": _score(evidence), "stability": _score(stability)}
-
-
-def classify_space(scores: Mapping[str, float], *, graded: bool) -> str:
-    """The class (one of ``SPACE_CLASSES``) that rounded ``scores`` give; ``graded`` says whether any live
-    revision carries an evidence level (an ungraded space is not held back from ``canonical``)."""
-    churn, evidence, stability = scores["churn"], scores["evidence"], scores["stability"]
-    if stability >= 0.6 and churn <= 0.4 and (not graded or evidence >= 0.3):
-        return "canonical"
-    if churn >= 0.6 and stability <= 0.4:
-        return "correspondence"
-    return "working"
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
-def _longest_chain(successors: Mapping[str, Sequence[str]], cap: int) -> int:
-    """Edges in the longest path through ``successors`` (a cycle counts until ``cap``)."""
-    depth = dict.fromkeys(successors, 0)
-    for _ in range(cap):
-        following = {node: max((1 + depth.get(target, 0) for target in targets), default=0)
-                     for node, targets in successors.items()}
-        if following == depth:
-            break
-        depth = following
-    return min(cap, max(depth.values(), default=0))
-
-
-def _space_from_path(memory: Any, space_path: str) -> str:
-    """A space given as ``news`` or upstream-style ``/Project/news`` (this memory's project)."""
-    if not isinstance(space_path, str):
-        raise InvalidArgumentError(f"space_path must be a string, not {type(space_path).__name__}")
-    project = getattr(memory, "project", None)
-    if space_path.startswith("/") and project:
-        head, _, rest = space_path.strip("/").partition("/")
-        if head == project:
-            return normalize_space(rest)
-    return normalize_space(space_path)
-
-
-def _stored_profile(memory: Any, space: str, profile_kind: str, profile_item_name: str) -> dict[str, Any] | None:
-    """The latest stored profile revision of ``space`` (as ``Memory.get`` returns it), or None."""
-    held = _keyed_item(memory, space, profile_item_name, profile_kind)
-    return None if held is None or held["latest_revision"] is None else memory.get(held["item_kref"])
-
-
-def get_space_profile(memory: Any, space_path: str, *, profile_kind: str = SPACE_PROFILE_KIND,
-                      profile_item_name: str = SPACE_PROFILE_ITEM) -> SpaceProfile | None:
-    """Read the latest stored profile of a space (what ``SpaceProfiler`` last persisted).
-
-    Args:
-        memory: the ``Memory`` holding the space.
-        space_path: ``"news"``, or upstream-style ``"/CognitiveMemory/news"``.
-        profile_kind, profile_item_name: as given to ``SpaceProfiler``.
-
-    Returns:
-        The ``SpaceProfile``, or None when the space was never profiled.
-
-    Raises:
-        InvalidArgumentError: a malformed space path.
-    """
-    space = _space_from_path(memory, space_path)
-    stored = _stored_profile(memory, space, profile_kind, profile_item_name)
-    if stored is None:
-        return None
-    meta = stored["metadata"]
-    return SpaceProfile(space_path=space, signals=SpaceSignals.from_dict(meta.get("signals") or {}),
-                        scores=dict(meta.get("scores") or {}), label=meta.get("label"),
-                        pinned=bool(meta.get("pinned")), previous_label=meta.get("previous_label"),
-                        observed_label=meta.get("observed_label"), empty=False, revision_kref=stored["kref"],
-                        profiled_at=meta.get("profiled_at", stored["created_at"]))
-
-
-class SpaceProfiler:
-    """Classifies every space of a memory as canonical, working or correspondence knowledge (no LLM).
-
-    Per space it measures churn (revisions per item, revisions created per day in the window, SUPERSEDES
-    chain depth), evidence (grades of live revisions) and stability (published share, median age), scores
-    and labels them (see ``SPACE_CLASSES`` and ``classify_space``), and stores each profile as a revision of
-    the space's ``space-profile`` item, so successive runs form a SUPERSEDES chain. A ``space_class`` space
-    attribute (``set_space_attribute``) pins the label; the profiler then reports disagreement as drift.
-
-    Args:
-        memory: the ``Memory`` to profile.
-        window_days: the window for the revision rate, in days (>= 1).
-        max_supersedes_depth: how far SUPERSEDES chains are followed (>= 1).
-        dry_run: classify and report, store nothing.
-        profile_kind, profile_item_name: the kind and key of the items profiles are stored in.
-        clock: time source (default the memory's own clock).
-
-    Raises:
-        InvalidArgumentError: a parameter is out of range.
-    """
-
-    def __init__(self, memory: Any, *, window_days: int = 30, max_supersedes_depth: int = 10, dry_run: bool = False,
-                 profile_kind: str = SPACE_PROFILE_KIND, profile_item_name: str = SPACE_PROFILE_ITEM,
-                 clock: Clock | None = None) -> None:
-        for name, value in (("window_days", window_days), ("max_supersedes_depth", max_supersedes_depth)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidArgumentError(f"{name} must be a positive integer, not {value!r}")
-        if not isinstance(dry_run, bool):
-            raise InvalidArgumentError("dry_run must be True or False")
-        _check_pattern(profile_kind, KIND_PATTERN, "profile kind", InvalidArgumentError)
-        if not isinstance(profile_item_name, str) or not profile_item_name.strip():
-            raise InvalidArgumentError("profile_item_name must be a non-empty string")
-        self.memory = memory
-        self.window_days = window_days
-        self.max_supersedes_depth = max_supersedes_depth
-        self.dry_run = dry_run
-        self.profile_kind = profile_kind
-        self.profile_item_name = profile_item_name
-        self.clock = clock or getattr(memory, "_clock", None) or SystemClock()
-        self.ignored_kinds = SYSTEM_KINDS | {profile_kind}
-
-    async def run(self) -> dict[str, Any]:
-        """Profile every space (in a worker thread); see ``run_sync`` for the result."""
-        return await asyncio.to_thread(self.run_sync)
-
-    def run_sync(self) -> dict[str, Any]:
-        """Profile every space that holds an item.
-
-        Returns:
-            ``{success, spaces_profiled, labels, drift, profiles, errors, dry_run, duration_ms}``: ``labels``
-            counts classified spaces per class; ``drift`` lists ``{space_path, from, to, pinned}`` (a pin the
-            signals disagree with, or an unpinned label that changed since the last stored profile);
-            ``profiles`` maps each space to ``{label, observed_label, pinned, empty, scores, previous_label,
-            revision_kref}``; ``errors`` lists ``{space_path, error}`` (a space that failed is skipped, the
-            others are still profiled).
-        """
-        started = self.clock.now()
-        by_space: dict[str, list[dict[str, Any]]] = {}
-        for item in self.memory.items(include_deprecated=True):
-            by_space.setdefault(item["space"], []).append(item)
-        by_space = {space: items for space, items in by_space.items()
-                    if not all(item["kind"] in JOB_KINDS for item in items)}
-        labels = dict.fromkeys(SPACE_CLASSES, 0)
-        drift: list[dict[str, Any]] = []
-        profiles: dict[str, dict[str, Any]] = {}
-        errors: list[dict[str, str]] = []
-        for space in sorted(by_space):
-            try:
-                profile, pin_error = self._profile(space, by_space[space], started)
-            except KumihoMemoryError as exc:
-                errors.append({"space_path": space, "error": str(exc)})
-                continue
-            if pin_error:
-                errors.append({"space_path": space, "error": pin_error})
-            profiles[space] = {"label": profile.label, "observed_label": profile.observed_label,
-                               "pinned": profile.pinned, "empty": profile.empty, "scores": profile.scores,
-                               "previous_label": profile.previous_label, "revision_kref": profile.revision_kref}
-            if profile.empty:
-                continue
-            labels[profile.label] += 1
-            if profile.pinned and profile.observed_label != profile.label:
-                drift.append({"space_path": space, "from": profile.label, "to": profile.observed_label, "pinned": True})
-            elif not profile.pinned and profile.previous_label not in (None, profile.label):
-                drift.append({"space_path": space, "from": profile.previous_label, "to": profile.label,
-                              "pinned": False})
-        elapsed = (self.clock.now() - started).total_seconds()
-        return {"success": not errors, "spaces_profiled": sum(labels.values()), "labels": labels, "drift": drift,
-                "profiles": profiles, "errors": errors, "dry_run": self.dry_run,
-                "duration_ms": max(0, int(round(elapsed * 1000)))}
-
-    def signals(self, items: Sequence[Mapping[str, Any]], now: _dt.datetime) -> SpaceSignals:
-        """Measure one space's items (as ``Memory.items`` lists them) at ``now``."""
-        window_start = now - _dt.timedelta(days=self.window_days)
-        histogram = dict.fromkeys((*EVIDENCE_LEVELS, UNGRADED), 0)
-        revisions = live = in_window = published = deprecated_items = 0
-        ages: list[float] = []
-        successors: dict[str, list[str]] = {}
-        counted = [item for item in items if item["kind"] not in self.ignored_kinds]
-        for item in counted:
-            deprecated_items += bool(item["deprecated"])
-            for revision in self.memory.history(item["item_kref"]):
-                revisions += 1
-                created = parse_instant(revision["created_at"])
-                in_window += window_start <= created <= now
-                if item["deprecated"] or revision["deprecated"]:
-                    continue
-                live += 1
-                histogram[parse_evidence(revision["metadata"], revision["tags"], UNGRADED)] += 1
-                published += PUBLISHED_TAG in revision["tags"]
-                ages.append(max(0.0, (now - created).total_seconds() / 86400))
-            for edge in self.memory.edges(item["item_kref"], direction="outgoing", edge_type=SUPERSEDES):
-                successors.setdefault(edge["source_kref"], []).append(edge["target_kref"])
-        edge_count = sum(len(set(targets)) for targets in successors.values())
-        return SpaceSignals(
-            item_count=len(counted), live_item_count=len(counted) - deprecated_items, revision_count=revisions,
-            live_revision_count=live,
-            revisions_per_item_mean=round(revisions / len(counted), SCORE_DECIMALS) if counted else 0.0,
-            revisions_in_window=in_window,
-            revision_rate_per_day=round(in_window / self.window_days, SCORE_DECIMALS),
-            supersedes_edge_count=edge_count,
-            supersedes_max_depth=_longest_chain(successors, self.max_supersedes_depth),
-            evidence_histogram=histogram, deprecated_item_count=deprecated_items,
-            deprecated_revision_count=revisions - live,
-            deprecation_ratio=round((revisions - live) / revisions, SCORE_DECIMALS) if revisions else 0.0,
-            published_share=round(published / live, SCORE_DECIMALS) if live else 0.0,
-            median_revision_age_days=round(_median(ages), SCORE_DECIMALS),
-            window_start=format_instant(window_start), window_end=format_instant(now))
-
-    def _profile(self, space: str, items: Sequence[Mapping[str, Any]],
-                 now: _dt.datetime) -> tuple[SpaceProfile, str]:
-        """Profile one space and store the profile; returns it and a pin problem to report ("" if none)."""
-        signals = self.signals(items, now)
-        stored = _stored_profile(self.memory, space, self.profile_kind, self.profile_item_name)
-        previous_label = stored["metadata"].get("label") if stored else None
-        pin, pin_error = space_attribute(self.memory, space, SPACE_CLASS_ATTRIBUTE), ""
-        if pin is not None and pin.strip().lower() not in SPACE_CLASSES:
-            pin_error = f"space_class {pin!r} is not one of {SPACE_CLASSES}; the pin is ignored"
-            pin = None
-        pin = pin.strip().lower() if pin is not None else None
-        if signals.item_count == 0:
-            return SpaceProfile(space_path=space, signals=signals, scores={}, label=None, pinned=pin is not None,
-                                previous_label=previous_label, empty=True,
-                                profiled_at=signals.window_end), pin_error
-        scores = space_scores(signals)
-        observed = classify_space(scores, graded=signals.graded)
-        profile = SpaceProfile(space_path=space, signals=signals, scores=scores, label=pin or observed,
-                               pinned=pin is not None, previous_label=previous_label, observed_label=observed,
-                               profiled_at=signals.window_end)
-        if self.dry_run:
-            return profile, pin_error
-        record = {"label": profile.label, "observed_label": observed, "pinned": profile.pinned,
-                  "scores": scores, "signals": signals.to_dict()}
-        metadata = {**record, "memory_type": self.profile_kind, "space_path": space,
-                    "previous_label": previous_label, "window_days": self.window_days,
-                    "profiled_at": signals.window_end}
-        kref = self.memory.remember(canonical_json(record), space=space, kind=self.profile_kind,
-                                    title=f"Space profile of {space or '(root)'}: {profile.label}",
-                                    metadata=metadata, key=self.profile_item_name)
-        return dataclasses.replace(profile, revision_kref=kref), pin_error
-
-
-# -- skill ingest: SKILL.md files and reference docs as versioned, safety-scanned memories ---------------------
-#
-# A SKILL.md is YAML-ish frontmatter (name, description, tags) and Markdown; each ``##`` section becomes a
-# ``skill`` item keyed by skill name and section slug, so re-ingesting an unchanged section adds nothing and a
-# changed one adds a revision. Before anything is published a scan looks for what should never reach an
-# agent unreviewed (hidden unicode, injection phrases, secrets, base64 payloads); flagged revisions stay out
-# of ``published`` and carry ``quarantine:flagged`` until an operator calls ``clear_quarantine``.
-
-SKILL_KIND = "skill"
-QUARANTINE_TAG = "quarantine:flagged"
-SKILL_AGENT_COMPAT = ("claude", "zeroclaw", "openclaw")
-MAX_SKILL_FILE_BYTES = 1_000_000
-_SKILL_KEY_PREFIX = "skill:"
-_SUMMARY_CHARS = 300
-_SKILL_TITLE_CHARS = 500
-_DESCRIPTION_CHARS = 2000
-
-
-@dataclasses.dataclass(frozen=True)
-class SkillSection:
-    """One ``##`` section of a skill file.
-
-    Attributes:
-        name: the section's slug (``"usage"``; repeated titles get ``-2``, ``-3``).
-        title: the heading text. content: the body below the heading (trailing blank lines dropped).
-        inline: True when ``<!-- inline -->`` stands in the section or on the line before its heading: the
-            section belongs inline in the skill's prompt and is not ingested on its own.
-        level: the heading level (always 2: only ``##`` opens a section). line_start: the heading's line (1-based).
-    """
-
-    name: str
-    title: str
-    content: str
-    inline: bool = False
-    level: int = 2
-    line_start: int = 0
-
-
-@dataclasses.dataclass(frozen=True)
-class ParsedSkill:
-    """A parsed skill file.
-
-    Attributes:
-        name: frontmatter ``name``; else the folder name for ``SKILL.md``, else the file name without ``.md``.
-        description: frontmatter ``description``, else the first paragraph of the preamble.
-        tags: frontmatter ``tags`` (a list or a comma-separated string).
-        preamble: the text before the first ``##`` heading. title: its ``#`` heading, if any.
-        sections: the ``##`` sections in order. frontmatter: every frontmatter key as read.
-        path: the file read (resolved). body: the whole text after the frontmatter.
-    """
-
-    name: str
-    description: str
-    tags: tuple[str, ...]
-    preamble: str
-    sections: tuple[SkillSection, ...]
-    title: str = ""
-    frontmatter: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    path: str = ""
-    body: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class IngestResult:
-    """What ingesting one skill section (or one file) did, or on a dry run would do.
-
-    Attributes:
-        item_name: the item's supersession key (``skill-name/section``, or the file's item name).
-        item_kref, revision_kref, artifact_kref: where it is stored (None for what a dry run would create).
-        created_new_item: a new item was (would be) created. changed: a new revision was (would be) written.
-        quarantined: the revision is held back from ``published`` by the safety scan.
-        quarantine_reasons: what the scan found. section: the section slug (None for ``ingest_file``).
-    """
-
-    item_name: str
-    item_kref: str | None
-    revision_kref: str | None
-    artifact_kref: str | None
-    created_new_item: bool
-    quarantined: bool
-    quarantine_reasons: tuple[str, ...] = ()
-    changed: bool = False
-    section: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The result as a JSON-ready dict."""
-        return {**dataclasses.asdict(self), "quarantine_reasons": list(self.quarantine_reasons)}
-
-
-# -- the safety scan -----------------------------------------------------------------------------------------
-
-# Characters that render as nothing (or reorder what is shown) and so can hide text from a human reviewer.
-_HIDDEN_RANGES = ((0x061C, 0x061C), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064),
-                  (0x2066, 0x2069), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0xE0000, 0xE007F), (0xE0100, 0xE01EF))
-_HIDDEN_CHARS = re.compile("[" + "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in _HIDDEN_RANGES) + "]")
-_HIDDEN_GROUPS = {(0xE0000, 0xE007F): "U+E0000-U+E007F TAG CHARACTERS",
-                  (0xE0100, 0xE01EF): "U+E0100-U+E01EF VARIATION SELECTORS SUPPLEMENT"}
-_ZWJ = "\u200d"
-
-# Phrases that try to take over the reading model, matched on casefolded NFKC text with hidden characters
-# removed and whitespace collapsed (so "Ignore\u200b previous" and full-width letters do not slip by).
-_INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((label, re.compile(pattern)) for label, pattern in (
-    ("ignore previous instructions",
-     r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|the|your|of|these|those)\s+)*"
-     r"(?:previous|prior|above|earlier|preceding|foregoing|original|system|developer)\s+(?:\w+\s+)?"
-     r"(?:instructions?|prompts?|rules|directions|guidelines|messages|directives|context)\b"),
-    ("disregard all prior", r"\b(?:disregard|forget|ignore)\s+(?:all|any|everything)\s+(?:\w+\s+)?"
-                            r"(?:prior|previous|above|earlier|before|you\s+were\s+told)\b"),
-    ("you are now", r"\byou\s+are\s+now\s+(?:a|an|the|my|no\s+longer|free|unrestricted|unfiltered|jailbroken|"
-                    r"in\s+(?:developer|dan|god)\s+mode|dan)\b"),
-    ("system prompt", r"\bsystem\s+prompt\b"),
-    ("new instructions", r"\b(?:new|updated|real|actual|hidden)\s+instructions\s*:"),
-    ("do not tell the user", r"\b(?:do\s+not|don't|never)\s+(?:tell|inform|alert|notify|let)\s+(?:the\s+)?user\b"),
-    ("jailbreak persona", r"\b(?:act|behave|pretend|roleplay)\s+as\s+(?:an?\s+)?(?:unrestricted|unfiltered|"
-                          r"jailbroken|uncensored|evil)\b|\bjailbreak\b|\b(?:dan|developer|god)\s+mode\b"),
-    ("reveal hidden instructions", r"\b(?:reveal|print|output|repeat|leak|disclose)\s+(?:your|the)\s+"
-                                   r"(?:hidden\s+|secret\s+|initial\s+|original\s+)?(?:instructions|prompt)\b"),
-    ("chat-template control tokens", r"<\|(?:im_start|im_end|system|endoftext)\|>|\[/?inst\]|<</?sys>>"),
-    ("exfiltration request", r"\b(?:send|post|upload|exfiltrate|forward|email)\s+(?:\w+\s+){0,3}(?:credentials|"
-                             r"api\s+keys?|secrets|tokens|passwords|env(?:ironment)?\s+variables)\s+to\b"),
-))
-
-_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/=_-])(?:[A-Za-z0-9+/]{24,}={0,2}|[A-Za-z0-9_-]{24,}={0,2})"
-                         r"(?![A-Za-z0-9+/=_-])")
-_BASE64_HINT = re.compile(r"(?i)base64\s+(?:-d|-D|--decode)\b|b64decode|atob\s*\(|frombase64string|"
-                          r"base64\.decode|decode\s+(?:the\s+following|this)\b|\|\s*base64\b|base64[- ]encoded")
-BASE64_MIN_RUN = 32            # characters, for a run with no decoding hint near it
-_BASE64_HINT_WINDOW = 200      # characters either side of a run where a hint counts
-
-
-def _hidden_character(text: str, index: int) -> bool:
-    """A hidden character at ``index``, except a zero-width joiner inside an emoji sequence."""
-    if text[index] != _ZWJ:
-        return True
-    before = text[index - 1] if index else ""
-    after = text[index + 1] if index + 1 < len(text) else ""
-    return not (before and after and unicodedata.category(before) == "So" and unicodedata.category(after) == "So")
-
-
-def _readable(data: bytes) -> str | None:
-    """``data`` as text when it is mostly printable UTF-8 (at least 16 characters), else None."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    printable = sum(char.isprintable() or char in "\n\r\t" for char in text)
-    return text if len(text) >= 16 and printable >= 0.9 * len(text) else None
-
-
-def _decode_base64(run: str) -> bytes | None:
-    stripped = run.rstrip("=")
-    if len(stripped) % 4 == 1:
-        return None
-    padded = stripped + "=" * (-len(stripped) % 4)
-    try:
-        if "-" in padded or "_" in padded:
-            return base64.urlsafe_b64decode(padded)
-        return base64.b64decode(padded, validate=True)
-    except ValueError:           # binascii.Error is a ValueError
-        return None
-
-
-def _phrase_text(text: str) -> str:
-    return " ".join(_HIDDEN_CHARS.sub("", unicodedata.normalize("NFKC", text)).casefold().split())
-
-
-def scan_skill_text(text: str, *, first_line: int = 1) -> list[str]:
-    """Look for content that must not reach an agent unreviewed.
-
-    Four checks: hidden or bidirectional unicode (zero-width and bidi controls, the BOM, invisible
-    operators, tag characters); prompt-injection phrases ("ignore previous instructions", "you are now a",
-    "system prompt", chat-template tokens, ...); credentials (the ``PIIRedactor`` rules); and base64
-    payloads (a long run that decodes to readable text, or any 24+ character run near a decoding hint such
-    as ``base64 -d`` or ``atob(``).
-
-    Args:
-        text: the text to scan.
-        first_line: the line number of the text's first line, for the reasons.
-
-    Returns:
-        One reason per finding, in a fixed order; empty when the text is clean. Reasons never quote a
-        secret or a decoded payload.
-
-    Raises:
-        InvalidArgumentError: ``text`` is not a string.
-    """
-    if not isinstance(text, str):
-        raise InvalidArgumentError(f"text must be a string, not {type(text).__name__}")
-    reasons: list[str] = []
-    hidden: dict[str, list[int]] = {}
-    for match in _HIDDEN_CHARS.finditer(text):
-        if _hidden_character(text, match.start()):
-            hidden.setdefault(match.group(), []).append(match.start())
-    grouped: dict[str, list[int]] = {}
-    for char, positions in hidden.items():      # tag characters spell hidden text: one finding, not one per letter
-        label = next((group for (low, high), group in _HIDDEN_GROUPS.items() if low <= ord(char) <= high), None)
-        grouped.setdefault(label or f"U+{ord(char):04X} {unicodedata.name(char, 'FORMAT CHARACTER')}",
-                           []).extend(positions)
-    for label, positions in sorted(grouped.items(), key=lambda entry: min(entry[1])):
-        line = first_line + text.count("\n", 0, min(positions))
-        reasons.append(f"hidden unicode: {label} x{len(positions)} (first on line {line})")
-    phrases = _phrase_text(text)
-    claimed: list[tuple[int, int]] = []          # one phrase is reported once, by the first pattern it fits
-    for label, pattern in _INJECTION_PATTERNS:
-        spans = [match.span() for match in pattern.finditer(phrases)]
-        fresh = [span for span in spans if not any(span[0] < end and start < span[1] for start, end in claimed)]
-        if fresh:
-            reasons.append(f"prompt-injection phrase: {label!r}")
-        claimed.extend(spans)
-    reasons.extend(f"credential: {kind}" for kind in PIIRedactor().find_credentials(text))
-    for match in _BASE64_RUN.finditer(text):
-        run = match.group()
-        window = text[max(0, match.start() - _BASE64_HINT_WINDOW): match.end() + _BASE64_HINT_WINDOW]
-        hinted = _BASE64_HINT.search(window) is not None
-        decoded = _decode_base64(run)
-        readable = _readable(decoded) if decoded is not None else None
-        if decoded is None or (readable is None and not hinted) or (not hinted and len(run) < BASE64_MIN_RUN):
-            continue
-        line = first_line + text.count("\n", 0, match.start())
-        why = "decodes to readable text" if readable is not None else "next to a decoding hint"
-        inner = []
-        if readable is not None:
-            inner_phrases = _phrase_text(readable)
-            if any(pattern.search(inner_phrases) for _, pattern in _INJECTION_PATTERNS):
-                inner.append("a prompt-injection phrase")
-            if PIIRedactor().find_credentials(readable):
-                inner.append("a credential")
-        reasons.append(f"base64 payload: {len(run)} characters on line {line} {why}"
-                       + (f" containing {' and '.join(inner)}" if inner else ""))
-    return list(dict.fromkeys(reasons))
-
-
-# -- reading skill files -------------------------------------------------------------------------------------
-
-_SKILL_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
-_SECTION_HEADING = re.compile(r"^##(?!#)\s+(.*?)\s*#*\s*$")
-_TITLE_HEADING = re.compile(r"^#(?!#)\s+(.*?)\s*#*\s*$")
-_INLINE_MARKER = re.compile(r"^\s*<!--\s*inline\s*-->\s*$", re.I)
-_FRONTMATTER_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:\s*(.*)$")
-
-
-def _skill_slug(text: str, max_length: int = 48) -> str:
-    """An ASCII slug for section and skill names (``"Error Handling!"`` -> ``"error-handling"``); may be empty."""
-    return slugify(text, max_length, fallback="")
-
-
-def _scalar(value: str) -> str:
-    value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1]
-    return value
-
-
-def _parse_frontmatter(lines: list[str], path: str) -> tuple[dict[str, Any], int]:
-    """Read a ``---`` frontmatter block (simple YAML: scalars, ``[a, b]``, ``- item`` lists, ``|``/``>`` blocks).
-
-    Returns the keys and the index of the first line after the block (0 when there is none).
-    """
-    if not lines or lines[0].strip() != "---":
-        return {}, 0
-    end = next((index for index in range(1, len(lines)) if lines[index].strip() in ("---", "...")), None)
-    if end is None:
-        raise InvalidArgumentError(f"{path}: frontmatter opened with '---' is never closed")
-    data: dict[str, Any] = {}
-    index = 1
-    while index < end:
-        line = lines[index]
-        index += 1
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        match = _FRONTMATTER_KEY.match(line)
-        if match is None:
-            raise InvalidArgumentError(f"{path}, line {index}: frontmatter line is not 'key: value': {line.strip()!r:.80}")
-        key, value = match.group(1), match.group(2).strip()
-        if value in ("|", ">", "|-", ">-"):
-            block = []
-            while index < end and (not lines[index].strip() or lines[index][:1] in " \t"):
-                block.append(lines[index].strip())
-                index += 1
-            data[key] = ("\n" if value.startswith("|") else " ").join(block).strip()
-        elif value.startswith("[") and value.endswith("]"):
-            data[key] = [_scalar(part) for part in value[1:-1].split(",") if part.strip()]
-        elif not value:
-            items = []
-            while index < end and lines[index].lstrip().startswith("- "):
-                items.append(_scalar(lines[index].lstrip()[2:]))
-                index += 1
-            data[key] = items if items else ""
-        else:
-            data[key] = _scalar(value)
-    return data, end + 1
-
-
-def _first_paragraph(text: str) -> str:
-    """The first paragraph of Markdown text that is not a heading, comment or fence, on one line."""
-    paragraph: list[str] = []
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped:
-            if paragraph:
-                break
-            continue
-        if stripped.startswith(("#", "<!--", "```", "~~~")):
-            if paragraph:
-                break
-            continue
-        paragraph.append(stripped)
-    return " ".join(paragraph)
-
-
-def _tag_list(value: Any, path: str) -> tuple[str, ...]:
-    if value in (None, ""):
-        return ()
-    parts = value.split(",") if isinstance(value, str) else value
-    if not isinstance(parts, list) or not all(isinstance(part, str) for part in parts):
-        raise InvalidArgumentError(f"{path}: frontmatter tags must be a list of strings")
-    return tuple(dict.fromkeys(part.strip() for part in parts if part.strip()))
-
-
-def _strip_trailing_blank(lines: list[str]) -> list[str]:
-    while lines and not lines[-1].strip():
-        lines = lines[:-1]
-    return lines
-
-
-def _check_relative_parts(text: str) -> None:
-    if ".." in re.split(r"[\\/]", text):
-        raise InvalidArgumentError(f"{text!r} climbs out of its folder with '..'; give a path inside it")
-
-
-def _confined_path(path: Any, root: Any, *, directory: bool = False) -> str:
-    """Resolve ``path`` (relative paths against ``root``) and insist it stays inside ``root``.
-
-    ``root`` defaults to the folder the path names (for a file, its parent). ``..`` is refused outright, and a
-    symlink anywhere on the way that resolves outside ``root`` is refused.
-
-    Returns:
-        The resolved path. Raises InvalidArgumentError (outside, wrong type) or NotFoundError (missing).
-    """
-    if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
-        raise InvalidArgumentError(f"a path must be a string, not {type(path).__name__}")
-    text = os.fspath(path)
-    if not text or "\x00" in text:
-        raise InvalidArgumentError(f"invalid path {text!r}")
-    _check_relative_parts(text)
-    if root is None:
-        absolute = os.path.abspath(text)
-        root_dir = absolute if directory else os.path.dirname(absolute)
-    else:
-        if not isinstance(root, (str, os.PathLike)) or isinstance(root, bytes):
-            raise InvalidArgumentError(f"root must be a path, not {type(root).__name__}")
-        root_dir = os.path.abspath(os.fspath(root))
-        absolute = text if os.path.isabs(text) else os.path.join(root_dir, text)
-    real_root, real = os.path.realpath(root_dir), os.path.realpath(absolute)
-    try:
-        inside = os.path.commonpath([real_root, real]) == real_root
-    except ValueError:           # different drives
-        inside = False
-    if not inside:
-        raise InvalidArgumentError(f"{text!r} resolves outside {root_dir!r}; refusing to read it")
-    if not os.path.exists(real):
-        raise NotFoundError(f"no such {'folder' if directory else 'file'}: {text!r}")
-    if directory != os.path.isdir(real) or not (directory or os.path.isfile(real)):
-        raise InvalidArgumentError(f"{text!r} is not a {'folder' if directory else 'regular file'}")
-    return real
-
-
-def _read_skill_text(real: str) -> str:
-    size = os.stat(real).st_size
-    if size > MAX_SKILL_FILE_BYTES:
-        raise InvalidArgumentError(f"{real} is {size} bytes; skill files are limited to {MAX_SKILL_FILE_BYTES}")
-    try:
-        with open(real, encoding="utf-8-sig", newline="") as stream:
-            return stream.read().replace("\r\n", "\n").replace("\r", "\n")
-    except UnicodeDecodeError as exc:
-        raise InvalidArgumentError(f"{real} is not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
-    except OSError as exc:
-        raise InvalidArgumentError(f"cannot read {real}: {exc.strerror}") from exc
-
-
-def _parse_skill_text(text: str, path: str) -> ParsedSkill:
-    lines = text.split("\n")
-    frontmatter, start = _parse_frontmatter(lines, path)
-    preamble: list[str] = []
-    chunks: list[tuple[str, int, list[str], bool]] = []      # (title, line, body lines, inline)
-    fence: str | None = None
-    current = preamble
-    for number, line in enumerate(lines[start:], start=start + 1):
-        fence_match = _SKILL_FENCE.match(line)
-        if fence_match:
-            marker = fence_match.group(1)
-            if fence is None:
-                fence = marker                            # CommonMark: closed by the same character, as long
-            elif marker[0] == fence[0] and len(marker) >= len(fence):
-                fence = None
-        heading = _SECTION_HEADING.match(line) if fence is None and not fence_match else None
-        if heading is None:
-            current.append(line)
-            continue
-        body = _strip_trailing_blank(current)
-        inline_before = bool(body) and _INLINE_MARKER.match(body[-1]) is not None
-        if inline_before:
-            del current[len(body) - 1:]
-        chunks.append((heading.group(1), number, [], inline_before))
-        current = chunks[-1][2]
-    default_name = os.path.basename(os.path.dirname(path)) if os.path.basename(path).lower() == "skill.md" else \
-        os.path.splitext(os.path.basename(path))[0]
-    name = str(frontmatter.get("name") or default_name).strip()
-    if not _skill_slug(name):
-        raise InvalidArgumentError(f"{path}: the skill name {name!r} has no letters or digits to name items by")
-    preamble_text = "\n".join(_strip_trailing_blank(preamble)).strip("\n")
-    title = next((match.group(1) for match in map(_TITLE_HEADING.match, preamble) if match), "")
-    sections, used = [], {}
-    for heading_title, number, body_lines, inline_before in chunks:
-        marked = [index for index, line in enumerate(body_lines) if _INLINE_MARKER.match(line)]
-        body = [line for index, line in enumerate(body_lines) if index not in marked]
-        slug = _skill_slug(heading_title) or "section"
-        used[slug] = used.get(slug, 0) + 1
-        if used[slug] > 1:
-            slug = f"{slug}-{used[slug]}"
-        sections.append(SkillSection(name=slug, title=heading_title or slug, line_start=number,
-                                     content="\n".join(_strip_trailing_blank(body)).strip("\n"),
-                                     inline=inline_before or bool(marked)))
-    description = frontmatter.get("description")
-    description = str(description).strip() if description else _first_paragraph(preamble_text)
-    body_text = "\n".join(lines[start:]).strip("\n")
-    return ParsedSkill(name=name, description=description, tags=_tag_list(frontmatter.get("tags"), path),
-                       preamble=preamble_text, sections=tuple(sections), title=title, frontmatter=frontmatter,
-                       path=path, body=body_text)
-
-
-def parse_skill(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> ParsedSkill:
-    """Read a SKILL.md (or any Markdown file) into frontmatter, preamble and ``##`` sections.
-
-    Args:
-        path: the file; relative paths are taken from ``root``.
-        root: the folder the file must stay inside (default: the file's own folder, so a symlink that
-            leads elsewhere is refused).
-
-    Returns:
-        A ``ParsedSkill``. ``##`` inside fenced code blocks does not open a section.
-
-    Raises:
-        InvalidArgumentError: the path leaves ``root`` or has ``..``; not UTF-8; larger than
-            ``MAX_SKILL_FILE_BYTES``; malformed frontmatter. NotFoundError: no such file.
-    """
-    real = _confined_path(path, root)
-    return _parse_skill_text(_read_skill_text(real), real)
-
-
-# -- writing skills ------------------------------------------------------------------------------------------
-
-@dataclasses.dataclass
-class _PlannedSkillWrite:
-    """One item's worth of ingest, decided before anything is written."""
-
-    key: str
-    section: str | None
-    title: str
-    content: str
-    metadata: dict[str, Any]
-    artifact: tuple[str, str]
-    reasons: tuple[str, ...]
-    evidence_level: str | None
-    held: dict[str, Any] | None           # the existing item, if any
-    latest: dict[str, Any] | None         # its latest revision
-    changed: bool
-    demote: bool = False                  # the item is official and the operator gave a lower grade
-
-
-def _checked_skill_options(space: Any, evidence_level: Any, tags: Any = None) -> tuple[str, tuple[str, ...]]:
-    space = normalize_space(space)
-    if evidence_level is not None:
-        evidence_tag(evidence_level)
-    if tags is None:
-        return space, ()
-    if isinstance(tags, str) or not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) for t in tags):
-        raise InvalidArgumentError("tags must be a list of strings")
-    return space, tuple(dict.fromkeys(t.strip() for t in tags if t.strip()))
-
-
-def _skill_index(memory: Any, space: str) -> dict[str, dict[str, Any]]:
-    """The skill items in exactly ``space`` by supersession key (deprecated ones too)."""
-    return {item["key"]: item for item in memory.items(space=space, kind=SKILL_KIND, include_deprecated=True)
-            if item["space"] == space and item["key"]}
-
-
-_MAX_QUARANTINE_REASONS = 50
-
-
-def _plan(memory: Any, index: Mapping[str, dict[str, Any]], *, key: str, section: str | None, title: str,
-          content: str, summary: str, description: str, tags: tuple[str, ...], source_skill: str, real: str,
-          line_start: int, evidence_level: str | None, scan_prefix: str = "") -> _PlannedSkillWrite:
-    reasons = tuple(scan_skill_text(f"{title}\n{content}", first_line=max(1, line_start)))
-    if scan_prefix:
-        reasons = tuple(dict.fromkeys(reasons + tuple(f"frontmatter/preamble: {reason}"
-                                                      for reason in scan_skill_text(scan_prefix))))
-    if len(reasons) > _MAX_QUARANTINE_REASONS:                # a hostile file still fits in quarantine
-        reasons = reasons[:_MAX_QUARANTINE_REASONS] + (
-            f"... and {len(reasons) - _MAX_QUARANTINE_REASONS} more findings",)
-    redactor = PIIRedactor()
-    # A flagged revision is stored for review, but a secret never enters the store: the artifact points at
-    # the original file.
-    title, content = redactor.redact_credentials(title)[:_SKILL_TITLE_CHARS], redactor.redact_credentials(content)
-    summary = redactor.redact_credentials(summary)[:_SUMMARY_CHARS]
-    description = redactor.redact_credentials(description)[:_DESCRIPTION_CHARS]
-    if not content.strip():
-        content = f"## {title}"
-    fingerprint = content_hash(canonical_json({"title": title, "content": content, "tags": list(tags),
-                                               "description": description}))
-    metadata: dict[str, Any] = {"memory_type": SKILL_KIND, "title": title, "summary": summary,
-                                "description": description, "tags": list(tags), "source_skill": source_skill,
-                                "source_path": real, "line_start": line_start, "skill_hash": fingerprint}
-    if section is not None:
-        metadata["section"] = section
-    if reasons:
-        metadata.update(quarantined="true", quarantine_reasons=list(reasons))
-    else:
-        metadata["agent_compat"] = list(SKILL_AGENT_COMPAT)
-    # every write is checked here, before the first one happens, so a file that cannot be stored writes nothing
-    _checked_metadata(metadata)
-    _checked_text(content, "content", limit=MAX_CONTENT_CHARS)
-    held = index.get(key)
-    latest = memory.get(held["item_kref"]) if held is not None and held["latest_revision"] is not None else None
-    # A grade counts only when given: re-ingesting without --evidence-level leaves a graded skill alone.
-    changed = latest is None or latest["metadata"].get("skill_hash") != fingerprint or (
-        evidence_level is not None and latest["metadata"].get("evidence_level") != evidence_level)
-    held_level = parse_evidence(latest["metadata"], latest["tags"]) if latest is not None else None
-    artifact_name = f"{section or _skill_slug(key.rsplit('/', 1)[-1]) or 'skill'}.md"
-    return _PlannedSkillWrite(key=key, section=section, title=title, content=content, metadata=metadata,
-                              artifact=(artifact_name, real), reasons=reasons,
-                              evidence_level=evidence_level if evidence_level is not None else held_level,
-                              held=held, latest=latest, changed=changed,
-                              demote=held_level == OFFICIAL and evidence_level not in (None, OFFICIAL))
-
-
-def _plan_skill(memory: Any, parsed: ParsedSkill, index: Mapping[str, dict[str, Any]], *,
-                section_filter: Any, evidence_level: str | None) -> list[_PlannedSkillWrite]:
-    wanted = None
-    if section_filter is not None:
-        wanted = {section_filter} if isinstance(section_filter, str) else set(section_filter)
-        known = {section.name for section in parsed.sections if not section.inline}
-        unknown = sorted(wanted - known)
-        if unknown:
-            raise InvalidArgumentError(f"{parsed.path}: no ingestible section {', '.join(map(repr, unknown))}; "
-                                       f"sections: {', '.join(sorted(known)) or '(none)'}")
-    skill_slug = _skill_slug(parsed.name)
-    skill_level = "\n".join(part for part in (parsed.name, parsed.description, " ".join(parsed.tags),
-                                              parsed.preamble) if part)
-    plans = []
-    for section in parsed.sections:
-        if section.inline or (wanted is not None and section.name not in wanted):
-            continue
-        plans.append(_plan(memory, index, key=f"{_SKILL_KEY_PREFIX}{skill_slug}/{section.name}", section=section.name,
-                           title=f"{parsed.name}: {section.title}", content=section.content,
-                           summary=_first_paragraph(section.content), description=parsed.description,
-                           tags=parsed.tags, source_skill=parsed.name, real=parsed.path,
-                           line_start=section.line_start, evidence_level=evidence_level, scan_prefix=skill_level))
-    return plans
-
-
-def _plan_file(memory: Any, parsed: ParsedSkill, index: Mapping[str, dict[str, Any]], *, item_name: str | None,
-               tags: tuple[str, ...], evidence_level: str | None) -> _PlannedSkillWrite:
-    name = item_name if item_name is not None else os.path.splitext(os.path.basename(parsed.path))[0]
-    if not isinstance(name, str) or not _skill_slug(name):
-        raise InvalidArgumentError(f"item_name {name!r} has no letters or digits to name an item by")
-    body = parsed.body if parsed.body.strip() else name
-    return _plan(memory, index, key=f"{_SKILL_KEY_PREFIX}{_skill_slug(name)}", section=None,
-                 title=parsed.title or name, content=body, summary=_first_paragraph(parsed.preamble or body),
-                 description=parsed.description, tags=tuple(dict.fromkeys(parsed.tags + tags)),
-                 source_skill=name, real=parsed.path, line_start=1, evidence_level=evidence_level)
-
-
-def _apply(memory: Any, plans: Sequence[_PlannedSkillWrite], space: str, dry_run: bool) -> list[IngestResult]:
-    """Write the plans that changed (none on a dry run); one result per plan, in order."""
-    results = []
-    for plan in plans:
-        quarantined = bool(plan.reasons)
-        item_kref = plan.held["item_kref"] if plan.held else None
-        if not plan.changed:
-            latest = plan.latest or {}
-            stored_flag = latest.get("metadata", {}).get("quarantined") == "true"
-            results.append(IngestResult(
-                item_name=plan.key[len(_SKILL_KEY_PREFIX):], item_kref=item_kref, revision_kref=latest.get("kref"),
-                artifact_kref=f"{latest['kref']}&a={plan.artifact[0]}" if latest else None, created_new_item=False,
-                quarantined=stored_flag and PUBLISHED_TAG not in latest.get("tags", ()),
-                quarantine_reasons=tuple(latest.get("metadata", {}).get("quarantine_reasons") or ()),
-                changed=False, section=plan.section))
-            continue
-        revision_kref = None
-        if not dry_run:
-            revision_kref = _write_skill_revision(memory, plan, space)
-            item_kref = revision_kref.split("?", 1)[0]
-        results.append(IngestResult(
-            item_name=plan.key[len(_SKILL_KEY_PREFIX):], item_kref=item_kref, revision_kref=revision_kref,
-            artifact_kref=f"{revision_kref}&a={plan.artifact[0]}" if revision_kref else None,
-            created_new_item=plan.held is None, quarantined=quarantined, quarantine_reasons=plan.reasons,
-            changed=True, section=plan.section))
-    return results
-
-
-def _write_skill_revision(memory: Any, plan: _PlannedSkillWrite, space: str) -> str:
-    """Add one revision; a flagged one never inherits ``published`` from the item's older revisions."""
-    tags = [QUARANTINE_TAG] if plan.reasons else [PUBLISHED_TAG]
-    options = dict(space=space, kind=SKILL_KIND, title=plan.title, metadata=plan.metadata, tags=tags,
-                   evidence_level=plan.evidence_level,
-                   artifacts=[{"name": plan.artifact[0], "location": plan.artifact[1]}])
-    if plan.held is None:
-        return memory.remember(plan.content, key=plan.key, **options)
-    if plan.demote:
-        # An official belief is only ever regraded explicitly (``set_evidence``); a plain new revision with a
-        # lower grade would be kept apart as a contradiction of it.
-        regraded = memory.set_evidence(plan.latest["kref"], plan.evidence_level,
-                                       reason=f"skill re-ingested as {plan.evidence_level}")
-        if plan.latest["metadata"].get("skill_hash") == plan.metadata["skill_hash"]:
-            return regraded
-    published_kref = None
-    if plan.reasons:
-        # The store carries ``published`` forward to a new revision of a published item; take it off first
-        # and put it back on the clean revision afterwards, so the flagged text is never published, even
-        # for a moment (if this fails half way the item is unpublished, never wrongly published).
-        with contextlib.suppress(NotFoundError):
-            published_kref = memory.get(f"{plan.held['item_kref']}?t={PUBLISHED_TAG}")["kref"]
-        if published_kref is not None:
-            memory.untag(published_kref, PUBLISHED_TAG)
-    try:
-        return memory.remember(plan.content, item=plan.held["item_kref"], **options)
-    finally:
-        if published_kref is not None:
-            memory.tag(published_kref, PUBLISHED_TAG)
-
-
-def ingest_skill(memory: Any, path: str | os.PathLike[str], *, space: str = "Skills", section_filter: Any = None,
-                 dry_run: bool = False, evidence_level: str | None = None,
-                 root: str | os.PathLike[str] | None = None) -> list[IngestResult]:
-    """Ingest a SKILL.md: each ``##`` section (not marked inline) becomes a versioned ``skill`` item.
-
-    Each section is an item keyed ``skill-name/section-slug`` in ``space``: new -> created; unchanged (same
-    title, content, tags and description, and the same evidence level when one is given) -> nothing
-    written; changed -> a new revision
-    (SUPERSEDES the previous one). Each revision gets the metadata ``title, summary, description, tags,
-    source_skill, section, source_path, skill_hash`` and an artifact ``<section>.md`` pointing at the file.
-    A section that passes ``scan_skill_text`` (together with the frontmatter and preamble) is tagged
-    ``published`` (with ``agent_compat``); a flagged one gets ``quarantine:flagged``, metadata
-    ``quarantined="true"`` and ``quarantine_reasons``, and no ``published`` tag until ``clear_quarantine``.
-    Credentials are redacted from what is stored.
-
-    Args:
-        memory: the ``Memory`` to write to.
-        path: the skill file (see ``parse_skill`` for ``root``).
-        space: the space for the items. section_filter: a section slug or list of slugs to ingest (only).
-        dry_run: report what would happen, write nothing. evidence_level: grade every revision written
-            (without it a new revision keeps the grade its section already has).
-
-    Returns:
-        One ``IngestResult`` per ingested section, in file order.
-
-    Raises:
-        InvalidArgumentError: bad path (outside ``root``, ``..``), unreadable file, unknown section or evidence
-            level; NotFoundError: no such file. On any error nothing is written.
-    """
-    space, _ = _checked_skill_options(space, evidence_level)
-    parsed = parse_skill(path, root=root)
-    plans = _plan_skill(memory, parsed, _skill_index(memory, space), section_filter=section_filter,
-                        evidence_level=evidence_level)
-    return _apply(memory, plans, space, dry_run)
-
-
-def ingest_file(memory: Any, path: str | os.PathLike[str], *, item_name: str | None = None, space: str = "Skills",
-                tags: Sequence[str] | None = None, dry_run: bool = False, evidence_level: str | None = None,
-                root: str | os.PathLike[str] | None = None) -> IngestResult:
-    """Ingest a whole Markdown document (a reference doc) as one versioned ``skill`` item.
-
-    The title is the first ``#`` heading (else the item name), the summary the first paragraph; ``tags``
-    join the frontmatter tags. Versioning, the safety scan and quarantine work as in ``ingest_skill``.
-
-    Args:
-        item_name: the item's name (default the file name without ``.md``). Other arguments as ``ingest_skill``.
-
-    Returns:
-        The ``IngestResult``.
-
-    Raises:
-        As ``ingest_skill``.
-    """
-    space, checked_tags = _checked_skill_options(space, evidence_level, tags)
-    parsed = parse_skill(path, root=root)
-    plan = _plan_file(memory, parsed, _skill_index(memory, space), item_name=item_name, tags=checked_tags,
-                      evidence_level=evidence_level)
-    return _apply(memory, [plan], space, dry_run)[0]
-
-
-def _is_skill_file(parsed: ParsedSkill) -> bool:
-    return os.path.basename(parsed.path).lower() == "skill.md" or "name" in parsed.frontmatter
-
-
-def ingest_batch(memory: Any, directory: str | os.PathLike[str], *, space: str = "Skills",
-                 tags: Sequence[str] | None = None, dry_run: bool = False, evidence_level: str | None = None,
-                 root: str | os.PathLike[str] | None = None) -> list[IngestResult]:
-    """Ingest every ``*.md`` in a folder (sorted by name), and every ``<sub-folder>/SKILL.md``.
-
-    A file named ``SKILL.md`` or with a frontmatter ``name`` is ingested by sections (``ingest_skill``); any
-    other file whole (``ingest_file``). Every file is read, checked and planned before anything is written.
-
-    Args:
-        directory: the folder (it must stay inside ``root`` when given; every file must stay inside it).
-        Other arguments as ``ingest_file``.
-
-    Returns:
-        All results, file by file.
-
-    Raises:
-        As ``ingest_skill``, for any file: then nothing at all is written.
-    """
-    space, checked_tags = _checked_skill_options(space, evidence_level, tags)
-    real_dir = _confined_path(directory, root, directory=True)
-    names = []
-    for entry in sorted(os.listdir(real_dir)):
-        full = os.path.join(real_dir, entry)
-        if entry.lower().endswith(".md") and not os.path.isdir(full):
-            names.append(entry)
-        elif os.path.isdir(full) and os.path.lexists(os.path.join(full, "SKILL.md")):
-            names.append(os.path.join(entry, "SKILL.md"))
-    index = _skill_index(memory, space)
-    plans: list[_PlannedSkillWrite] = []
-    keys: dict[str, str] = {}
-    for name in names:
-        parsed = parse_skill(name, root=real_dir)
-        planned = _plan_skill(memory, parsed, index, section_filter=None, evidence_level=evidence_level) \
-            if _is_skill_file(parsed) else [_plan_file(memory, parsed, index, item_name=None, tags=checked_tags,
-                                                       evidence_level=evidence_level)]
-        for plan in planned:
-            if plan.key in keys:
-                raise InvalidArgumentError(f"{parsed.path} and {keys[plan.key]} both ingest as "
-                                           f"{plan.key[len(_SKILL_KEY_PREFIX):]!r}; rename one")
-            keys[plan.key] = parsed.path
-        plans.extend(planned)
-    return _apply(memory, plans, space, dry_run)
-
-
-def clear_quarantine(memory: Any, revision_kref: str) -> dict[str, Any]:
-    """Publish a quarantined skill revision after review: tag it ``published``, remove ``quarantine:flagged``.
-
-    The revision's metadata keeps the scan's verdict (revisions are immutable); the tags say what is in force.
-
-    Returns:
-        ``{revision_kref, item_kref, published, quarantine_reasons}``.
-
-    Raises:
-        InvalidArgumentError: the revision was never quarantined, or is deprecated. NotFoundError: no such
-            revision.
-    """
-    revision = memory.get(revision_kref)
-    if revision["metadata"].get("quarantined") != "true":
-        raise InvalidArgumentError(f"{revision['kref']} was not quarantined by a skill scan")
-    if revision["deprecated"]:
-        raise InvalidArgumentError(f"{revision['kref']} is deprecated; restore it before publishing it")
-    memory.tag(revision["kref"], PUBLISHED_TAG)
-    memory.untag(revision["kref"], QUARANTINE_TAG)
-    return {"revision_kref": revision["kref"], "item_kref": revision["item_kref"], "published": True,
-            "quarantine_reasons": list(revision["metadata"].get("quarantine_reasons") or [])}
-
-
-def list_skills(memory: Any, *, space: str = "Skills") -> list[dict[str, Any]]:
-    """The live skill items in ``space``: ``[{item_name, item_kref, revision_kref, title, published_kref,
-    quarantined}]`` where ``quarantined`` says the latest revision is held back by the scan."""
-    space = normalize_space(space)
-    listed = []
-    for item in memory.items(space=space, kind=SKILL_KIND):
-        if item["space"] != space or item["latest_revision"] is None:
-            continue
-        latest = memory.get(item["item_kref"])
-        published = None
-        with contextlib.suppress(NotFoundError):
-            published = memory.get(f"{item['item_kref']}?t={PUBLISHED_TAG}")["kref"]
-        key = item["key"] or item["name"]
-        listed.append({"item_name": key[len(_SKILL_KEY_PREFIX):] if key.startswith(_SKILL_KEY_PREFIX) else key,
-                       "item_kref": item["item_kref"], "revision_kref": latest["kref"], "title": latest["title"],
-                       "published_kref": published,
-                       "quarantined": latest["metadata"].get("quarantined") == "true"
-                       and PUBLISHED_TAG not in latest["tags"]})
-    return listed
-
-
-# -- Dream State: tidying memory between sessions, behind hard guardrails ----------------------------------------
-#
-# A run walks the memories written since its cursor, assesses them in batches (by heuristics, or by an LLM
-# when one is given), and applies what passes the guardrails below. The guardrails are code, applied after
-# any suggestion, whatever the policy text or the model says:
-#
-#   the revision is graded official                 -> never deprecated
-#   it is published (tag)                           -> never, unless allow_published_deprecation
-#   it is younger than min_age_days (or age unknown) -> not yet
-#   it is corroborated                              -> only with a stated reason of 10+ characters
-#   another memory got an edge to it this run       -> kept (something now refers to it)
-#   deprecations so far reach the ratio cap          -> the rest wait for the next run
-#
-# Deprecation is soft (the revision stays addressable and can be restored); enrichment never touches the
-# evidence carriers (``evidence:`` tags, ``evidence_level``, ``source``, ``sources``, ``confidence``).
-
-DREAM_SPACE = "_dream_state"
-DREAM_KIND = "dream-state"
-DREAM_MIN_AGE_DAYS = 7
-DREAM_MAX_FAILURES = 2
+# The evidence carriers: enrichment (Dream State, update_metadata) never changes them.
 EVIDENCE_METADATA_KEYS = frozenset({"evidence_level", "source", "sources", "confidence"})
-ACKNOWLEDGEMENTS = frozenset("""
-ok okay k kk sure thanks thank thx ty yes yeah yep no nope lol haha cool great nice fine alright right hi hello
-hey bye got it np sounds sound good awesome perfect gotcha noted understood agreed will done welcome
-appreciated appreciate wow oh ah hmm absolutely definitely exactly totally cheers
-""".split())
 
-DREAM_SYSTEM_PROMPT = """You tidy an AI agent's long-term memory. For each memory in the batch decide:
-relevance_score (0..1), should_deprecate (true only for duplicates, superseded leftovers, or stale
-chit-chat with no lasting value), deprecation_reason (one sentence), suggested_tags (short lowercase),
-metadata_updates ([{key, value}] facts worth indexing: topics, entities), related_indices (indices of other
-memories in this batch it relates to) and relationship_type (DERIVED_FROM, REFERENCED, DEPENDS_ON or
-SUPERSEDES). Be conservative: when in doubt, keep. Answer with one JSON object {"assessments": [...]}, one
-entry per memory, each with its "index"."""
-
-
-DREAM_VERIFIER_PROMPT = """You double-check proposed deprecations of an AI agent's memories. For each proposal
-answer whether to refute it: refute (true) when the memory may still be useful or the reason does not hold;
-false only when you are sure it is redundant or obsolete. Answer with one JSON object {"verdicts": [{"index",
-"refute", "why"}]}, one entry per proposal."""
-
-
-@dataclasses.dataclass
-class MemoryAssessment:
-    """What a Dream State assessment says about one revision (the reference's fields)."""
-
-    revision_kref: str
-    relevance_score: float = 0.5
-    should_deprecate: bool = False
-    deprecation_reason: str = ""
-    suggested_tags: list[str] = dataclasses.field(default_factory=list)
-    metadata_updates: dict[str, Any] = dataclasses.field(default_factory=dict)
-    related_memories: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    category: str = ""          # duplicate | superseded | stale | llm: why it was proposed
-
-
-@dataclasses.dataclass
-class DreamStateStats:
-    """Counters of one Dream State run."""
-
-    events_processed: int = 0
-    revisions_assessed: int = 0
-    deprecated: int = 0
-    metadata_updated: int = 0
-    tags_added: int = 0
-    edges_created: int = 0
-    last_cursor: str | None = None
-    duration_ms: float = 0.0
-    errors: list[str] = dataclasses.field(default_factory=list)
-    deprecations_proposed: int = 0
-    guarded_skips: dict[str, int] = dataclasses.field(default_factory=dict)
-    refuted_skips: int = 0
-    parked: int = 0
-
-
-def _duplicate_key(text: str) -> tuple[str, ...]:
-    """What two copies of one statement share: its words in order, casefolded, without punctuation (so a
-    negation or another word order is another statement)."""
-    return tuple(re.findall(r"\w+", text.casefold()))
-
-
-class DreamState:
-    """Offline consolidation of a ``Memory``: deprecate duplicates and leftovers, enrich, link.
-
-    Args:
-        memory: the ``Memory`` to tidy.
-        llm_adapter: an ``LLMAdapter``; with one, batches are assessed by the model (structured JSON), else
-            by heuristics (exact and near-exact duplicates in a space, items superseded from another item but
-            still live, stale low-value chat messages; contradictions are reported and tagged ``contested``).
-        model: the model name passed to the adapter.
-        batch_size: memories per assessment batch.
-        dry_run: assess and report, change nothing (not even the cursor).
-        max_deprecation_ratio: at most ``max(1, int(assessed * ratio))`` deprecations per run, 0.1..0.9.
-        allow_published_deprecation: let a ``published`` revision be deprecated.
-        kind_filter: only items of these kinds (default every kind but the system ones).
-        extra_instructions: deployment policy appended to the LLM prompt (it may only tighten; the
-            guardrails apply in code whatever it says). Default ``$KUMIHO_DREAM_EXTRA_INSTRUCTIONS`` via
-            ``from_env``.
-        min_age_days: a revision younger than this is never deprecated (``$KUMIHO_DREAM_MIN_AGE_DAYS``, 7).
-        stale_after_days: a chat message this old with no lasting content may be deprecated (90).
-        max_failures: an item whose assessment failed this many runs is parked (skipped from then on).
-        report_dir: also write each run's Markdown report there as ``dream_state_{time}.md``.
-        progress: ``callable(done, total)`` after each batch (the CLI prints it on stderr).
-        project: the reference's argument; if given it must be the memory's project.
-        cursor_item_name: the space of the cursor item (``_dream_state``).
-        artifact_root: with no ``report_dir``, reports go to ``{artifact_root}/{project}/{cursor}/reports``.
-        verifier: an ``LLMAdapter`` asked once per run to refute the deprecations about to be applied; one
-            goes ahead only on an explicit ``refute: false`` (``refuted_skips`` counts the others).
-        verifier_model: the model name for the verifier.
-
-    The cursor (time of the newest memory processed), the failure counts and the parked items live in the
-    graph, as revisions of the ``_dream_state`` item (kind ``dream-state``) whose content is the run's
-    report; a run resumes where the last one stopped, and a failed batch is assessed again next run.
-
-    Raises:
-        InvalidArgumentError: ``max_deprecation_ratio`` outside 0.1..0.9 or another bad argument.
-    """
-
-    def __init__(self, memory: Any, *, llm_adapter: Any = None, model: str = "", batch_size: int = 20,
-                 dry_run: bool = False, max_deprecation_ratio: float = 0.5,
-                 allow_published_deprecation: bool = False, kind_filter: Sequence[str] | str | None = None,
-                 extra_instructions: str | None = None, min_age_days: float = DREAM_MIN_AGE_DAYS,
-                 stale_after_days: float = 90.0, max_failures: int = DREAM_MAX_FAILURES,
-                 report_dir: str | os.PathLike[str] | None = None,
-                 progress: Callable[[int, int], None] | None = None, project: str | None = None,
-                 cursor_item_name: str = DREAM_SPACE, artifact_root: str | os.PathLike[str] | None = None,
-                 verifier: Any = None, verifier_model: str = "") -> None:
-        if project is not None and project != getattr(memory, "project", project):
-            raise InvalidArgumentError(f"project {project!r} is not the memory's project {memory.project!r}")
-        cursor_item_name = _check_pattern(cursor_item_name, SEGMENT_PATTERN, "cursor_item_name", InvalidArgumentError)
-        if report_dir is None and artifact_root is not None:
-            report_dir = os.path.join(os.fspath(artifact_root), memory.project, cursor_item_name, "reports")
-        if not isinstance(max_deprecation_ratio, (int, float)) or not 0.1 <= max_deprecation_ratio <= 0.9:
-            raise InvalidArgumentError(f"max_deprecation_ratio must be between 0.1 and 0.9, not {max_deprecation_ratio!r}")
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise InvalidArgumentError(f"batch_size must be a positive integer, not {batch_size!r}")
-        for name, value in (("min_age_days", min_age_days), ("stale_after_days", stale_after_days)):
-            if not isinstance(value, (int, float)) or value < 0:
-                raise InvalidArgumentError(f"{name} must be a non-negative number, not {value!r}")
-        if not isinstance(max_failures, int) or max_failures < 1:
-            raise InvalidArgumentError(f"max_failures must be a positive integer, not {max_failures!r}")
-        if extra_instructions is not None and not isinstance(extra_instructions, str):
-            raise InvalidArgumentError("extra_instructions must be a string")
-        self.memory = memory
-        self.llm_adapter = llm_adapter
-        self.model = model
-        self.batch_size = batch_size
-        self.dry_run = bool(dry_run)
-        self.max_deprecation_ratio = float(max_deprecation_ratio)
-        self.allow_published_deprecation = bool(allow_published_deprecation)
-        self.kind_filter = None if kind_filter is None else frozenset(
-            [kind_filter] if isinstance(kind_filter, str) else kind_filter)
-        self.extra_instructions = (extra_instructions or "").strip()
-        self.min_age_days = float(min_age_days)
-        self.stale_after_days = float(stale_after_days)
-        self.max_failures = max_failures
-        self.report_dir = report_dir
-        self.progress = progress
-        self.cursor_space = cursor_item_name
-        self.verifier = verifier
-        self.verifier_model = verifier_model
-
-    @classmethod
-    def from_env(cls, memory: Any, environ: Mapping[str, str] | None = None, **options: Any) -> "DreamState":
-        """Build with ``KUMIHO_DREAM_EXTRA_INSTRUCTIONS`` and ``KUMIHO_DREAM_MIN_AGE_DAYS`` (explicit options win)."""
-        env = os.environ if environ is None else environ
-        if env.get("KUMIHO_DREAM_EXTRA_INSTRUCTIONS") and options.get("extra_instructions") is None:
-            options["extra_instructions"] = env["KUMIHO_DREAM_EXTRA_INSTRUCTIONS"]
-        if env.get("KUMIHO_DREAM_MIN_AGE_DAYS") and "min_age_days" not in options:
-            try:
-                options["min_age_days"] = float(env["KUMIHO_DREAM_MIN_AGE_DAYS"])
-            except ValueError:
-                raise InvalidArgumentError("KUMIHO_DREAM_MIN_AGE_DAYS must be a number of days") from None
-        return cls(memory, **options)
-
-    # -- the run ---------------------------------------------------------------------------------------------
-
-    def run_sync(self) -> dict[str, Any]:
-        """``run()`` for synchronous callers (not from inside a running event loop)."""
-        return asyncio.run(self.run())
-
-    async def run(self) -> dict[str, Any]:
-        """Assess, apply within the guardrails, save the cursor and the report.
-
-        Returns:
-            ``{success, dry_run, ...DreamStateStats fields, actions, report, report_kref, extra_instructions}``
-            where ``actions`` lists every applied (or, in a dry run, proposed) action with its reason.
-        """
-        started = time.perf_counter()
-        stats = DreamStateStats()
-        state = self._load_state()
-        now = self.memory._clock.now()
-        todo = self._collect(state)
-        stats.events_processed = len(todo)
-        actions: list[dict[str, Any]] = []
-        proposals: list[tuple[dict[str, Any], MemoryAssessment]] = []
-        failed: list[dict[str, Any]] = []
-        transient_failures = 0
-        batches = [todo[start:start + self.batch_size] for start in range(0, len(todo), self.batch_size)]
-        for number, batch in enumerate(batches, 1):
-            assessed, batch_failed, errors, transient = await self._assess_batch(batch)
-            stats.errors += errors
-            failed += batch_failed
-            transient_failures += transient
-            proposals += assessed
-            stats.revisions_assessed += len(assessed)
-            if self.progress is not None:
-                self.progress(number, len(batches))
-        # Everything failing is an outage (nothing is parked), unless it was one item failing for a reason
-        # a retry cannot fix: that is a poison item, counted toward parking like any other.
-        systemic = bool(failed) and len(failed) == len(todo) and (len(todo) > 1 or transient_failures > 0)
-        for revision in failed:
-            if systemic:
-                break                                    # everything failed: the service, not the items
-            count = state["failures"].get(revision["item_kref"], 0) + 1
-            state["failures"][revision["item_kref"]] = count
-            if count >= self.max_failures:
-                state["parked"].append(revision["item_kref"])
-                stats.parked += 1
-                actions.append({"action": "park", "kref": revision["kref"],
-                                "reason": f"assessment failed in {count} runs"})
-        actions += self._contradiction_notes(stats)
-        deferred: list[dict[str, Any]] = []
-        actions += await self._apply(proposals, stats, now, deferred)
-        # The cursor moves past everything done, but not past a memory that failed and is not parked, nor
-        # one whose deprecation the ratio cap deferred: the next run starts there again.
-        held_back = [revision for revision in failed if revision["item_kref"] not in state["parked"]] + deferred
-        processed = todo
-        if held_back:
-            first = min(revision["created_at"] for revision in held_back)
-            processed = [revision for revision in todo if revision["created_at"] < first]
-        if processed:
-            state["cursor"] = max(state["cursor"] or "", max(revision["created_at"] for revision in processed))
-        for revision in processed:
-            state["failures"].pop(revision["item_kref"], None)
-        stats.last_cursor = state["cursor"] or None
-        stats.duration_ms = round((time.perf_counter() - started) * 1000, 1)
-        report = self._report(stats, actions, now)
-        result: dict[str, Any] = {"success": True, "dry_run": self.dry_run, **dataclasses.asdict(stats),
-                                  "actions": actions, "report": report, "report_kref": None,
-                                  "extra_instructions": self.extra_instructions}
-        if not self.dry_run:
-            result["report_kref"] = self._save(state, stats, report)
-            if self.report_dir is not None:
-                result["report_path"] = self._write_report_file(report, now)
-        return result
-
-    # -- state: the cursor item ---------------------------------------------------------------------------
-
-    def _load_state(self) -> dict[str, Any]:
-        held = self.memory.backend.item_by_key(self.memory.project, self.cursor_space, "cursor")
-        state: dict[str, Any] = {"cursor": None, "failures": {}, "parked": [], "runs": 0}
-        if held is not None and held.latest_revision is not None:
-            metadata = self.memory.get(str(held.kref))["metadata"]
-            saved = metadata.get("dream_state")
-            if isinstance(saved, dict):                 # read field by field: a damaged part starts over
-                cursor, failures, parked, runs = (saved.get(key) for key in ("cursor", "failures", "parked", "runs"))
-                if isinstance(cursor, str):
-                    with contextlib.suppress(InvalidArgumentError):
-                        parse_instant(cursor)
-                        state["cursor"] = cursor
-                if isinstance(failures, dict):
-                    state["failures"] = {key: value for key, value in failures.items()
-                                         if isinstance(value, int) and not isinstance(value, bool)}
-                if isinstance(parked, list):
-                    state["parked"] = [kref for kref in parked if isinstance(kref, str)]
-                if isinstance(runs, int) and not isinstance(runs, bool):
-                    state["runs"] = runs
-        return state
-
-    def _save(self, state: dict[str, Any], stats: DreamStateStats, report: str) -> str:
-        counters = {key: value for key, value in dataclasses.asdict(stats).items()
-                    if isinstance(value, (int, float)) and not isinstance(value, bool)}
-        metadata = {"type": "dream_state_report", "run_at": format_instant(self.memory._clock.now()),
-                    "dream_state": {"cursor": state["cursor"], "failures": state["failures"],
-                                    "parked": state["parked"], "runs": state["runs"] + 1},
-                    "counters": counters, "policy": self.extra_instructions}
-        return self.memory.remember(report, space=self.cursor_space, kind=DREAM_KIND, key="cursor",
-                                    title=f"Dream State report {metadata['run_at']}", metadata=metadata)
-
-    def _write_report_file(self, report: str, now: _dt.datetime) -> str:
-        folder = os.fspath(self.report_dir)
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, f"dream_state_{now.strftime('%Y%m%dT%H%M%S%fZ')}.md")
-        temporary = _unique_temporary(path)
-        with open(temporary, "w", encoding="utf-8") as stream:
-            stream.write(report)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-        return path
-
-    # -- collecting and assessing -----------------------------------------------------------------------------
-
-    def _collect(self, state: dict[str, Any]) -> list[dict[str, Any]]:
-        """Current revisions of live items written after the cursor, oldest first (parked items skipped)."""
-        parked = set(state["parked"])
-        revisions = []
-        for item in self.memory.items():
-            if item["kind"] in SYSTEM_KINDS or item["item_kref"] in parked:
-                continue
-            if self.kind_filter is not None and item["kind"] not in self.kind_filter:
-                continue
-            try:
-                revision = self.memory.get(item["item_kref"])
-            except NotFoundError:
-                continue
-            if revision["deprecated"] or (state["cursor"] and revision["created_at"] <= state["cursor"]):
-                continue
-            revisions.append(revision)
-        revisions.sort(key=lambda revision: (revision["created_at"], revision["kref"]))
-        return revisions
-
-    async def _assess_batch(self, batch: list[dict[str, Any]]
-                            ) -> tuple[list[tuple[dict[str, Any], MemoryAssessment]], list[dict[str, Any]], list[str], int]:
-        """Assess a batch; on failure, each item alone, so one poison item does not sink the others.
-
-        Returns the assessments, the revisions that failed, the error lines, and how many of the failures
-        a retry might cure (transient)."""
-        try:
-            return await self._assess(batch), [], [], 0
-        except Exception as error:                       # noqa: BLE001 - any assessor failure is retried
-            first_error, first_transient = f"batch of {len(batch)}: {type(error).__name__}: {error}", _is_transient(error)
-        if len(batch) == 1:
-            return [], batch, [first_error], int(first_transient)
-        assessed, failed, errors, transient = [], [], [first_error], 0
-        for revision in batch:
-            try:
-                assessed += await self._assess([revision])
-            except Exception as error:                   # noqa: BLE001
-                failed.append(revision)
-                transient += _is_transient(error)
-                errors.append(f"{revision['kref']}: {type(error).__name__}: {error}")
-        return assessed, failed, errors, transient
-
-    async def _assess(self, batch: list[dict[str, Any]]) -> list[tuple[dict[str, Any], MemoryAssessment]]:
-        if self.llm_adapter is not None:
-            return await self._assess_with_llm(batch)
-        return [(revision, self._assess_by_heuristics(revision)) for revision in batch]
-
-    def _assess_by_heuristics(self, revision: dict[str, Any]) -> MemoryAssessment:
-        assessment = MemoryAssessment(revision_kref=revision["kref"])
-        superseded_by = self._superseded_from_elsewhere(revision)
-        if superseded_by:
-            assessment.should_deprecate, assessment.category = True, "superseded"
-            assessment.deprecation_reason = f"superseded by {superseded_by} in another item, still live"
-            assessment.relevance_score = 0.1
-            return assessment
-        keeper = self._duplicate_keeper(revision)
-        if keeper is not None:
-            assessment.should_deprecate, assessment.category = True, "duplicate"
-            assessment.deprecation_reason = f"duplicate of {keeper['kref']}"
-            assessment.relevance_score = 0.2
-            return assessment
-        if self._stale_chatter(revision):
-            assessment.should_deprecate, assessment.category = True, "stale"
-            assessment.deprecation_reason = (f"a chat message older than {self.stale_after_days:g} days with "
-                                             "nothing lasting in it")
-            assessment.relevance_score = 0.05
-        return assessment
-
-    def _superseded_from_elsewhere(self, revision: dict[str, Any]) -> str | None:
-        for edge in self.memory.edges(revision["kref"], direction="incoming", edge_type=SUPERSEDES):
-            source = edge["source_kref"]
-            if Kref.parse(source).item_kref != Kref.parse(revision["kref"]).item_kref:
-                with contextlib.suppress(NotFoundError):
-                    if not self.memory.get(source)["deprecated"]:
-                        return source
-        return None
-
-    def _duplicate_keeper(self, revision: dict[str, Any]) -> dict[str, Any] | None:
-        """The copy to keep when other live memories in the space say exactly the same (the same words in
-        the same order, up to case and punctuation), and it is not ``revision``; else None."""
-        key = _duplicate_key(revision["content"])
-        if len(key) < 2:
-            return None
-        copies = [revision]
-        for hit in self.memory.recall(revision["content"][:2000], limit=10, space=revision["space"] or None,
-                                      follow_edges=False, evidence_rank=False):
-            if hit["item_kref"] != revision["item_kref"] and hit["space"] == revision["space"] and \
-                    hit["kind"] == revision["kind"] and _duplicate_key(hit["content"]) == key:
-                copies.append(hit)
-        if len(copies) == 1:
-            return None
-        keeper = max(copies, key=self._keep_rank)
-        return None if keeper["kref"] == revision["kref"] else keeper
-
-    @staticmethod
-    def _keep_rank(revision: Mapping[str, Any]) -> tuple:
-        """Which of two duplicates to keep: published, then better evidence, then the older one."""
-        level = parse_evidence(revision["metadata"], revision["tags"])
-        strength = {OFFICIAL: 4, CORROBORATED: 3, SINGLE_SOURCE: 2, UNVERIFIED: 1}.get(level or "", 0)
-        return ("published" in revision["tags"], strength, -parse_instant(revision["created_at"]).timestamp(),
-                revision["kref"])
-
-    def _stale_chatter(self, revision: dict[str, Any]) -> bool:
-        if not is_message(revision["metadata"]) or "published" in revision["tags"]:
-            return False
-        age = self._age_days(revision)
-        if age is None or age < self.stale_after_days:
-            return False
-        words = [word for word in _words(revision["content"]) if word not in ACKNOWLEDGEMENTS]
-        if any(word not in STOPWORDS for word in words):
-            return False                                  # "I am vegan": one word can be a lasting fact
-        return not [edge for edge in self.memory.edges(revision["kref"]) if edge["edge_type"] != FOLLOWS]
-
-    def _age_days(self, revision: Mapping[str, Any]) -> float | None:
-        try:
-            created = parse_instant(revision["created_at"])
-        except (InvalidArgumentError, KeyError, TypeError):
-            return None
-        return (self.memory._clock.now() - created).total_seconds() / 86400
-
-    async def _assess_with_llm(self, batch: list[dict[str, Any]]) -> list[tuple[dict[str, Any], MemoryAssessment]]:
-        entries = [{"index": index, "kref": revision["kref"], "title": revision["title"][:200],
-                    "summary": revision["content"][:600], "type": revision["metadata"].get("memory_type") or
-                    revision["kind"], "tags": [tag for tag in revision["tags"] if tag != "latest"],
-                    "evidence_level": parse_evidence(revision["metadata"], revision["tags"]) or ""}
-                   for index, revision in enumerate(batch)]
-        system = DREAM_SYSTEM_PROMPT
-        if self.extra_instructions:
-            system += ("\n\nDEPLOYMENT POLICY (it may only make you more conservative):\n"
-                       + self.extra_instructions)
-        reply = await adapter_chat(self.llm_adapter, messages=[{"role": "user", "content": json.dumps(
-            {"memories": entries}, ensure_ascii=False)}], model=self.model, system=system, max_tokens=2048,
-            json_mode=True)
-        answer = parse_llm_json(reply, dict)
-        rows = answer.get("assessments")
-        if not isinstance(rows, list):
-            raise InvalidArgumentError("the assessment reply has no 'assessments' list")
-        by_index: dict[int, dict[str, Any]] = {}
-        for row in rows:
-            if isinstance(row, dict) and isinstance(row.get("index"), int) and 0 <= row["index"] < len(batch):
-                by_index[row["index"]] = row
-        results = []
-        for index, revision in enumerate(batch):
-            row = by_index.get(index, {})
-            updates = row.get("metadata_updates") or []
-            if isinstance(updates, dict):
-                updates = [{"key": key, "value": value} for key, value in updates.items()]
-            relationship = str(row.get("relationship_type") or REFERENCED).upper()
-            # SUPERSEDES would hide its target from recall past every guardrail: supersession is belief
-            # revision's decision, so Dream State records the suggestion as a plain reference.
-            if relationship not in (DERIVED_FROM, REFERENCED, DEPENDS_ON):
-                relationship = REFERENCED
-            related = [(batch[other]["kref"], relationship) for other in row.get("related_indices") or []
-                       if isinstance(other, int) and 0 <= other < len(batch) and other != index]
-            score = row.get("relevance_score", 0.5)
-            results.append((revision, MemoryAssessment(
-                revision_kref=revision["kref"],
-                relevance_score=float(score) if isinstance(score, (int, float)) else 0.5,
-                should_deprecate=row.get("should_deprecate") is True,
-                deprecation_reason=str(row.get("deprecation_reason") or "")[:500],
-                suggested_tags=[str(tag) for tag in row.get("suggested_tags") or [] if isinstance(tag, str)],
-                metadata_updates={str(update["key"]): update.get("value") for update in updates
-                                  if isinstance(update, dict) and isinstance(update.get("key"), str)},
-                related_memories=related, category="llm")))
-        return results
-
-    # -- applying, within the guardrails ------------------------------------------------------------------------
-
-    def _guard(self, revision: dict[str, Any], assessment: MemoryAssessment, referenced: set[str]) -> str | None:
-        """Why a proposed deprecation may not happen, or None when it may.
-
-        A deprecation retires the whole item, so the guards hold for every revision it would hide, read
-        fresh from the store (an older ``published`` or ``official`` revision keeps the item as surely as the
-        newest would), not only for the revision the batch happened to show.
-        """
-        age = self._age_days(revision)
-        try:
-            touched = self.memory.history(revision["item_kref"])
-        except NotFoundError:
-            return "gone"                                 # forgotten meanwhile: nothing left to deprecate
-        for each in touched or [revision]:
-            level = parse_evidence(each["metadata"], each["tags"])
-            if level == OFFICIAL or evidence_tag(OFFICIAL) in each["tags"]:
-                return "official"
-            if PUBLISHED_TAG in each["tags"] and not self.allow_published_deprecation:
-                return "published"
-        if age is None or age < self.min_age_days:
-            return "min_age"
-        for each in touched or [revision]:
-            level = parse_evidence(each["metadata"], each["tags"])
-            if (level == CORROBORATED or evidence_tag(CORROBORATED) in each["tags"]) and \
-                    len(assessment.deprecation_reason.strip()) < 10:
-                return "corroborated_without_reason"
-        if revision["item_kref"] in referenced or any(each["kref"] in referenced for each in touched):
-            return "referenced"
-        return None
-
-    async def _apply(self, proposals: list[tuple[dict[str, Any], MemoryAssessment]], stats: DreamStateStats,
-                     now: _dt.datetime, deferred: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        actions: list[dict[str, Any]] = []
-        approved: list[tuple[dict[str, Any], MemoryAssessment]] = []
-        budget = max(1, int(len(proposals) * self.max_deprecation_ratio)) if proposals else 0
-        # edges first: a memory something now refers to is not deprecated in the same run
-        referenced: set[str] = set()
-        for revision, assessment in proposals:
-            for target, relationship in assessment.related_memories:
-                if relationship == "duplicate":
-                    continue
-                referenced.add(target)
-                if self._edge_exists(revision["kref"], target, relationship):
-                    continue
-                try:
-                    if not self.dry_run:
-                        self.memory.link(revision["kref"], target, relationship, {"reason": "dream state"})
-                except KumihoMemoryError as error:
-                    stats.errors.append(f"{revision['kref']}: link refused: {type(error).__name__}: {error}")
-                    continue
-                stats.edges_created += 1
-                actions.append({"action": "link", "kref": revision["kref"], "target": target,
-                                "edge_type": relationship, "reason": assessment.deprecation_reason or
-                                "related by the assessment"})
-        for revision, assessment in proposals:
-            tags = [tag for tag in assessment.suggested_tags
-                    if TAG_PATTERN.match(tag) and not tag.startswith(EVIDENCE_TAG_PREFIX)
-                    and tag not in ("published", "latest") and not tag.startswith("quarantine")
-                    and tag not in revision["tags"]]
-            # enrichment only adds: a key already there (provenance, speaker, dates) is never changed or removed
-            updates = {key: value for key, value in assessment.metadata_updates.items()
-                       if key not in EVIDENCE_METADATA_KEYS and key not in revision["metadata"] and value is not None}
-            try:
-                for tag in tags:
-                    if not self.dry_run:
-                        self.memory.tag(revision["kref"], tag)
-                    stats.tags_added += 1
-                    actions.append({"action": "tag", "kref": revision["kref"], "tag": tag,
-                                    "reason": "suggested by the assessment"})
-                if updates:
-                    if not self.dry_run:
-                        self.memory.update_metadata(revision["kref"], updates)
-                    stats.metadata_updated += 1
-                    actions.append({"action": "metadata", "kref": revision["kref"], "updates": updates,
-                                    "reason": "enrichment suggested by the assessment"})
-            except KumihoMemoryError as error:            # a bad suggestion is reported, never half the run
-                stats.errors.append(f"{revision['kref']}: enrichment refused: {type(error).__name__}: {error}")
-            if not assessment.should_deprecate:
-                continue
-            stats.deprecations_proposed += 1
-            why_not = self._guard(revision, assessment, referenced)
-            if why_not is None and len(approved) >= budget:
-                why_not = "ratio_cap"
-            if why_not in ("ratio_cap", "min_age"):
-                deferred.append(revision)                 # the cursor waits: it is assessed again next run
-            if why_not is not None:
-                stats.guarded_skips[why_not] = stats.guarded_skips.get(why_not, 0) + 1
-                actions.append({"action": "kept", "kref": revision["kref"], "guard": why_not,
-                                "reason": assessment.deprecation_reason, "category": assessment.category})
-                continue
-            approved.append((revision, assessment))
-        confirmed = await self._verify(approved, stats) if approved and self.verifier is not None else None
-        for revision, assessment in approved:
-            if confirmed is not None and revision["kref"] not in confirmed:
-                stats.refuted_skips += 1
-                actions.append({"action": "kept", "kref": revision["kref"], "guard": "verifier",
-                                "reason": assessment.deprecation_reason, "category": assessment.category})
-                continue
-            stats.deprecated += 1
-            actions.append({"action": "deprecate", "kref": revision["kref"], "reason": assessment.deprecation_reason,
-                            "category": assessment.category})
-            if not self.dry_run:
-                self.memory.deprecate(revision["item_kref"])
-        return actions
-
-    async def _verify(self, approved: list[tuple[dict[str, Any], MemoryAssessment]], stats: DreamStateStats) -> set[str]:
-        """One batched refutation call: the krefs whose deprecation the verifier explicitly did not refute
-        (``refute: false``). Anything else, a failing call included, keeps the memory."""
-        entries = [{"index": index, "kref": revision["kref"], "content": revision["content"][:600],
-                    "reason": assessment.deprecation_reason} for index, (revision, assessment) in enumerate(approved)]
-        try:
-            reply = await adapter_chat(self.verifier, 
-                messages=[{"role": "user", "content": json.dumps({"proposals": entries}, ensure_ascii=False)}],
-                model=self.verifier_model, system=DREAM_VERIFIER_PROMPT, max_tokens=1024, json_mode=True)
-            verdicts = parse_llm_json(reply, dict).get("verdicts")
-        except Exception as error:                       # noqa: BLE001 - a failed check keeps everything
-            stats.errors.append(f"verifier: {type(error).__name__}: {error}")
-            return set()
-        confirmed = set()
-        for verdict in verdicts if isinstance(verdicts, list) else []:
-            if isinstance(verdict, dict) and verdict.get("refute") is False and isinstance(verdict.get("index"), int) \
-                    and 0 <= verdict["index"] < len(approved):
-                confirmed.add(approved[verdict["index"]][0]["kref"])
-        return confirmed
-
-    def _edge_exists(self, source: str, target: str, edge_type: str) -> bool:
-        return any(edge["target_kref"] == target for edge in self.memory.edges(source, direction="outgoing",
-                                                                                 edge_type=edge_type))
-
-    def _contradiction_notes(self, stats: DreamStateStats) -> list[dict[str, Any]]:
-        """Open contradictions are reported and their challenger tagged ``contested``; nothing is deprecated."""
-        notes = []
-        for pair in self.memory.contradictions():
-            source = pair["source"]
-            if source["deprecated"]:
-                continue
-            notes.append({"action": "contradiction", "kref": source["kref"], "target": pair["target_kref"],
-                          "reason": "claims against another memory; left for review"})
-            if "contested" not in source["tags"]:
-                stats.tags_added += 1
-                notes.append({"action": "tag", "kref": source["kref"], "tag": "contested",
-                              "reason": "an open contradiction"})
-                if not self.dry_run:
-                    self.memory.tag(source["kref"], "contested")
-        return notes
-
-    # -- the report ------------------------------------------------------------------------------------------
-
-    def _report(self, stats: DreamStateStats, actions: list[dict[str, Any]], now: _dt.datetime) -> str:
-        lines = [f"# Dream State report, {format_instant(now)}", ""]
-        if self.dry_run:
-            lines += ["**Dry run**: nothing was changed; these are the actions a run would take.", ""]
-        if self.allow_published_deprecation:
-            lines += ["**WARNING**: published memories may be deprecated in this run "
-                      "(allow_published_deprecation).", ""]
-        lines += ["## Counts", ""]
-        for field in ("events_processed", "revisions_assessed", "deprecations_proposed", "deprecated",
-                      "tags_added", "metadata_updated", "edges_created", "parked"):
-            lines.append(f"- {field.replace('_', ' ')}: {getattr(stats, field)}")
-        if stats.guarded_skips:
-            lines.append("- kept by guardrails: " + ", ".join(f"{name} {count}" for name, count in
-                                                              sorted(stats.guarded_skips.items())))
-        lines += ["", "## Policy", "", f"> {self.extra_instructions}" if self.extra_instructions else
-                  "No deployment policy (defaults only).", f"Assessed by: {'LLM ' + self.model if self.llm_adapter else 'heuristics'}",
-                  f"Max deprecation ratio {self.max_deprecation_ratio:g}, minimum age {self.min_age_days:g} days.",
-                  "", "## Actions", ""]
-        if not actions:
-            lines.append("None.")
-        for action in actions:
-            target = f" -> {action['target']}" if "target" in action else ""
-            detail = {"tag": lambda: f" `{action['tag']}`", "metadata": lambda: f" {json.dumps(action['updates'])}",
-                      "kept": lambda: f" (guard: {action['guard']})", "link": lambda: f" {action['edge_type']}"
-                      }.get(action["action"], lambda: "")()
-            lines.append(f"- **{action['action']}** `{action['kref']}`{target}{detail}: {action.get('reason', '')}")
-        if stats.errors:
-            lines += ["", "## Errors", ""] + [f"- {error}" for error in stats.errors]
-        lines += ["", "## Cursor", "", stats.last_cursor or "(none yet)", ""]
-        return "\n".join(lines)
 
 
 # ==========================================================================================================
@@ -11349,6 +9573,7 @@ class Memory:
         self.last_embedding_error: ServiceError | None = None
         self._vectors_pending = False
         self._backend = backend or SQLiteGraph(path, clock=self._clock, busy_timeout=busy_timeout)
+        self._closed = False
         self._prefetch = AnticipatoryRecall(self, prefetch) if prefetch is not None and prefetch.enabled else None
 
     @classmethod
@@ -11369,8 +9594,19 @@ class Memory:
         """The graph backend behind this memory."""
         return self._backend
 
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return self._closed
+
+    @property
+    def clock(self) -> Clock:
+        """The time source this memory stamps its writes with (the features built on it use it too)."""
+        return self._clock
+
     def close(self) -> None:
         """Stop prefetching (saving its tables), flush and release the store. Safe to call twice."""
+        self._closed = True
         try:
             if self._prefetch is not None:
                 self._prefetch.close()
@@ -12262,6 +10498,74 @@ class Memory:
         return render_mermaid(item, revisions, self._backend.edges(item))
 
 
+class _DefaultMemories:
+    """The memories opened for calls that name none, one per configuration, each opened on first use and
+    closed at interpreter exit (never at import). A changed ``KUMIHO_MEMORY_PATH`` opens another."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[tuple[Any, ...], Memory] = {}
+
+    def get(self, environ: Mapping[str, str] | None = None, project: str | None = None) -> Memory:
+        config = MemoryConfig.from_env(environ)
+        if project is not None:
+            config = dataclasses.replace(config, project=_check_pattern(project, SEGMENT_PATTERN, "project",
+                                                                          InvalidArgumentError))
+        key = (config.backend, config.path, config.project, config.kumiho_endpoint, config.credentials)
+        with self._lock:
+            memory = self._open.get(key)
+            if memory is None or memory.closed:
+                if not self._open:
+                    import atexit
+                    atexit.register(self.close)
+                memory = self._open[key] = Memory.from_config(config)
+            return memory
+
+    def close(self) -> None:
+        with self._lock:
+            opened, self._open = list(self._open.values()), {}
+        for memory in opened:
+            with contextlib.suppress(KumihoMemoryError):
+                memory.close()
+
+
+_DEFAULTS = _DefaultMemories()
+
+
+def default_memory(*, project: str | None = None, environ: Mapping[str, str] | None = None) -> Memory:
+    """The memory used by calls that name none (``DreamState()``, ``SpaceProfiler()``, ``ingest_skill(path)``,
+    ``UniversalMemoryManager()``, the tool table), resolved as the CLI resolves its store.
+
+    ``KUMIHO_MEMORY_BACKEND`` (``sqlite`` or ``kumiho``), ``KUMIHO_MEMORY_PATH`` (else the per-user store,
+    ``default_store_path()``) and ``KUMIHO_MEMORY_PROJECT`` decide it, read when this is called. It is opened
+    on first use, shared by every caller with the same settings, and closed at exit. Passing ``memory=``
+    explicitly is still the recommended way; it always wins.
+
+    Args:
+        project: open this project instead of ``KUMIHO_MEMORY_PROJECT``'s.
+        environ: the variables to read (default ``os.environ``).
+
+    Raises:
+        StoreError: the store cannot be opened. InvalidArgumentError: a variable is malformed.
+    """
+    return _DEFAULTS.get(environ, project)
+
+
+def memory_or_default(memory: Memory | None, project: str | None = None) -> Memory:
+    """``memory`` itself (checked against ``project`` when both are given), else ``default_memory(project=)``.
+
+    Raises:
+        InvalidArgumentError: ``memory`` is not a ``Memory``, or belongs to another project than ``project``.
+    """
+    if memory is None:
+        return default_memory(project=project)
+    if not isinstance(memory, Memory):
+        raise InvalidArgumentError(f"memory must be a Memory, not {type(memory).__name__}")
+    if project is not None and project != memory.project:
+        raise InvalidArgumentError(f"project {project!r} is not the memory's project {memory.project!r}")
+    return memory
+
+
 # A consolidation's lease on its session lives this long unless renewed; the consolidation renews it every
 # third of that while it runs (a lease that ran out is checked before anything is consumed). So a lease its
 # attempt could not release (the buffer went away mid-way) is gone within this bound; one left by a killed
@@ -12798,7 +11102,1851 @@ class UniversalMemoryManager:
 
 
 # ==========================================================================================================
-# 14. CLI
+# 14. Built on Memory: space profiles, skill ingest, Dream State
+# ==========================================================================================================
+
+# -- space profiles ------------------------------------------------------------------------------------------
+
+# Space classification, as the reference gives it (scores rounded to 4 decimal places):
+#
+#   churn     = min(1, .5*min(1, revisions_per_item/5) + .3*min(1, revision_rate_per_day/3)
+#                      + .2*min(1, supersedes_max_depth/5))                    all revisions, deprecated too
+#   evidence  = sum(quality[level] * count) / live revisions                   live revisions only
+#   stability = min(1, .6*published_share + .4*min(1, median_revision_age_days/30))   live revisions only
+#
+#   label          rule (first that holds)
+#   canonical      stability >= .6 and churn <= .4 and (no live revision graded or evidence >= .3)
+#   correspondence churn >= .6 and stability <= .4
+#   working        otherwise
+SPACE_CLASSES = ("canonical", "working", "correspondence")
+EVIDENCE_QUALITY = {OFFICIAL: 1.0, CORROBORATED: 0.7, SINGLE_SOURCE: 0.3, UNVERIFIED: 0.0}
+UNGRADED = "ungraded"
+SCORE_DECIMALS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class SpaceSignals:
+    """What the profiler measured in one space (bookkeeping kinds in ``SYSTEM_KINDS`` are not counted).
+
+    Attributes:
+        item_count, live_item_count: items, and those not deprecated.
+        revision_count, live_revision_count: revisions, and those neither deprecated nor in a deprecated item.
+        revisions_per_item_mean: ``revision_count / item_count``.
+        revisions_in_window, revision_rate_per_day: revisions created in the window, and per day of it.
+        supersedes_edge_count, supersedes_max_depth: SUPERSEDES edges leaving the space's revisions, and the
+            longest chain of them (capped at the profiler's ``max_supersedes_depth``).
+        evidence_histogram: live revisions per evidence level, plus ``ungraded``.
+        deprecated_item_count, deprecated_revision_count: deprecated items; revisions that are not live.
+        deprecation_ratio: ``deprecated_revision_count / revision_count``.
+        published_share: share of live revisions tagged ``published``.
+        median_revision_age_days: median age of the live revisions at ``window_end``.
+        window_start, window_end: the window, as ISO 8601 instants.
+    """
+
+    item_count: int = 0
+    live_item_count: int = 0
+    revision_count: int = 0
+    live_revision_count: int = 0
+    revisions_per_item_mean: float = 0.0
+    revisions_in_window: int = 0
+    revision_rate_per_day: float = 0.0
+    supersedes_edge_count: int = 0
+    supersedes_max_depth: int = 0
+    evidence_histogram: dict[str, int] = dataclasses.field(default_factory=dict)
+    deprecated_item_count: int = 0
+    deprecated_revision_count: int = 0
+    deprecation_ratio: float = 0.0
+    published_share: float = 0.0
+    median_revision_age_days: float = 0.0
+    window_start: str = ""
+    window_end: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The signals as a JSON-ready dict."""
+        return {**dataclasses.asdict(self), "evidence_histogram": dict(self.evidence_histogram)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "SpaceSignals":
+        """Rebuild signals from ``to_dict`` output (unknown keys are ignored, missing ones default)."""
+        names = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in names})
+
+    @property
+    def graded(self) -> bool:
+        """True when at least one live revision carries an evidence level."""
+        return any(count for level, count in self.evidence_histogram.items() if level != UNGRADED)
+
+
+@dataclasses.dataclass(frozen=True)
+class SpaceProfile:
+    """What kind of knowledge a space holds, as one profiler run saw it.
+
+    Attributes:
+        space_path: the space (``"news"``; ``""`` is the project root).
+        signals: the ``SpaceSignals`` measured.
+        scores: ``{churn, evidence, stability}``, each 0..1, rounded to 4 decimal places.
+        label: the class in force: the ``space_class`` pin when set, else ``observed_label``; None when empty.
+        pinned: True when the space's ``space_class`` attribute fixes the label.
+        previous_label: the label of the previous stored profile, if any.
+        observed_label: the class the signals give (one of ``SPACE_CLASSES``); None when empty.
+        empty: True when the space holds no memories (it is then neither classified nor stored).
+        revision_kref: the stored profile revision (None on a dry run or when empty).
+        profiled_at: when the profile was made (ISO 8601).
+    """
+
+    space_path: str
+    signals: SpaceSignals
+    scores: dict[str, float]
+    label: str | None
+    pinned: bool = False
+    previous_label: str | None = None
+    observed_label: str | None = None
+    empty: bool = False
+    revision_kref: str | None = None
+    profiled_at: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The profile as a JSON-ready dict."""
+        return {"space_path": self.space_path, "label": self.label, "observed_label": self.observed_label,
+                "pinned": self.pinned, "previous_label": self.previous_label, "empty": self.empty,
+                "scores": dict(self.scores), "signals": self.signals.to_dict(), "revision_kref": self.revision_kref,
+                "profiled_at": self.profiled_at}
+
+
+def _score(value: float) -> float:
+    return round(min(1.0, max(0.0, value)), SCORE_DECIMALS)
+
+
+def space_scores(signals: SpaceSignals) -> dict[str, float]:
+    """The reference's churn, evidence and stability scores for ``signals`` (0..1, 4 decimal places)."""
+    churn = (0.5 * min(1.0, signals.revisions_per_item_mean / 5) + 0.3 * min(1.0, signals.revision_rate_per_day / 3)
+             + 0.2 * min(1.0, signals.supersedes_max_depth / 5))
+    live = signals.live_revision_count
+    evidence = (sum(EVIDENCE_QUALITY[level] * signals.evidence_histogram.get(level, 0) for level in EVIDENCE_QUALITY)
+                / live) if live else 0.0
+    stability = 0.6 * signals.published_share + 0.4 * min(1.0, signals.median_revision_age_days / 30)
+    return {"churn": _score(churn), "evidence": _score(evidence), "stability": _score(stability)}
+
+
+def classify_space(scores: Mapping[str, float], *, graded: bool) -> str:
+    """The class (one of ``SPACE_CLASSES``) that rounded ``scores`` give; ``graded`` says whether any live
+    revision carries an evidence level (an ungraded space is not held back from ``canonical``)."""
+    churn, evidence, stability = scores["churn"], scores["evidence"], scores["stability"]
+    if stability >= 0.6 and churn <= 0.4 and (not graded or evidence >= 0.3):
+        return "canonical"
+    if churn >= 0.6 and stability <= 0.4:
+        return "correspondence"
+    return "working"
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _longest_chain(successors: Mapping[str, Sequence[str]], cap: int) -> int:
+    """Edges in the longest path through ``successors`` (a cycle counts until ``cap``)."""
+    depth = dict.fromkeys(successors, 0)
+    for _ in range(cap):
+        following = {node: max((1 + depth.get(target, 0) for target in targets), default=0)
+                     for node, targets in successors.items()}
+        if following == depth:
+            break
+        depth = following
+    return min(cap, max(depth.values(), default=0))
+
+
+def _space_from_path(memory: Any, space_path: str) -> str:
+    """A space given as ``news`` or upstream-style ``/Project/news`` (this memory's project)."""
+    if not isinstance(space_path, str):
+        raise InvalidArgumentError(f"space_path must be a string, not {type(space_path).__name__}")
+    project = getattr(memory, "project", None)
+    if space_path.startswith("/") and project:
+        head, _, rest = space_path.strip("/").partition("/")
+        if head == project:
+            return normalize_space(rest)
+    return normalize_space(space_path)
+
+
+def _stored_profile(memory: Any, space: str, profile_kind: str, profile_item_name: str) -> dict[str, Any] | None:
+    """The latest stored profile revision of ``space`` (as ``Memory.get`` returns it), or None."""
+    held = _keyed_item(memory, space, profile_item_name, profile_kind)
+    return None if held is None or held["latest_revision"] is None else memory.get(held["item_kref"])
+
+
+def get_space_profile(project_or_memory: Memory | str | None, space_path: str, *, memory: Memory | None = None,
+                      profile_kind: str = SPACE_PROFILE_KIND,
+                      profile_item_name: str = SPACE_PROFILE_ITEM) -> SpaceProfile | None:
+    """Read the latest stored profile of a space (what ``SpaceProfiler`` last persisted).
+
+    Upstream's call is ``get_space_profile("CognitiveMemory", "/CognitiveMemory/news")``: a project name
+    first, and the default memory (``default_memory``) holds it; ``memory=`` names one explicitly. A
+    ``Memory`` as the first argument works too.
+
+    Args:
+        project_or_memory: the project (upstream's form), or the ``Memory`` holding the space.
+        space_path: ``"news"``, or upstream-style ``"/CognitiveMemory/news"``.
+        memory: the memory, when the first argument is a project.
+        profile_kind, profile_item_name: as given to ``SpaceProfiler``.
+
+    Returns:
+        The ``SpaceProfile``, or None when the space was never profiled.
+
+    Raises:
+        InvalidArgumentError: a malformed space path.
+    """
+    if isinstance(project_or_memory, Memory):
+        memory = memory_or_default(project_or_memory, None if memory is None else memory.project)
+    else:
+        memory = memory_or_default(memory, project_or_memory)
+    space = _space_from_path(memory, space_path)
+    stored = _stored_profile(memory, space, profile_kind, profile_item_name)
+    if stored is None:
+        return None
+    meta = stored["metadata"]
+    return SpaceProfile(space_path=space, signals=SpaceSignals.from_dict(meta.get("signals") or {}),
+                        scores=dict(meta.get("scores") or {}), label=meta.get("label"),
+                        pinned=bool(meta.get("pinned")), previous_label=meta.get("previous_label"),
+                        observed_label=meta.get("observed_label"), empty=False, revision_kref=stored["kref"],
+                        profiled_at=meta.get("profiled_at", stored["created_at"]))
+
+
+class SpaceProfiler:
+    """Classifies every space of a memory as canonical, working or correspondence knowledge (no LLM).
+
+    Per space it measures churn (revisions per item, revisions created per day in the window, SUPERSEDES
+    chain depth), evidence (grades of live revisions) and stability (published share, median age), scores
+    and labels them (see ``SPACE_CLASSES`` and ``classify_space``), and stores each profile as a revision of
+    the space's ``space-profile`` item, so successive runs form a SUPERSEDES chain. A ``space_class`` space
+    attribute (``set_space_attribute``) pins the label; the profiler then reports disagreement as drift.
+
+    Args:
+        memory: the ``Memory`` to profile.
+        window_days: the window for the revision rate, in days (>= 1).
+        max_supersedes_depth: how far SUPERSEDES chains are followed (>= 1).
+        dry_run: classify and report, store nothing.
+        profile_kind, profile_item_name: the kind and key of the items profiles are stored in.
+        clock: time source (default the memory's own clock).
+
+    Raises:
+        InvalidArgumentError: a parameter is out of range.
+    """
+
+    def __init__(self, memory: Memory | None = None, *, window_days: int = 30, max_supersedes_depth: int = 10,
+                 dry_run: bool = False, profile_kind: str = SPACE_PROFILE_KIND,
+                 profile_item_name: str = SPACE_PROFILE_ITEM, clock: Clock | None = None,
+                 project: str | None = None) -> None:
+        memory = memory_or_default(memory, project)
+        for name, value in (("window_days", window_days), ("max_supersedes_depth", max_supersedes_depth)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidArgumentError(f"{name} must be a positive integer, not {value!r}")
+        if not isinstance(dry_run, bool):
+            raise InvalidArgumentError("dry_run must be True or False")
+        _check_pattern(profile_kind, KIND_PATTERN, "profile kind", InvalidArgumentError)
+        if not isinstance(profile_item_name, str) or not profile_item_name.strip():
+            raise InvalidArgumentError("profile_item_name must be a non-empty string")
+        self.memory = memory
+        self.window_days = window_days
+        self.max_supersedes_depth = max_supersedes_depth
+        self.dry_run = dry_run
+        self.profile_kind = profile_kind
+        self.profile_item_name = profile_item_name
+        self.clock = clock or memory.clock
+        self.ignored_kinds = SYSTEM_KINDS | {profile_kind}
+
+    async def run(self) -> dict[str, Any]:
+        """Profile every space (in a worker thread); see ``run_sync`` for the result."""
+        return await asyncio.to_thread(self.run_sync)
+
+    def run_sync(self) -> dict[str, Any]:
+        """Profile every space that holds an item.
+
+        Returns:
+            ``{success, spaces_profiled, labels, drift, profiles, errors, dry_run, duration_ms}``: ``labels``
+            counts classified spaces per class; ``drift`` lists ``{space_path, from, to, pinned}`` (a pin the
+            signals disagree with, or an unpinned label that changed since the last stored profile);
+            ``profiles`` maps each space to ``{label, observed_label, pinned, empty, scores, previous_label,
+            revision_kref}``; ``errors`` lists ``{space_path, error}`` (a space that failed is skipped, the
+            others are still profiled).
+        """
+        started = self.clock.now()
+        by_space: dict[str, list[dict[str, Any]]] = {}
+        for item in self.memory.items(include_deprecated=True):
+            by_space.setdefault(item["space"], []).append(item)
+        by_space = {space: items for space, items in by_space.items()
+                    if not all(item["kind"] in JOB_KINDS for item in items)}
+        labels = dict.fromkeys(SPACE_CLASSES, 0)
+        drift: list[dict[str, Any]] = []
+        profiles: dict[str, dict[str, Any]] = {}
+        errors: list[dict[str, str]] = []
+        for space in sorted(by_space):
+            try:
+                profile, pin_error = self._profile(space, by_space[space], started)
+            except KumihoMemoryError as exc:
+                errors.append({"space_path": space, "error": str(exc)})
+                continue
+            if pin_error:
+                errors.append({"space_path": space, "error": pin_error})
+            profiles[space] = {"label": profile.label, "observed_label": profile.observed_label,
+                               "pinned": profile.pinned, "empty": profile.empty, "scores": profile.scores,
+                               "previous_label": profile.previous_label, "revision_kref": profile.revision_kref}
+            if profile.empty:
+                continue
+            labels[profile.label] += 1
+            if profile.pinned and profile.observed_label != profile.label:
+                drift.append({"space_path": space, "from": profile.label, "to": profile.observed_label, "pinned": True})
+            elif not profile.pinned and profile.previous_label not in (None, profile.label):
+                drift.append({"space_path": space, "from": profile.previous_label, "to": profile.label,
+                              "pinned": False})
+        elapsed = (self.clock.now() - started).total_seconds()
+        return {"success": not errors, "spaces_profiled": sum(labels.values()), "labels": labels, "drift": drift,
+                "profiles": profiles, "errors": errors, "dry_run": self.dry_run,
+                "duration_ms": max(0, int(round(elapsed * 1000)))}
+
+    def signals(self, items: Sequence[Mapping[str, Any]], now: _dt.datetime) -> SpaceSignals:
+        """Measure one space's items (as ``Memory.items`` lists them) at ``now``."""
+        window_start = now - _dt.timedelta(days=self.window_days)
+        histogram = dict.fromkeys((*EVIDENCE_LEVELS, UNGRADED), 0)
+        revisions = live = in_window = published = deprecated_items = 0
+        ages: list[float] = []
+        successors: dict[str, list[str]] = {}
+        counted = [item for item in items if item["kind"] not in self.ignored_kinds]
+        for item in counted:
+            deprecated_items += bool(item["deprecated"])
+            for revision in self.memory.history(item["item_kref"]):
+                revisions += 1
+                created = parse_instant(revision["created_at"])
+                in_window += window_start <= created <= now
+                if item["deprecated"] or revision["deprecated"]:
+                    continue
+                live += 1
+                histogram[parse_evidence(revision["metadata"], revision["tags"], UNGRADED)] += 1
+                published += PUBLISHED_TAG in revision["tags"]
+                ages.append(max(0.0, (now - created).total_seconds() / 86400))
+            for edge in self.memory.edges(item["item_kref"], direction="outgoing", edge_type=SUPERSEDES):
+                successors.setdefault(edge["source_kref"], []).append(edge["target_kref"])
+        edge_count = sum(len(set(targets)) for targets in successors.values())
+        return SpaceSignals(
+            item_count=len(counted), live_item_count=len(counted) - deprecated_items, revision_count=revisions,
+            live_revision_count=live,
+            revisions_per_item_mean=round(revisions / len(counted), SCORE_DECIMALS) if counted else 0.0,
+            revisions_in_window=in_window,
+            revision_rate_per_day=round(in_window / self.window_days, SCORE_DECIMALS),
+            supersedes_edge_count=edge_count,
+            supersedes_max_depth=_longest_chain(successors, self.max_supersedes_depth),
+            evidence_histogram=histogram, deprecated_item_count=deprecated_items,
+            deprecated_revision_count=revisions - live,
+            deprecation_ratio=round((revisions - live) / revisions, SCORE_DECIMALS) if revisions else 0.0,
+            published_share=round(published / live, SCORE_DECIMALS) if live else 0.0,
+            median_revision_age_days=round(_median(ages), SCORE_DECIMALS),
+            window_start=format_instant(window_start), window_end=format_instant(now))
+
+    def _profile(self, space: str, items: Sequence[Mapping[str, Any]],
+                 now: _dt.datetime) -> tuple[SpaceProfile, str]:
+        """Profile one space and store the profile; returns it and a pin problem to report ("" if none)."""
+        signals = self.signals(items, now)
+        stored = _stored_profile(self.memory, space, self.profile_kind, self.profile_item_name)
+        previous_label = stored["metadata"].get("label") if stored else None
+        pin, pin_error = space_attribute(self.memory, space, SPACE_CLASS_ATTRIBUTE), ""
+        if pin is not None and pin.strip().lower() not in SPACE_CLASSES:
+            pin_error = f"space_class {pin!r} is not one of {SPACE_CLASSES}; the pin is ignored"
+            pin = None
+        pin = pin.strip().lower() if pin is not None else None
+        if signals.item_count == 0:
+            return SpaceProfile(space_path=space, signals=signals, scores={}, label=None, pinned=pin is not None,
+                                previous_label=previous_label, empty=True,
+                                profiled_at=signals.window_end), pin_error
+        scores = space_scores(signals)
+        observed = classify_space(scores, graded=signals.graded)
+        profile = SpaceProfile(space_path=space, signals=signals, scores=scores, label=pin or observed,
+                               pinned=pin is not None, previous_label=previous_label, observed_label=observed,
+                               profiled_at=signals.window_end)
+        if self.dry_run:
+            return profile, pin_error
+        record = {"label": profile.label, "observed_label": observed, "pinned": profile.pinned,
+                  "scores": scores, "signals": signals.to_dict()}
+        metadata = {**record, "memory_type": self.profile_kind, "space_path": space,
+                    "previous_label": previous_label, "window_days": self.window_days,
+                    "profiled_at": signals.window_end}
+        kref = self.memory.remember(canonical_json(record), space=space, kind=self.profile_kind,
+                                    title=f"Space profile of {space or '(root)'}: {profile.label}",
+                                    metadata=metadata, key=self.profile_item_name)
+        return dataclasses.replace(profile, revision_kref=kref), pin_error
+
+
+# -- skill ingest: SKILL.md files and reference docs as versioned, safety-scanned memories ---------------------
+#
+# A SKILL.md is YAML-ish frontmatter (name, description, tags) and Markdown; each ``##`` section becomes a
+# ``skill`` item keyed by skill name and section slug, so re-ingesting an unchanged section adds nothing and a
+# changed one adds a revision. Before anything is published a scan looks for what should never reach an
+# agent unreviewed (hidden unicode, injection phrases, secrets, base64 payloads); flagged revisions stay out
+# of ``published`` and carry ``quarantine:flagged`` until an operator calls ``clear_quarantine``.
+
+SKILL_KIND = "skill"
+QUARANTINE_TAG = "quarantine:flagged"
+SKILL_AGENT_COMPAT = ("claude", "zeroclaw", "openclaw")
+MAX_SKILL_FILE_BYTES = 1_000_000
+_SKILL_KEY_PREFIX = "skill:"
+_SUMMARY_CHARS = 300
+_SKILL_TITLE_CHARS = 500
+_DESCRIPTION_CHARS = 2000
+
+
+@dataclasses.dataclass(frozen=True)
+class SkillSection:
+    """One ``##`` section of a skill file.
+
+    Attributes:
+        name: the section's slug (``"usage"``; repeated titles get ``-2``, ``-3``).
+        title: the heading text. content: the body below the heading (trailing blank lines dropped).
+        inline: True when ``<!-- inline -->`` stands in the section or on the line before its heading: the
+            section belongs inline in the skill's prompt and is not ingested on its own.
+        level: the heading level (always 2: only ``##`` opens a section). line_start: the heading's line (1-based).
+    """
+
+    name: str
+    title: str
+    content: str
+    inline: bool = False
+    level: int = 2
+    line_start: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ParsedSkill:
+    """A parsed skill file.
+
+    Attributes:
+        name: frontmatter ``name``; else the folder name for ``SKILL.md``, else the file name without ``.md``.
+        description: frontmatter ``description``, else the first paragraph of the preamble.
+        tags: frontmatter ``tags`` (a list or a comma-separated string).
+        preamble: the text before the first ``##`` heading. title: its ``#`` heading, if any.
+        sections: the ``##`` sections in order. frontmatter: every frontmatter key as read.
+        path: the file read (resolved). body: the whole text after the frontmatter.
+    """
+
+    name: str
+    description: str
+    tags: tuple[str, ...]
+    preamble: str
+    sections: tuple[SkillSection, ...]
+    title: str = ""
+    frontmatter: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    path: str = ""
+    body: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestResult:
+    """What ingesting one skill section (or one file) did, or on a dry run would do.
+
+    Attributes:
+        item_name: the item's supersession key (``skill-name/section``, or the file's item name).
+        item_kref, revision_kref, artifact_kref: where it is stored (None for what a dry run would create).
+        created_new_item: a new item was (would be) created. changed: a new revision was (would be) written.
+        quarantined: the revision is held back from ``published`` by the safety scan.
+        quarantine_reasons: what the scan found. section: the section slug (None for ``ingest_file``).
+    """
+
+    item_name: str
+    item_kref: str | None
+    revision_kref: str | None
+    artifact_kref: str | None
+    created_new_item: bool
+    quarantined: bool
+    quarantine_reasons: tuple[str, ...] = ()
+    changed: bool = False
+    section: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as a JSON-ready dict."""
+        return {**dataclasses.asdict(self), "quarantine_reasons": list(self.quarantine_reasons)}
+
+
+# -- the safety scan -----------------------------------------------------------------------------------------
+
+# Characters that render as nothing (or reorder what is shown) and so can hide text from a human reviewer.
+_HIDDEN_RANGES = ((0x061C, 0x061C), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064),
+                  (0x2066, 0x2069), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0xE0000, 0xE007F), (0xE0100, 0xE01EF))
+_HIDDEN_CHARS = re.compile("[" + "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in _HIDDEN_RANGES) + "]")
+_HIDDEN_GROUPS = {(0xE0000, 0xE007F): "U+E0000-U+E007F TAG CHARACTERS",
+                  (0xE0100, 0xE01EF): "U+E0100-U+E01EF VARIATION SELECTORS SUPPLEMENT"}
+_ZWJ = "\u200d"
+
+# Phrases that try to take over the reading model, matched on casefolded NFKC text with hidden characters
+# removed and whitespace collapsed (so "Ignore\u200b previous" and full-width letters do not slip by).
+_INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((label, re.compile(pattern)) for label, pattern in (
+    ("ignore previous instructions",
+     r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|the|your|of|these|those)\s+)*"
+     r"(?:previous|prior|above|earlier|preceding|foregoing|original|system|developer)\s+(?:\w+\s+)?"
+     r"(?:instructions?|prompts?|rules|directions|guidelines|messages|directives|context)\b"),
+    ("disregard all prior", r"\b(?:disregard|forget|ignore)\s+(?:all|any|everything)\s+(?:\w+\s+)?"
+                            r"(?:prior|previous|above|earlier|before|you\s+were\s+told)\b"),
+    ("you are now", r"\byou\s+are\s+now\s+(?:a|an|the|my|no\s+longer|free|unrestricted|unfiltered|jailbroken|"
+                    r"in\s+(?:developer|dan|god)\s+mode|dan)\b"),
+    ("system prompt", r"\bsystem\s+prompt\b"),
+    ("new instructions", r"\b(?:new|updated|real|actual|hidden)\s+instructions\s*:"),
+    ("do not tell the user", r"\b(?:do\s+not|don't|never)\s+(?:tell|inform|alert|notify|let)\s+(?:the\s+)?user\b"),
+    ("jailbreak persona", r"\b(?:act|behave|pretend|roleplay)\s+as\s+(?:an?\s+)?(?:unrestricted|unfiltered|"
+                          r"jailbroken|uncensored|evil)\b|\bjailbreak\b|\b(?:dan|developer|god)\s+mode\b"),
+    ("reveal hidden instructions", r"\b(?:reveal|print|output|repeat|leak|disclose)\s+(?:your|the)\s+"
+                                   r"(?:hidden\s+|secret\s+|initial\s+|original\s+)?(?:instructions|prompt)\b"),
+    ("chat-template control tokens", r"<\|(?:im_start|im_end|system|endoftext)\|>|\[/?inst\]|<</?sys>>"),
+    ("exfiltration request", r"\b(?:send|post|upload|exfiltrate|forward|email)\s+(?:\w+\s+){0,3}(?:credentials|"
+                             r"api\s+keys?|secrets|tokens|passwords|env(?:ironment)?\s+variables)\s+to\b"),
+))
+
+_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/=_-])(?:[A-Za-z0-9+/]{24,}={0,2}|[A-Za-z0-9_-]{24,}={0,2})"
+                         r"(?![A-Za-z0-9+/=_-])")
+_BASE64_HINT = re.compile(r"(?i)base64\s+(?:-d|-D|--decode)\b|b64decode|atob\s*\(|frombase64string|"
+                          r"base64\.decode|decode\s+(?:the\s+following|this)\b|\|\s*base64\b|base64[- ]encoded")
+BASE64_MIN_RUN = 32            # characters, for a run with no decoding hint near it
+_BASE64_HINT_WINDOW = 200      # characters either side of a run where a hint counts
+
+
+def _hidden_character(text: str, index: int) -> bool:
+    """A hidden character at ``index``, except a zero-width joiner inside an emoji sequence."""
+    if text[index] != _ZWJ:
+        return True
+    before = text[index - 1] if index else ""
+    after = text[index + 1] if index + 1 < len(text) else ""
+    return not (before and after and unicodedata.category(before) == "So" and unicodedata.category(after) == "So")
+
+
+def _readable(data: bytes) -> str | None:
+    """``data`` as text when it is mostly printable UTF-8 (at least 16 characters), else None."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    printable = sum(char.isprintable() or char in "\n\r\t" for char in text)
+    return text if len(text) >= 16 and printable >= 0.9 * len(text) else None
+
+
+def _decode_base64(run: str) -> bytes | None:
+    stripped = run.rstrip("=")
+    if len(stripped) % 4 == 1:
+        return None
+    padded = stripped + "=" * (-len(stripped) % 4)
+    try:
+        if "-" in padded or "_" in padded:
+            return base64.urlsafe_b64decode(padded)
+        return base64.b64decode(padded, validate=True)
+    except ValueError:           # binascii.Error is a ValueError
+        return None
+
+
+def _phrase_text(text: str) -> str:
+    return " ".join(_HIDDEN_CHARS.sub("", unicodedata.normalize("NFKC", text)).casefold().split())
+
+
+def scan_skill_text(text: str, *, first_line: int = 1) -> list[str]:
+    """Look for content that must not reach an agent unreviewed.
+
+    Four checks: hidden or bidirectional unicode (zero-width and bidi controls, the BOM, invisible
+    operators, tag characters); prompt-injection phrases ("ignore previous instructions", "you are now a",
+    "system prompt", chat-template tokens, ...); credentials (the ``PIIRedactor`` rules); and base64
+    payloads (a long run that decodes to readable text, or any 24+ character run near a decoding hint such
+    as ``base64 -d`` or ``atob(``).
+
+    Args:
+        text: the text to scan.
+        first_line: the line number of the text's first line, for the reasons.
+
+    Returns:
+        One reason per finding, in a fixed order; empty when the text is clean. Reasons never quote a
+        secret or a decoded payload.
+
+    Raises:
+        InvalidArgumentError: ``text`` is not a string.
+    """
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"text must be a string, not {type(text).__name__}")
+    reasons: list[str] = []
+    hidden: dict[str, list[int]] = {}
+    for match in _HIDDEN_CHARS.finditer(text):
+        if _hidden_character(text, match.start()):
+            hidden.setdefault(match.group(), []).append(match.start())
+    grouped: dict[str, list[int]] = {}
+    for char, positions in hidden.items():      # tag characters spell hidden text: one finding, not one per letter
+        label = next((group for (low, high), group in _HIDDEN_GROUPS.items() if low <= ord(char) <= high), None)
+        grouped.setdefault(label or f"U+{ord(char):04X} {unicodedata.name(char, 'FORMAT CHARACTER')}",
+                           []).extend(positions)
+    for label, positions in sorted(grouped.items(), key=lambda entry: min(entry[1])):
+        line = first_line + text.count("\n", 0, min(positions))
+        reasons.append(f"hidden unicode: {label} x{len(positions)} (first on line {line})")
+    phrases = _phrase_text(text)
+    claimed: list[tuple[int, int]] = []          # one phrase is reported once, by the first pattern it fits
+    for label, pattern in _INJECTION_PATTERNS:
+        spans = [match.span() for match in pattern.finditer(phrases)]
+        fresh = [span for span in spans if not any(span[0] < end and start < span[1] for start, end in claimed)]
+        if fresh:
+            reasons.append(f"prompt-injection phrase: {label!r}")
+        claimed.extend(spans)
+    reasons.extend(f"credential: {kind}" for kind in PIIRedactor().find_credentials(text))
+    for match in _BASE64_RUN.finditer(text):
+        run = match.group()
+        window = text[max(0, match.start() - _BASE64_HINT_WINDOW): match.end() + _BASE64_HINT_WINDOW]
+        hinted = _BASE64_HINT.search(window) is not None
+        decoded = _decode_base64(run)
+        readable = _readable(decoded) if decoded is not None else None
+        if decoded is None or (readable is None and not hinted) or (not hinted and len(run) < BASE64_MIN_RUN):
+            continue
+        line = first_line + text.count("\n", 0, match.start())
+        why = "decodes to readable text" if readable is not None else "next to a decoding hint"
+        inner = []
+        if readable is not None:
+            inner_phrases = _phrase_text(readable)
+            if any(pattern.search(inner_phrases) for _, pattern in _INJECTION_PATTERNS):
+                inner.append("a prompt-injection phrase")
+            if PIIRedactor().find_credentials(readable):
+                inner.append("a credential")
+        reasons.append(f"base64 payload: {len(run)} characters on line {line} {why}"
+                       + (f" containing {' and '.join(inner)}" if inner else ""))
+    return list(dict.fromkeys(reasons))
+
+
+# -- reading skill files -------------------------------------------------------------------------------------
+
+_SKILL_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+_SECTION_HEADING = re.compile(r"^##(?!#)\s+(.*?)\s*#*\s*$")
+_TITLE_HEADING = re.compile(r"^#(?!#)\s+(.*?)\s*#*\s*$")
+_INLINE_MARKER = re.compile(r"^\s*<!--\s*inline\s*-->\s*$", re.I)
+_FRONTMATTER_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:\s*(.*)$")
+
+
+def _skill_slug(text: str, max_length: int = 48) -> str:
+    """An ASCII slug for section and skill names (``"Error Handling!"`` -> ``"error-handling"``); may be empty."""
+    return slugify(text, max_length, fallback="")
+
+
+def _scalar(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _parse_frontmatter(lines: list[str], path: str) -> tuple[dict[str, Any], int]:
+    """Read a ``---`` frontmatter block (simple YAML: scalars, ``[a, b]``, ``- item`` lists, ``|``/``>`` blocks).
+
+    Returns the keys and the index of the first line after the block (0 when there is none).
+    """
+    if not lines or lines[0].strip() != "---":
+        return {}, 0
+    end = next((index for index in range(1, len(lines)) if lines[index].strip() in ("---", "...")), None)
+    if end is None:
+        raise InvalidArgumentError(f"{path}: frontmatter opened with '---' is never closed")
+    data: dict[str, Any] = {}
+    index = 1
+    while index < end:
+        line = lines[index]
+        index += 1
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _FRONTMATTER_KEY.match(line)
+        if match is None:
+            raise InvalidArgumentError(f"{path}, line {index}: frontmatter line is not 'key: value': {line.strip()!r:.80}")
+        key, value = match.group(1), match.group(2).strip()
+        if value in ("|", ">", "|-", ">-"):
+            block = []
+            while index < end and (not lines[index].strip() or lines[index][:1] in " \t"):
+                block.append(lines[index].strip())
+                index += 1
+            data[key] = ("\n" if value.startswith("|") else " ").join(block).strip()
+        elif value.startswith("[") and value.endswith("]"):
+            data[key] = [_scalar(part) for part in value[1:-1].split(",") if part.strip()]
+        elif not value:
+            items = []
+            while index < end and lines[index].lstrip().startswith("- "):
+                items.append(_scalar(lines[index].lstrip()[2:]))
+                index += 1
+            data[key] = items if items else ""
+        else:
+            data[key] = _scalar(value)
+    return data, end + 1
+
+
+def _first_paragraph(text: str) -> str:
+    """The first paragraph of Markdown text that is not a heading, comment or fence, on one line."""
+    paragraph: list[str] = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            if paragraph:
+                break
+            continue
+        if stripped.startswith(("#", "<!--", "```", "~~~")):
+            if paragraph:
+                break
+            continue
+        paragraph.append(stripped)
+    return " ".join(paragraph)
+
+
+def _tag_list(value: Any, path: str) -> tuple[str, ...]:
+    if value in (None, ""):
+        return ()
+    parts = value.split(",") if isinstance(value, str) else value
+    if not isinstance(parts, list) or not all(isinstance(part, str) for part in parts):
+        raise InvalidArgumentError(f"{path}: frontmatter tags must be a list of strings")
+    return tuple(dict.fromkeys(part.strip() for part in parts if part.strip()))
+
+
+def _strip_trailing_blank(lines: list[str]) -> list[str]:
+    while lines and not lines[-1].strip():
+        lines = lines[:-1]
+    return lines
+
+
+def _check_relative_parts(text: str) -> None:
+    if ".." in re.split(r"[\\/]", text):
+        raise InvalidArgumentError(f"{text!r} climbs out of its folder with '..'; give a path inside it")
+
+
+def _confined_path(path: Any, root: Any, *, directory: bool = False) -> str:
+    """Resolve ``path`` (relative paths against ``root``) and insist it stays inside ``root``.
+
+    ``root`` defaults to the folder the path names (for a file, its parent). ``..`` is refused outright, and a
+    symlink anywhere on the way that resolves outside ``root`` is refused.
+
+    Returns:
+        The resolved path. Raises InvalidArgumentError (outside, wrong type) or NotFoundError (missing).
+    """
+    if not isinstance(path, (str, os.PathLike)) or isinstance(path, bytes):
+        raise InvalidArgumentError(f"a path must be a string, not {type(path).__name__}")
+    text = os.fspath(path)
+    if not text or "\x00" in text:
+        raise InvalidArgumentError(f"invalid path {text!r}")
+    _check_relative_parts(text)
+    if root is None:
+        absolute = os.path.abspath(text)
+        root_dir = absolute if directory else os.path.dirname(absolute)
+    else:
+        if not isinstance(root, (str, os.PathLike)) or isinstance(root, bytes):
+            raise InvalidArgumentError(f"root must be a path, not {type(root).__name__}")
+        root_dir = os.path.abspath(os.fspath(root))
+        absolute = text if os.path.isabs(text) else os.path.join(root_dir, text)
+    real_root, real = os.path.realpath(root_dir), os.path.realpath(absolute)
+    try:
+        inside = os.path.commonpath([real_root, real]) == real_root
+    except ValueError:           # different drives
+        inside = False
+    if not inside:
+        raise InvalidArgumentError(f"{text!r} resolves outside {root_dir!r}; refusing to read it")
+    if not os.path.exists(real):
+        raise NotFoundError(f"no such {'folder' if directory else 'file'}: {text!r}")
+    if directory != os.path.isdir(real) or not (directory or os.path.isfile(real)):
+        raise InvalidArgumentError(f"{text!r} is not a {'folder' if directory else 'regular file'}")
+    return real
+
+
+def _read_skill_text(real: str) -> str:
+    size = os.stat(real).st_size
+    if size > MAX_SKILL_FILE_BYTES:
+        raise InvalidArgumentError(f"{real} is {size} bytes; skill files are limited to {MAX_SKILL_FILE_BYTES}")
+    try:
+        with open(real, encoding="utf-8-sig", newline="") as stream:
+            return stream.read().replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as exc:
+        raise InvalidArgumentError(f"{real} is not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot read {real}: {exc.strerror}") from exc
+
+
+def _parse_skill_text(text: str, path: str) -> ParsedSkill:
+    lines = text.split("\n")
+    frontmatter, start = _parse_frontmatter(lines, path)
+    preamble: list[str] = []
+    chunks: list[tuple[str, int, list[str], bool]] = []      # (title, line, body lines, inline)
+    fence: str | None = None
+    current = preamble
+    for number, line in enumerate(lines[start:], start=start + 1):
+        fence_match = _SKILL_FENCE.match(line)
+        if fence_match:
+            marker = fence_match.group(1)
+            if fence is None:
+                fence = marker                            # CommonMark: closed by the same character, as long
+            elif marker[0] == fence[0] and len(marker) >= len(fence):
+                fence = None
+        heading = _SECTION_HEADING.match(line) if fence is None and not fence_match else None
+        if heading is None:
+            current.append(line)
+            continue
+        body = _strip_trailing_blank(current)
+        inline_before = bool(body) and _INLINE_MARKER.match(body[-1]) is not None
+        if inline_before:
+            del current[len(body) - 1:]
+        chunks.append((heading.group(1), number, [], inline_before))
+        current = chunks[-1][2]
+    default_name = os.path.basename(os.path.dirname(path)) if os.path.basename(path).lower() == "skill.md" else \
+        os.path.splitext(os.path.basename(path))[0]
+    name = str(frontmatter.get("name") or default_name).strip()
+    if not _skill_slug(name):
+        raise InvalidArgumentError(f"{path}: the skill name {name!r} has no letters or digits to name items by")
+    preamble_text = "\n".join(_strip_trailing_blank(preamble)).strip("\n")
+    title = next((match.group(1) for match in map(_TITLE_HEADING.match, preamble) if match), "")
+    sections, used = [], {}
+    for heading_title, number, body_lines, inline_before in chunks:
+        marked = [index for index, line in enumerate(body_lines) if _INLINE_MARKER.match(line)]
+        body = [line for index, line in enumerate(body_lines) if index not in marked]
+        slug = _skill_slug(heading_title) or "section"
+        used[slug] = used.get(slug, 0) + 1
+        if used[slug] > 1:
+            slug = f"{slug}-{used[slug]}"
+        sections.append(SkillSection(name=slug, title=heading_title or slug, line_start=number,
+                                     content="\n".join(_strip_trailing_blank(body)).strip("\n"),
+                                     inline=inline_before or bool(marked)))
+    description = frontmatter.get("description")
+    description = str(description).strip() if description else _first_paragraph(preamble_text)
+    body_text = "\n".join(lines[start:]).strip("\n")
+    return ParsedSkill(name=name, description=description, tags=_tag_list(frontmatter.get("tags"), path),
+                       preamble=preamble_text, sections=tuple(sections), title=title, frontmatter=frontmatter,
+                       path=path, body=body_text)
+
+
+def parse_skill(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> ParsedSkill:
+    """Read a SKILL.md (or any Markdown file) into frontmatter, preamble and ``##`` sections.
+
+    Args:
+        path: the file; relative paths are taken from ``root``.
+        root: the folder the file must stay inside (default: the file's own folder, so a symlink that
+            leads elsewhere is refused).
+
+    Returns:
+        A ``ParsedSkill``. ``##`` inside fenced code blocks does not open a section.
+
+    Raises:
+        InvalidArgumentError: the path leaves ``root`` or has ``..``; not UTF-8; larger than
+            ``MAX_SKILL_FILE_BYTES``; malformed frontmatter. NotFoundError: no such file.
+    """
+    real = _confined_path(path, root)
+    return _parse_skill_text(_read_skill_text(real), real)
+
+
+# -- writing skills ------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class _PlannedSkillWrite:
+    """One item's worth of ingest, decided before anything is written."""
+
+    key: str
+    section: str | None
+    title: str
+    content: str
+    metadata: dict[str, Any]
+    artifact: tuple[str, str]
+    reasons: tuple[str, ...]
+    evidence_level: str | None
+    held: dict[str, Any] | None           # the existing item, if any
+    latest: dict[str, Any] | None         # its latest revision
+    changed: bool
+    demote: bool = False                  # the item is official and the operator gave a lower grade
+
+
+def _checked_skill_options(space: Any, evidence_level: Any, tags: Any = None) -> tuple[str, tuple[str, ...]]:
+    space = normalize_space(space)
+    if evidence_level is not None:
+        evidence_tag(evidence_level)
+    if tags is None:
+        return space, ()
+    if isinstance(tags, str) or not isinstance(tags, (list, tuple)) or not all(isinstance(t, str) for t in tags):
+        raise InvalidArgumentError("tags must be a list of strings")
+    return space, tuple(dict.fromkeys(t.strip() for t in tags if t.strip()))
+
+
+def _skill_index(memory: Any, space: str) -> dict[str, dict[str, Any]]:
+    """The skill items in exactly ``space`` by supersession key (deprecated ones too)."""
+    return {item["key"]: item for item in memory.items(space=space, kind=SKILL_KIND, include_deprecated=True)
+            if item["space"] == space and item["key"]}
+
+
+_MAX_QUARANTINE_REASONS = 50
+
+
+def _plan(memory: Any, index: Mapping[str, dict[str, Any]], *, key: str, section: str | None, title: str,
+          content: str, summary: str, description: str, tags: tuple[str, ...], source_skill: str, real: str,
+          line_start: int, evidence_level: str | None, scan_prefix: str = "") -> _PlannedSkillWrite:
+    reasons = tuple(scan_skill_text(f"{title}\n{content}", first_line=max(1, line_start)))
+    if scan_prefix:
+        reasons = tuple(dict.fromkeys(reasons + tuple(f"frontmatter/preamble: {reason}"
+                                                      for reason in scan_skill_text(scan_prefix))))
+    if len(reasons) > _MAX_QUARANTINE_REASONS:                # a hostile file still fits in quarantine
+        reasons = reasons[:_MAX_QUARANTINE_REASONS] + (
+            f"... and {len(reasons) - _MAX_QUARANTINE_REASONS} more findings",)
+    redactor = PIIRedactor()
+    # A flagged revision is stored for review, but a secret never enters the store: the artifact points at
+    # the original file.
+    title, content = redactor.redact_credentials(title)[:_SKILL_TITLE_CHARS], redactor.redact_credentials(content)
+    summary = redactor.redact_credentials(summary)[:_SUMMARY_CHARS]
+    description = redactor.redact_credentials(description)[:_DESCRIPTION_CHARS]
+    if not content.strip():
+        content = f"## {title}"
+    fingerprint = content_hash(canonical_json({"title": title, "content": content, "tags": list(tags),
+                                               "description": description}))
+    metadata: dict[str, Any] = {"memory_type": SKILL_KIND, "title": title, "summary": summary,
+                                "description": description, "tags": list(tags), "source_skill": source_skill,
+                                "source_path": real, "line_start": line_start, "skill_hash": fingerprint}
+    if section is not None:
+        metadata["section"] = section
+    if reasons:
+        metadata.update(quarantined="true", quarantine_reasons=list(reasons))
+    else:
+        metadata["agent_compat"] = list(SKILL_AGENT_COMPAT)
+    # every write is checked here, before the first one happens, so a file that cannot be stored writes nothing
+    _checked_metadata(metadata)
+    _checked_text(content, "content", limit=MAX_CONTENT_CHARS)
+    held = index.get(key)
+    latest = memory.get(held["item_kref"]) if held is not None and held["latest_revision"] is not None else None
+    # A grade counts only when given: re-ingesting without --evidence-level leaves a graded skill alone.
+    changed = latest is None or latest["metadata"].get("skill_hash") != fingerprint or (
+        evidence_level is not None and latest["metadata"].get("evidence_level") != evidence_level)
+    held_level = parse_evidence(latest["metadata"], latest["tags"]) if latest is not None else None
+    artifact_name = f"{section or _skill_slug(key.rsplit('/', 1)[-1]) or 'skill'}.md"
+    return _PlannedSkillWrite(key=key, section=section, title=title, content=content, metadata=metadata,
+                              artifact=(artifact_name, real), reasons=reasons,
+                              evidence_level=evidence_level if evidence_level is not None else held_level,
+                              held=held, latest=latest, changed=changed,
+                              demote=held_level == OFFICIAL and evidence_level not in (None, OFFICIAL))
+
+
+def _plan_skill(memory: Any, parsed: ParsedSkill, index: Mapping[str, dict[str, Any]], *,
+                section_filter: Any, evidence_level: str | None) -> list[_PlannedSkillWrite]:
+    wanted = None
+    if section_filter is not None:
+        wanted = {section_filter} if isinstance(section_filter, str) else set(section_filter)
+        known = {section.name for section in parsed.sections if not section.inline}
+        unknown = sorted(wanted - known)
+        if unknown:
+            raise InvalidArgumentError(f"{parsed.path}: no ingestible section {', '.join(map(repr, unknown))}; "
+                                       f"sections: {', '.join(sorted(known)) or '(none)'}")
+    skill_slug = _skill_slug(parsed.name)
+    skill_level = "\n".join(part for part in (parsed.name, parsed.description, " ".join(parsed.tags),
+                                              parsed.preamble) if part)
+    plans = []
+    for section in parsed.sections:
+        if section.inline or (wanted is not None and section.name not in wanted):
+            continue
+        plans.append(_plan(memory, index, key=f"{_SKILL_KEY_PREFIX}{skill_slug}/{section.name}", section=section.name,
+                           title=f"{parsed.name}: {section.title}", content=section.content,
+                           summary=_first_paragraph(section.content), description=parsed.description,
+                           tags=parsed.tags, source_skill=parsed.name, real=parsed.path,
+                           line_start=section.line_start, evidence_level=evidence_level, scan_prefix=skill_level))
+    return plans
+
+
+def _plan_file(memory: Any, parsed: ParsedSkill, index: Mapping[str, dict[str, Any]], *, item_name: str | None,
+               tags: tuple[str, ...], evidence_level: str | None) -> _PlannedSkillWrite:
+    name = item_name if item_name is not None else os.path.splitext(os.path.basename(parsed.path))[0]
+    if not isinstance(name, str) or not _skill_slug(name):
+        raise InvalidArgumentError(f"item_name {name!r} has no letters or digits to name an item by")
+    body = parsed.body if parsed.body.strip() else name
+    return _plan(memory, index, key=f"{_SKILL_KEY_PREFIX}{_skill_slug(name)}", section=None,
+                 title=parsed.title or name, content=body, summary=_first_paragraph(parsed.preamble or body),
+                 description=parsed.description, tags=tuple(dict.fromkeys(parsed.tags + tags)),
+                 source_skill=name, real=parsed.path, line_start=1, evidence_level=evidence_level)
+
+
+def _apply(memory: Any, plans: Sequence[_PlannedSkillWrite], space: str, dry_run: bool) -> list[IngestResult]:
+    """Write the plans that changed (none on a dry run); one result per plan, in order."""
+    results = []
+    for plan in plans:
+        quarantined = bool(plan.reasons)
+        item_kref = plan.held["item_kref"] if plan.held else None
+        if not plan.changed:
+            latest = plan.latest or {}
+            stored_flag = latest.get("metadata", {}).get("quarantined") == "true"
+            results.append(IngestResult(
+                item_name=plan.key[len(_SKILL_KEY_PREFIX):], item_kref=item_kref, revision_kref=latest.get("kref"),
+                artifact_kref=f"{latest['kref']}&a={plan.artifact[0]}" if latest else None, created_new_item=False,
+                quarantined=stored_flag and PUBLISHED_TAG not in latest.get("tags", ()),
+                quarantine_reasons=tuple(latest.get("metadata", {}).get("quarantine_reasons") or ()),
+                changed=False, section=plan.section))
+            continue
+        revision_kref = None
+        if not dry_run:
+            revision_kref = _write_skill_revision(memory, plan, space)
+            item_kref = revision_kref.split("?", 1)[0]
+        results.append(IngestResult(
+            item_name=plan.key[len(_SKILL_KEY_PREFIX):], item_kref=item_kref, revision_kref=revision_kref,
+            artifact_kref=f"{revision_kref}&a={plan.artifact[0]}" if revision_kref else None,
+            created_new_item=plan.held is None, quarantined=quarantined, quarantine_reasons=plan.reasons,
+            changed=True, section=plan.section))
+    return results
+
+
+def _write_skill_revision(memory: Any, plan: _PlannedSkillWrite, space: str) -> str:
+    """Add one revision; a flagged one never inherits ``published`` from the item's older revisions."""
+    tags = [QUARANTINE_TAG] if plan.reasons else [PUBLISHED_TAG]
+    options = dict(space=space, kind=SKILL_KIND, title=plan.title, metadata=plan.metadata, tags=tags,
+                   evidence_level=plan.evidence_level,
+                   artifacts=[{"name": plan.artifact[0], "location": plan.artifact[1]}])
+    if plan.held is None:
+        return memory.remember(plan.content, key=plan.key, **options)
+    if plan.demote:
+        # An official belief is only ever regraded explicitly (``set_evidence``); a plain new revision with a
+        # lower grade would be kept apart as a contradiction of it.
+        regraded = memory.set_evidence(plan.latest["kref"], plan.evidence_level,
+                                       reason=f"skill re-ingested as {plan.evidence_level}")
+        if plan.latest["metadata"].get("skill_hash") == plan.metadata["skill_hash"]:
+            return regraded
+    published_kref = None
+    if plan.reasons:
+        # The store carries ``published`` forward to a new revision of a published item; take it off first
+        # and put it back on the clean revision afterwards, so the flagged text is never published, even
+        # for a moment (if this fails half way the item is unpublished, never wrongly published).
+        with contextlib.suppress(NotFoundError):
+            published_kref = memory.get(f"{plan.held['item_kref']}?t={PUBLISHED_TAG}")["kref"]
+        if published_kref is not None:
+            memory.untag(published_kref, PUBLISHED_TAG)
+    try:
+        return memory.remember(plan.content, item=plan.held["item_kref"], **options)
+    finally:
+        if published_kref is not None:
+            memory.tag(published_kref, PUBLISHED_TAG)
+
+
+def _memory_first(first: Any, second: Any, memory: Memory | None, project: str | None,
+                  name: str) -> tuple[Memory, Any]:
+    """Read both call forms: ours, ``f(memory, target)``, and upstream's, ``f(target, project=...)`` on the
+    default memory (or ``memory=``)."""
+    if isinstance(first, Memory):
+        if memory is not None:
+            raise InvalidArgumentError("give the memory once: first, or as memory=")
+        if second is None:
+            raise InvalidArgumentError(f"{name} is missing")
+        return memory_or_default(first, project), second
+    if second is not None:
+        raise InvalidArgumentError(f"the first argument must be a Memory when {name} is given too")
+    return memory_or_default(memory, project), first
+
+
+def _skill_space(space: str | None, space_name: str | None) -> str:
+    """``space`` (ours) or ``space_name`` (upstream's), default ``"Skills"``."""
+    if space is not None and space_name is not None and normalize_space(space) != normalize_space(space_name):
+        raise InvalidArgumentError(f"space {space!r} and space_name {space_name!r} disagree; give one")
+    return space if space is not None else (space_name if space_name is not None else "Skills")
+
+
+def ingest_skill(memory_or_path: Memory | str | os.PathLike[str], path: str | os.PathLike[str] | None = None, *,
+                 space: str | None = None, section_filter: Any = None, dry_run: bool = False,
+                 evidence_level: str | None = None, root: str | os.PathLike[str] | None = None,
+                 memory: Memory | None = None, project: str | None = None,
+                 space_name: str | None = None) -> list[IngestResult]:
+    """Ingest a SKILL.md: each ``##`` section (not marked inline) becomes a versioned ``skill`` item.
+
+    Each section is an item keyed ``skill-name/section-slug`` in ``space``: new -> created; unchanged (same
+    title, content, tags and description, and the same evidence level when one is given) -> nothing
+    written; changed -> a new revision
+    (SUPERSEDES the previous one). Each revision gets the metadata ``title, summary, description, tags,
+    source_skill, section, source_path, skill_hash`` and an artifact ``<section>.md`` pointing at the file.
+    A section that passes ``scan_skill_text`` (together with the frontmatter and preamble) is tagged
+    ``published`` (with ``agent_compat``); a flagged one gets ``quarantine:flagged``, metadata
+    ``quarantined="true"`` and ``quarantine_reasons``, and no ``published`` tag until ``clear_quarantine``.
+    Credentials are redacted from what is stored.
+
+    Both call forms work: ``ingest_skill(memory, path)`` and upstream's ``ingest_skill(path, project=...,
+    space_name=...)`` on the default memory (``default_memory``) or ``memory=``.
+
+    Args:
+        memory_or_path: the ``Memory`` to write to (then ``path`` follows), or the path itself.
+        path: the skill file (see ``parse_skill`` for ``root``).
+        memory, project: with upstream's form, the memory (default: ``default_memory(project=project)``).
+        space: the space for the items (default ``"Skills"``); ``space_name`` is upstream's name for it.
+        section_filter: a section slug or list of slugs to ingest (only).
+        dry_run: report what would happen, write nothing. evidence_level: grade every revision written
+            (without it a new revision keeps the grade its section already has).
+
+    Returns:
+        One ``IngestResult`` per ingested section, in file order.
+
+    Raises:
+        InvalidArgumentError: bad path (outside ``root``, ``..``), unreadable file, unknown section or evidence
+            level; NotFoundError: no such file. On any error nothing is written.
+    """
+    memory, path = _memory_first(memory_or_path, path, memory, project, 'path')
+    space = _skill_space(space, space_name)
+    space, _ = _checked_skill_options(space, evidence_level)
+    parsed = parse_skill(path, root=root)
+    plans = _plan_skill(memory, parsed, _skill_index(memory, space), section_filter=section_filter,
+                        evidence_level=evidence_level)
+    return _apply(memory, plans, space, dry_run)
+
+
+def ingest_file(memory_or_path: Memory | str | os.PathLike[str], path: str | os.PathLike[str] | None = None, *,
+                item_name: str | None = None, space: str | None = None, tags: Sequence[str] | None = None,
+                dry_run: bool = False, evidence_level: str | None = None,
+                root: str | os.PathLike[str] | None = None, memory: Memory | None = None,
+                project: str | None = None, space_name: str | None = None) -> IngestResult:
+    """Ingest a whole Markdown document (a reference doc) as one versioned ``skill`` item.
+
+    The title is the first ``#`` heading (else the item name), the summary the first paragraph; ``tags``
+    join the frontmatter tags. Versioning, the safety scan and quarantine work as in ``ingest_skill``.
+
+    Args:
+        item_name: the item's name (default the file name without ``.md``). Other arguments as ``ingest_skill``.
+
+    Returns:
+        The ``IngestResult``.
+
+    Raises:
+        As ``ingest_skill``.
+    """
+    memory, path = _memory_first(memory_or_path, path, memory, project, 'path')
+    space = _skill_space(space, space_name)
+    space, checked_tags = _checked_skill_options(space, evidence_level, tags)
+    parsed = parse_skill(path, root=root)
+    plan = _plan_file(memory, parsed, _skill_index(memory, space), item_name=item_name, tags=checked_tags,
+                      evidence_level=evidence_level)
+    return _apply(memory, [plan], space, dry_run)[0]
+
+
+def _is_skill_file(parsed: ParsedSkill) -> bool:
+    return os.path.basename(parsed.path).lower() == "skill.md" or "name" in parsed.frontmatter
+
+
+def ingest_batch(memory_or_directory: Memory | str | os.PathLike[str],
+                 directory: str | os.PathLike[str] | None = None, *, space: str | None = None,
+                 tags: Sequence[str] | None = None, dry_run: bool = False, evidence_level: str | None = None,
+                 root: str | os.PathLike[str] | None = None, memory: Memory | None = None,
+                 project: str | None = None, space_name: str | None = None) -> list[IngestResult]:
+    """Ingest every ``*.md`` in a folder (sorted by name), and every ``<sub-folder>/SKILL.md``.
+
+    A file named ``SKILL.md`` or with a frontmatter ``name`` is ingested by sections (``ingest_skill``); any
+    other file whole (``ingest_file``). Every file is read, checked and planned before anything is written.
+
+    Args:
+        directory: the folder (it must stay inside ``root`` when given; every file must stay inside it).
+        Other arguments as ``ingest_file``.
+
+    Returns:
+        All results, file by file.
+
+    Raises:
+        As ``ingest_skill``, for any file: then nothing at all is written.
+    """
+    memory, directory = _memory_first(memory_or_directory, directory, memory, project, 'directory')
+    space = _skill_space(space, space_name)
+    space, checked_tags = _checked_skill_options(space, evidence_level, tags)
+    real_dir = _confined_path(directory, root, directory=True)
+    names = []
+    for entry in sorted(os.listdir(real_dir)):
+        full = os.path.join(real_dir, entry)
+        if entry.lower().endswith(".md") and not os.path.isdir(full):
+            names.append(entry)
+        elif os.path.isdir(full) and os.path.lexists(os.path.join(full, "SKILL.md")):
+            names.append(os.path.join(entry, "SKILL.md"))
+    index = _skill_index(memory, space)
+    plans: list[_PlannedSkillWrite] = []
+    keys: dict[str, str] = {}
+    for name in names:
+        parsed = parse_skill(name, root=real_dir)
+        planned = _plan_skill(memory, parsed, index, section_filter=None, evidence_level=evidence_level) \
+            if _is_skill_file(parsed) else [_plan_file(memory, parsed, index, item_name=None, tags=checked_tags,
+                                                       evidence_level=evidence_level)]
+        for plan in planned:
+            if plan.key in keys:
+                raise InvalidArgumentError(f"{parsed.path} and {keys[plan.key]} both ingest as "
+                                           f"{plan.key[len(_SKILL_KEY_PREFIX):]!r}; rename one")
+            keys[plan.key] = parsed.path
+        plans.extend(planned)
+    return _apply(memory, plans, space, dry_run)
+
+
+def clear_quarantine(memory_or_kref: Memory | str, revision_kref: str | None = None, *,
+                     memory: Memory | None = None, project: str | None = None) -> dict[str, Any]:
+    """Publish a quarantined skill revision after review: tag it ``published``, remove ``quarantine:flagged``.
+
+    The revision's metadata keeps the scan's verdict (revisions are immutable); the tags say what is in force.
+
+    Returns:
+        ``{revision_kref, item_kref, published, quarantine_reasons}``.
+
+    Raises:
+        InvalidArgumentError: the revision was never quarantined, or is deprecated. NotFoundError: no such
+            revision.
+    """
+    memory, revision_kref = _memory_first(memory_or_kref, revision_kref, memory, project, 'revision_kref')
+    revision = memory.get(revision_kref)
+    if revision["metadata"].get("quarantined") != "true":
+        raise InvalidArgumentError(f"{revision['kref']} was not quarantined by a skill scan")
+    if revision["deprecated"]:
+        raise InvalidArgumentError(f"{revision['kref']} is deprecated; restore it before publishing it")
+    memory.tag(revision["kref"], PUBLISHED_TAG)
+    memory.untag(revision["kref"], QUARANTINE_TAG)
+    return {"revision_kref": revision["kref"], "item_kref": revision["item_kref"], "published": True,
+            "quarantine_reasons": list(revision["metadata"].get("quarantine_reasons") or [])}
+
+
+def list_skills(memory: Memory | None = None, *, space: str = "Skills", project: str | None = None) -> list[dict[str, Any]]:
+    """The live skill items in ``space``: ``[{item_name, item_kref, revision_kref, title, published_kref,
+    quarantined}]`` where ``quarantined`` says the latest revision is held back by the scan."""
+    memory = memory_or_default(memory, project)
+    space = normalize_space(space)
+    listed = []
+    for item in memory.items(space=space, kind=SKILL_KIND):
+        if item["space"] != space or item["latest_revision"] is None:
+            continue
+        latest = memory.get(item["item_kref"])
+        published = None
+        with contextlib.suppress(NotFoundError):
+            published = memory.get(f"{item['item_kref']}?t={PUBLISHED_TAG}")["kref"]
+        key = item["key"] or item["name"]
+        listed.append({"item_name": key[len(_SKILL_KEY_PREFIX):] if key.startswith(_SKILL_KEY_PREFIX) else key,
+                       "item_kref": item["item_kref"], "revision_kref": latest["kref"], "title": latest["title"],
+                       "published_kref": published,
+                       "quarantined": latest["metadata"].get("quarantined") == "true"
+                       and PUBLISHED_TAG not in latest["tags"]})
+    return listed
+
+
+# -- Dream State: tidying memory between sessions, behind hard guardrails ----------------------------------------
+#
+# A run walks the memories written since its cursor, assesses them in batches (by heuristics, or by an LLM
+# when one is given), and applies what passes the guardrails below. The guardrails are code, applied after
+# any suggestion, whatever the policy text or the model says:
+#
+#   the revision is graded official                 -> never deprecated
+#   it is published (tag)                           -> never, unless allow_published_deprecation
+#   it is younger than min_age_days (or age unknown) -> not yet
+#   it is corroborated                              -> only with a stated reason of 10+ characters
+#   another memory got an edge to it this run       -> kept (something now refers to it)
+#   deprecations so far reach the ratio cap          -> the rest wait for the next run
+#
+# Deprecation is soft (the revision stays addressable and can be restored); enrichment never touches the
+# evidence carriers (``evidence:`` tags, ``evidence_level``, ``source``, ``sources``, ``confidence``).
+
+DREAM_SPACE = "_dream_state"
+DREAM_KIND = "dream-state"
+DREAM_MIN_AGE_DAYS = 7
+DREAM_MAX_FAILURES = 2
+ACKNOWLEDGEMENTS = frozenset("""
+ok okay k kk sure thanks thank thx ty yes yeah yep no nope lol haha cool great nice fine alright right hi hello
+hey bye got it np sounds sound good awesome perfect gotcha noted understood agreed will done welcome
+appreciated appreciate wow oh ah hmm absolutely definitely exactly totally cheers
+""".split())
+
+DREAM_SYSTEM_PROMPT = """You tidy an AI agent's long-term memory. For each memory in the batch decide:
+relevance_score (0..1), should_deprecate (true only for duplicates, superseded leftovers, or stale
+chit-chat with no lasting value), deprecation_reason (one sentence), suggested_tags (short lowercase),
+metadata_updates ([{key, value}] facts worth indexing: topics, entities), related_indices (indices of other
+memories in this batch it relates to) and relationship_type (DERIVED_FROM, REFERENCED, DEPENDS_ON or
+SUPERSEDES). Be conservative: when in doubt, keep. Answer with one JSON object {"assessments": [...]}, one
+entry per memory, each with its "index"."""
+
+
+DREAM_VERIFIER_PROMPT = """You double-check proposed deprecations of an AI agent's memories. For each proposal
+answer whether to refute it: refute (true) when the memory may still be useful or the reason does not hold;
+false only when you are sure it is redundant or obsolete. Answer with one JSON object {"verdicts": [{"index",
+"refute", "why"}]}, one entry per proposal."""
+
+
+@dataclasses.dataclass
+class MemoryAssessment:
+    """What a Dream State assessment says about one revision (the reference's fields)."""
+
+    revision_kref: str
+    relevance_score: float = 0.5
+    should_deprecate: bool = False
+    deprecation_reason: str = ""
+    suggested_tags: list[str] = dataclasses.field(default_factory=list)
+    metadata_updates: dict[str, Any] = dataclasses.field(default_factory=dict)
+    related_memories: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    category: str = ""          # duplicate | superseded | stale | llm: why it was proposed
+
+
+@dataclasses.dataclass
+class DreamStateStats:
+    """Counters of one Dream State run."""
+
+    events_processed: int = 0
+    revisions_assessed: int = 0
+    deprecated: int = 0
+    metadata_updated: int = 0
+    tags_added: int = 0
+    edges_created: int = 0
+    last_cursor: str | None = None
+    duration_ms: float = 0.0
+    errors: list[str] = dataclasses.field(default_factory=list)
+    deprecations_proposed: int = 0
+    guarded_skips: dict[str, int] = dataclasses.field(default_factory=dict)
+    refuted_skips: int = 0
+    parked: int = 0
+
+
+def _duplicate_key(text: str) -> tuple[str, ...]:
+    """What two copies of one statement share: its words in order, casefolded, without punctuation (so a
+    negation or another word order is another statement)."""
+    return tuple(re.findall(r"\w+", text.casefold()))
+
+
+class DreamState:
+    """Offline consolidation of a ``Memory``: deprecate duplicates and leftovers, enrich, link.
+
+    Args:
+        memory: the ``Memory`` to tidy.
+        llm_adapter: an ``LLMAdapter``; with one, batches are assessed by the model (structured JSON), else
+            by heuristics (exact and near-exact duplicates in a space, items superseded from another item but
+            still live, stale low-value chat messages; contradictions are reported and tagged ``contested``).
+        model: the model name passed to the adapter.
+        batch_size: memories per assessment batch.
+        dry_run: assess and report, change nothing (not even the cursor).
+        max_deprecation_ratio: at most ``max(1, int(assessed * ratio))`` deprecations per run, 0.1..0.9.
+        allow_published_deprecation: let a ``published`` revision be deprecated.
+        kind_filter: only items of these kinds (default every kind but the system ones).
+        extra_instructions: deployment policy appended to the LLM prompt (it may only tighten; the
+            guardrails apply in code whatever it says). Default ``$KUMIHO_DREAM_EXTRA_INSTRUCTIONS`` via
+            ``from_env``.
+        min_age_days: a revision younger than this is never deprecated (``$KUMIHO_DREAM_MIN_AGE_DAYS``, 7).
+        stale_after_days: a chat message this old with no lasting content may be deprecated (90).
+        max_failures: an item whose assessment failed this many runs is parked (skipped from then on).
+        report_dir: also write each run's Markdown report there as ``dream_state_{time}.md``.
+        progress: ``callable(done, total)`` after each batch (the CLI prints it on stderr).
+        project: the reference's argument; if given it must be the memory's project.
+        cursor_item_name: the space of the cursor item (``_dream_state``).
+        artifact_root: with no ``report_dir``, reports go to ``{artifact_root}/{project}/{cursor}/reports``.
+        verifier: an ``LLMAdapter`` asked once per run to refute the deprecations about to be applied; one
+            goes ahead only on an explicit ``refute: false`` (``refuted_skips`` counts the others).
+        verifier_model: the model name for the verifier.
+
+    The cursor (time of the newest memory processed), the failure counts and the parked items live in the
+    graph, as revisions of the ``_dream_state`` item (kind ``dream-state``) whose content is the run's
+    report; a run resumes where the last one stopped, and a failed batch is assessed again next run.
+
+    Raises:
+        InvalidArgumentError: ``max_deprecation_ratio`` outside 0.1..0.9 or another bad argument.
+    """
+
+    def __init__(self, memory: Memory | None = None, *, llm_adapter: Any = None, model: str = "", batch_size: int = 20,
+                 dry_run: bool = False, max_deprecation_ratio: float = 0.5,
+                 allow_published_deprecation: bool = False, kind_filter: Sequence[str] | str | None = None,
+                 extra_instructions: str | None = None, min_age_days: float = DREAM_MIN_AGE_DAYS,
+                 stale_after_days: float = 90.0, max_failures: int = DREAM_MAX_FAILURES,
+                 report_dir: str | os.PathLike[str] | None = None,
+                 progress: Callable[[int, int], None] | None = None, project: str | None = None,
+                 cursor_item_name: str = DREAM_SPACE, artifact_root: str | os.PathLike[str] | None = None,
+                 verifier: Any = None, verifier_model: str = "") -> None:
+        memory = memory_or_default(memory, project)
+        if extra_instructions is None:        # explicit argument > $KUMIHO_DREAM_EXTRA_INSTRUCTIONS; "" turns it off
+            extra_instructions = os.environ.get("KUMIHO_DREAM_EXTRA_INSTRUCTIONS", "")
+        cursor_item_name = _check_pattern(cursor_item_name, SEGMENT_PATTERN, "cursor_item_name", InvalidArgumentError)
+        if report_dir is None and artifact_root is not None:
+            report_dir = os.path.join(os.fspath(artifact_root), memory.project, cursor_item_name, "reports")
+        if not isinstance(max_deprecation_ratio, (int, float)) or not 0.1 <= max_deprecation_ratio <= 0.9:
+            raise InvalidArgumentError(f"max_deprecation_ratio must be between 0.1 and 0.9, not {max_deprecation_ratio!r}")
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise InvalidArgumentError(f"batch_size must be a positive integer, not {batch_size!r}")
+        for name, value in (("min_age_days", min_age_days), ("stale_after_days", stale_after_days)):
+            if not isinstance(value, (int, float)) or value < 0:
+                raise InvalidArgumentError(f"{name} must be a non-negative number, not {value!r}")
+        if not isinstance(max_failures, int) or max_failures < 1:
+            raise InvalidArgumentError(f"max_failures must be a positive integer, not {max_failures!r}")
+        if extra_instructions is not None and not isinstance(extra_instructions, str):
+            raise InvalidArgumentError("extra_instructions must be a string")
+        self.memory = memory
+        self.llm_adapter = llm_adapter
+        self.model = model
+        self.batch_size = batch_size
+        self.dry_run = bool(dry_run)
+        self.max_deprecation_ratio = float(max_deprecation_ratio)
+        self.allow_published_deprecation = bool(allow_published_deprecation)
+        self.kind_filter = None if kind_filter is None else frozenset(
+            [kind_filter] if isinstance(kind_filter, str) else kind_filter)
+        self.extra_instructions = (extra_instructions or "").strip()
+        self.min_age_days = float(min_age_days)
+        self.stale_after_days = float(stale_after_days)
+        self.max_failures = max_failures
+        self.report_dir = report_dir
+        self.progress = progress
+        self.cursor_space = cursor_item_name
+        self.verifier = verifier
+        self.verifier_model = verifier_model
+
+    @classmethod
+    def from_env(cls, memory: Memory | None = None, environ: Mapping[str, str] | None = None,
+                 **options: Any) -> "DreamState":
+        """Build with ``KUMIHO_DREAM_EXTRA_INSTRUCTIONS`` and ``KUMIHO_DREAM_MIN_AGE_DAYS`` read from ``environ``
+        (explicit options win)."""
+        env = os.environ if environ is None else environ
+        if options.get("extra_instructions") is None:
+            options["extra_instructions"] = env.get("KUMIHO_DREAM_EXTRA_INSTRUCTIONS", "")
+        if env.get("KUMIHO_DREAM_MIN_AGE_DAYS") and "min_age_days" not in options:
+            try:
+                options["min_age_days"] = float(env["KUMIHO_DREAM_MIN_AGE_DAYS"])
+            except ValueError:
+                raise InvalidArgumentError("KUMIHO_DREAM_MIN_AGE_DAYS must be a number of days") from None
+        return cls(memory, **options)
+
+    # -- the run ---------------------------------------------------------------------------------------------
+
+    def run_sync(self) -> dict[str, Any]:
+        """``run()`` for synchronous callers (not from inside a running event loop)."""
+        return asyncio.run(self.run())
+
+    async def run(self) -> dict[str, Any]:
+        """Assess, apply within the guardrails, save the cursor and the report.
+
+        Returns:
+            ``{success, dry_run, ...DreamStateStats fields, actions, report, report_kref, extra_instructions}``
+            where ``actions`` lists every applied (or, in a dry run, proposed) action with its reason.
+        """
+        started = time.perf_counter()
+        stats = DreamStateStats()
+        state = self._load_state()
+        now = self.memory.clock.now()
+        todo = self._collect(state)
+        stats.events_processed = len(todo)
+        actions: list[dict[str, Any]] = []
+        proposals: list[tuple[dict[str, Any], MemoryAssessment]] = []
+        failed: list[dict[str, Any]] = []
+        transient_failures = 0
+        batches = [todo[start:start + self.batch_size] for start in range(0, len(todo), self.batch_size)]
+        for number, batch in enumerate(batches, 1):
+            assessed, batch_failed, errors, transient = await self._assess_batch(batch)
+            stats.errors += errors
+            failed += batch_failed
+            transient_failures += transient
+            proposals += assessed
+            stats.revisions_assessed += len(assessed)
+            if self.progress is not None:
+                self.progress(number, len(batches))
+        # Everything failing is an outage (nothing is parked), unless it was one item failing for a reason
+        # a retry cannot fix: that is a poison item, counted toward parking like any other.
+        systemic = bool(failed) and len(failed) == len(todo) and (len(todo) > 1 or transient_failures > 0)
+        for revision in failed:
+            if systemic:
+                break                                    # everything failed: the service, not the items
+            count = state["failures"].get(revision["item_kref"], 0) + 1
+            state["failures"][revision["item_kref"]] = count
+            if count >= self.max_failures:
+                state["parked"].append(revision["item_kref"])
+                stats.parked += 1
+                actions.append({"action": "park", "kref": revision["kref"],
+                                "reason": f"assessment failed in {count} runs"})
+        actions += self._contradiction_notes(stats)
+        deferred: list[dict[str, Any]] = []
+        actions += await self._apply(proposals, stats, now, deferred)
+        # The cursor moves past everything done, but not past a memory that failed and is not parked, nor
+        # one whose deprecation the ratio cap deferred: the next run starts there again.
+        held_back = [revision for revision in failed if revision["item_kref"] not in state["parked"]] + deferred
+        processed = todo
+        if held_back:
+            first = min(revision["created_at"] for revision in held_back)
+            processed = [revision for revision in todo if revision["created_at"] < first]
+        if processed:
+            state["cursor"] = max(state["cursor"] or "", max(revision["created_at"] for revision in processed))
+        for revision in processed:
+            state["failures"].pop(revision["item_kref"], None)
+        stats.last_cursor = state["cursor"] or None
+        stats.duration_ms = round((time.perf_counter() - started) * 1000, 1)
+        report = self._report(stats, actions, now)
+        result: dict[str, Any] = {"success": True, "dry_run": self.dry_run, **dataclasses.asdict(stats),
+                                  "actions": actions, "report": report, "report_kref": None,
+                                  "extra_instructions": self.extra_instructions}
+        if not self.dry_run:
+            result["report_kref"] = self._save(state, stats, report)
+            if self.report_dir is not None:
+                result["report_path"] = self._write_report_file(report, now)
+        return result
+
+    # -- state: the cursor item ---------------------------------------------------------------------------
+
+    def _load_state(self) -> dict[str, Any]:
+        held = self.memory.backend.item_by_key(self.memory.project, self.cursor_space, "cursor")
+        state: dict[str, Any] = {"cursor": None, "failures": {}, "parked": [], "runs": 0}
+        if held is not None and held.latest_revision is not None:
+            metadata = self.memory.get(str(held.kref))["metadata"]
+            saved = metadata.get("dream_state")
+            if isinstance(saved, dict):                 # read field by field: a damaged part starts over
+                cursor, failures, parked, runs = (saved.get(key) for key in ("cursor", "failures", "parked", "runs"))
+                if isinstance(cursor, str):
+                    with contextlib.suppress(InvalidArgumentError):
+                        parse_instant(cursor)
+                        state["cursor"] = cursor
+                if isinstance(failures, dict):
+                    state["failures"] = {key: value for key, value in failures.items()
+                                         if isinstance(value, int) and not isinstance(value, bool)}
+                if isinstance(parked, list):
+                    state["parked"] = [kref for kref in parked if isinstance(kref, str)]
+                if isinstance(runs, int) and not isinstance(runs, bool):
+                    state["runs"] = runs
+        return state
+
+    def _save(self, state: dict[str, Any], stats: DreamStateStats, report: str) -> str:
+        counters = {key: value for key, value in dataclasses.asdict(stats).items()
+                    if isinstance(value, (int, float)) and not isinstance(value, bool)}
+        metadata = {"type": "dream_state_report", "run_at": format_instant(self.memory.clock.now()),
+                    "dream_state": {"cursor": state["cursor"], "failures": state["failures"],
+                                    "parked": state["parked"], "runs": state["runs"] + 1},
+                    "counters": counters, "policy": self.extra_instructions}
+        return self.memory.remember(report, space=self.cursor_space, kind=DREAM_KIND, key="cursor",
+                                    title=f"Dream State report {metadata['run_at']}", metadata=metadata)
+
+    def _write_report_file(self, report: str, now: _dt.datetime) -> str:
+        folder = os.fspath(self.report_dir)
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, f"dream_state_{now.strftime('%Y%m%dT%H%M%S%fZ')}.md")
+        temporary = _unique_temporary(path)
+        with open(temporary, "w", encoding="utf-8") as stream:
+            stream.write(report)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+        return path
+
+    # -- collecting and assessing -----------------------------------------------------------------------------
+
+    def _collect(self, state: dict[str, Any]) -> list[dict[str, Any]]:
+        """Current revisions of live items written after the cursor, oldest first (parked items skipped)."""
+        parked = set(state["parked"])
+        revisions = []
+        for item in self.memory.items():
+            if item["kind"] in SYSTEM_KINDS or item["item_kref"] in parked:
+                continue
+            if self.kind_filter is not None and item["kind"] not in self.kind_filter:
+                continue
+            try:
+                revision = self.memory.get(item["item_kref"])
+            except NotFoundError:
+                continue
+            if revision["deprecated"] or (state["cursor"] and revision["created_at"] <= state["cursor"]):
+                continue
+            revisions.append(revision)
+        revisions.sort(key=lambda revision: (revision["created_at"], revision["kref"]))
+        return revisions
+
+    async def _assess_batch(self, batch: list[dict[str, Any]]
+                            ) -> tuple[list[tuple[dict[str, Any], MemoryAssessment]], list[dict[str, Any]], list[str], int]:
+        """Assess a batch; on failure, each item alone, so one poison item does not sink the others.
+
+        Returns the assessments, the revisions that failed, the error lines, and how many of the failures
+        a retry might cure (transient)."""
+        try:
+            return await self._assess(batch), [], [], 0
+        except Exception as error:                       # noqa: BLE001 - any assessor failure is retried
+            first_error, first_transient = f"batch of {len(batch)}: {type(error).__name__}: {error}", _is_transient(error)
+        if len(batch) == 1:
+            return [], batch, [first_error], int(first_transient)
+        assessed, failed, errors, transient = [], [], [first_error], 0
+        for revision in batch:
+            try:
+                assessed += await self._assess([revision])
+            except Exception as error:                   # noqa: BLE001
+                failed.append(revision)
+                transient += _is_transient(error)
+                errors.append(f"{revision['kref']}: {type(error).__name__}: {error}")
+        return assessed, failed, errors, transient
+
+    async def _assess(self, batch: list[dict[str, Any]]) -> list[tuple[dict[str, Any], MemoryAssessment]]:
+        if self.llm_adapter is not None:
+            return await self._assess_with_llm(batch)
+        return [(revision, self._assess_by_heuristics(revision)) for revision in batch]
+
+    def _assess_by_heuristics(self, revision: dict[str, Any]) -> MemoryAssessment:
+        assessment = MemoryAssessment(revision_kref=revision["kref"])
+        superseded_by = self._superseded_from_elsewhere(revision)
+        if superseded_by:
+            assessment.should_deprecate, assessment.category = True, "superseded"
+            assessment.deprecation_reason = f"superseded by {superseded_by} in another item, still live"
+            assessment.relevance_score = 0.1
+            return assessment
+        keeper = self._duplicate_keeper(revision)
+        if keeper is not None:
+            assessment.should_deprecate, assessment.category = True, "duplicate"
+            assessment.deprecation_reason = f"duplicate of {keeper['kref']}"
+            assessment.relevance_score = 0.2
+            return assessment
+        if self._stale_chatter(revision):
+            assessment.should_deprecate, assessment.category = True, "stale"
+            assessment.deprecation_reason = (f"a chat message older than {self.stale_after_days:g} days with "
+                                             "nothing lasting in it")
+            assessment.relevance_score = 0.05
+        return assessment
+
+    def _superseded_from_elsewhere(self, revision: dict[str, Any]) -> str | None:
+        for edge in self.memory.edges(revision["kref"], direction="incoming", edge_type=SUPERSEDES):
+            source = edge["source_kref"]
+            if Kref.parse(source).item_kref != Kref.parse(revision["kref"]).item_kref:
+                with contextlib.suppress(NotFoundError):
+                    if not self.memory.get(source)["deprecated"]:
+                        return source
+        return None
+
+    def _duplicate_keeper(self, revision: dict[str, Any]) -> dict[str, Any] | None:
+        """The copy to keep when other live memories in the space say exactly the same (the same words in
+        the same order, up to case and punctuation), and it is not ``revision``; else None."""
+        key = _duplicate_key(revision["content"])
+        if len(key) < 2:
+            return None
+        copies = [revision]
+        for hit in self.memory.recall(revision["content"][:2000], limit=10, space=revision["space"] or None,
+                                      follow_edges=False, evidence_rank=False):
+            if hit["item_kref"] != revision["item_kref"] and hit["space"] == revision["space"] and \
+                    hit["kind"] == revision["kind"] and _duplicate_key(hit["content"]) == key:
+                copies.append(hit)
+        if len(copies) == 1:
+            return None
+        keeper = max(copies, key=self._keep_rank)
+        return None if keeper["kref"] == revision["kref"] else keeper
+
+    @staticmethod
+    def _keep_rank(revision: Mapping[str, Any]) -> tuple:
+        """Which of two duplicates to keep: published, then better evidence, then the older one."""
+        level = parse_evidence(revision["metadata"], revision["tags"])
+        strength = {OFFICIAL: 4, CORROBORATED: 3, SINGLE_SOURCE: 2, UNVERIFIED: 1}.get(level or "", 0)
+        return ("published" in revision["tags"], strength, -parse_instant(revision["created_at"]).timestamp(),
+                revision["kref"])
+
+    def _stale_chatter(self, revision: dict[str, Any]) -> bool:
+        if not is_message(revision["metadata"]) or "published" in revision["tags"]:
+            return False
+        age = self._age_days(revision)
+        if age is None or age < self.stale_after_days:
+            return False
+        words = [word for word in _words(revision["content"]) if word not in ACKNOWLEDGEMENTS]
+        if any(word not in STOPWORDS for word in words):
+            return False                                  # "I am vegan": one word can be a lasting fact
+        return not [edge for edge in self.memory.edges(revision["kref"]) if edge["edge_type"] != FOLLOWS]
+
+    def _age_days(self, revision: Mapping[str, Any]) -> float | None:
+        try:
+            created = parse_instant(revision["created_at"])
+        except (InvalidArgumentError, KeyError, TypeError):
+            return None
+        return (self.memory.clock.now() - created).total_seconds() / 86400
+
+    async def _assess_with_llm(self, batch: list[dict[str, Any]]) -> list[tuple[dict[str, Any], MemoryAssessment]]:
+        entries = [{"index": index, "kref": revision["kref"], "title": revision["title"][:200],
+                    "summary": revision["content"][:600], "type": revision["metadata"].get("memory_type") or
+                    revision["kind"], "tags": [tag for tag in revision["tags"] if tag != "latest"],
+                    "evidence_level": parse_evidence(revision["metadata"], revision["tags"]) or ""}
+                   for index, revision in enumerate(batch)]
+        system = DREAM_SYSTEM_PROMPT
+        if self.extra_instructions:
+            system += ("\n\nDEPLOYMENT POLICY (it may only make you more conservative):\n"
+                       + self.extra_instructions)
+        reply = await adapter_chat(self.llm_adapter, messages=[{"role": "user", "content": json.dumps(
+            {"memories": entries}, ensure_ascii=False)}], model=self.model, system=system, max_tokens=2048,
+            json_mode=True)
+        answer = parse_llm_json(reply, dict)
+        rows = answer.get("assessments")
+        if not isinstance(rows, list):
+            raise InvalidArgumentError("the assessment reply has no 'assessments' list")
+        by_index: dict[int, dict[str, Any]] = {}
+        for row in rows:
+            if isinstance(row, dict) and isinstance(row.get("index"), int) and 0 <= row["index"] < len(batch):
+                by_index[row["index"]] = row
+        results = []
+        for index, revision in enumerate(batch):
+            row = by_index.get(index, {})
+            updates = row.get("metadata_updates") or []
+            if isinstance(updates, dict):
+                updates = [{"key": key, "value": value} for key, value in updates.items()]
+            relationship = str(row.get("relationship_type") or REFERENCED).upper()
+            # SUPERSEDES would hide its target from recall past every guardrail: supersession is belief
+            # revision's decision, so Dream State records the suggestion as a plain reference.
+            if relationship not in (DERIVED_FROM, REFERENCED, DEPENDS_ON):
+                relationship = REFERENCED
+            related = [(batch[other]["kref"], relationship) for other in row.get("related_indices") or []
+                       if isinstance(other, int) and 0 <= other < len(batch) and other != index]
+            score = row.get("relevance_score", 0.5)
+            results.append((revision, MemoryAssessment(
+                revision_kref=revision["kref"],
+                relevance_score=float(score) if isinstance(score, (int, float)) else 0.5,
+                should_deprecate=row.get("should_deprecate") is True,
+                deprecation_reason=str(row.get("deprecation_reason") or "")[:500],
+                suggested_tags=[str(tag) for tag in row.get("suggested_tags") or [] if isinstance(tag, str)],
+                metadata_updates={str(update["key"]): update.get("value") for update in updates
+                                  if isinstance(update, dict) and isinstance(update.get("key"), str)},
+                related_memories=related, category="llm")))
+        return results
+
+    # -- applying, within the guardrails ------------------------------------------------------------------------
+
+    def _guard(self, revision: dict[str, Any], assessment: MemoryAssessment, referenced: set[str]) -> str | None:
+        """Why a proposed deprecation may not happen, or None when it may.
+
+        A deprecation retires the whole item, so the guards hold for every revision it would hide, read
+        fresh from the store (an older ``published`` or ``official`` revision keeps the item as surely as the
+        newest would), not only for the revision the batch happened to show.
+        """
+        age = self._age_days(revision)
+        try:
+            touched = self.memory.history(revision["item_kref"])
+        except NotFoundError:
+            return "gone"                                 # forgotten meanwhile: nothing left to deprecate
+        for each in touched or [revision]:
+            level = parse_evidence(each["metadata"], each["tags"])
+            if level == OFFICIAL or evidence_tag(OFFICIAL) in each["tags"]:
+                return "official"
+            if PUBLISHED_TAG in each["tags"] and not self.allow_published_deprecation:
+                return "published"
+        if age is None or age < self.min_age_days:
+            return "min_age"
+        for each in touched or [revision]:
+            level = parse_evidence(each["metadata"], each["tags"])
+            if (level == CORROBORATED or evidence_tag(CORROBORATED) in each["tags"]) and \
+                    len(assessment.deprecation_reason.strip()) < 10:
+                return "corroborated_without_reason"
+        if revision["item_kref"] in referenced or any(each["kref"] in referenced for each in touched):
+            return "referenced"
+        return None
+
+    async def _apply(self, proposals: list[tuple[dict[str, Any], MemoryAssessment]], stats: DreamStateStats,
+                     now: _dt.datetime, deferred: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        actions: list[dict[str, Any]] = []
+        approved: list[tuple[dict[str, Any], MemoryAssessment]] = []
+        budget = max(1, int(len(proposals) * self.max_deprecation_ratio)) if proposals else 0
+        # edges first: a memory something now refers to is not deprecated in the same run
+        referenced: set[str] = set()
+        for revision, assessment in proposals:
+            for target, relationship in assessment.related_memories:
+                if relationship == "duplicate":
+                    continue
+                referenced.add(target)
+                if self._edge_exists(revision["kref"], target, relationship):
+                    continue
+                try:
+                    if not self.dry_run:
+                        self.memory.link(revision["kref"], target, relationship, {"reason": "dream state"})
+                except KumihoMemoryError as error:
+                    stats.errors.append(f"{revision['kref']}: link refused: {type(error).__name__}: {error}")
+                    continue
+                stats.edges_created += 1
+                actions.append({"action": "link", "kref": revision["kref"], "target": target,
+                                "edge_type": relationship, "reason": assessment.deprecation_reason or
+                                "related by the assessment"})
+        for revision, assessment in proposals:
+            tags = [tag for tag in assessment.suggested_tags
+                    if TAG_PATTERN.match(tag) and not tag.startswith(EVIDENCE_TAG_PREFIX)
+                    and tag not in ("published", "latest") and not tag.startswith("quarantine")
+                    and tag not in revision["tags"]]
+            # enrichment only adds: a key already there (provenance, speaker, dates) is never changed or removed
+            updates = {key: value for key, value in assessment.metadata_updates.items()
+                       if key not in EVIDENCE_METADATA_KEYS and key not in revision["metadata"] and value is not None}
+            try:
+                for tag in tags:
+                    if not self.dry_run:
+                        self.memory.tag(revision["kref"], tag)
+                    stats.tags_added += 1
+                    actions.append({"action": "tag", "kref": revision["kref"], "tag": tag,
+                                    "reason": "suggested by the assessment"})
+                if updates:
+                    if not self.dry_run:
+                        self.memory.update_metadata(revision["kref"], updates)
+                    stats.metadata_updated += 1
+                    actions.append({"action": "metadata", "kref": revision["kref"], "updates": updates,
+                                    "reason": "enrichment suggested by the assessment"})
+            except KumihoMemoryError as error:            # a bad suggestion is reported, never half the run
+                stats.errors.append(f"{revision['kref']}: enrichment refused: {type(error).__name__}: {error}")
+            if not assessment.should_deprecate:
+                continue
+            stats.deprecations_proposed += 1
+            why_not = self._guard(revision, assessment, referenced)
+            if why_not is None and len(approved) >= budget:
+                why_not = "ratio_cap"
+            if why_not in ("ratio_cap", "min_age"):
+                deferred.append(revision)                 # the cursor waits: it is assessed again next run
+            if why_not is not None:
+                stats.guarded_skips[why_not] = stats.guarded_skips.get(why_not, 0) + 1
+                actions.append({"action": "kept", "kref": revision["kref"], "guard": why_not,
+                                "reason": assessment.deprecation_reason, "category": assessment.category})
+                continue
+            approved.append((revision, assessment))
+        confirmed = await self._verify(approved, stats) if approved and self.verifier is not None else None
+        for revision, assessment in approved:
+            if confirmed is not None and revision["kref"] not in confirmed:
+                stats.refuted_skips += 1
+                actions.append({"action": "kept", "kref": revision["kref"], "guard": "verifier",
+                                "reason": assessment.deprecation_reason, "category": assessment.category})
+                continue
+            stats.deprecated += 1
+            actions.append({"action": "deprecate", "kref": revision["kref"], "reason": assessment.deprecation_reason,
+                            "category": assessment.category})
+            if not self.dry_run:
+                self.memory.deprecate(revision["item_kref"])
+        return actions
+
+    async def _verify(self, approved: list[tuple[dict[str, Any], MemoryAssessment]], stats: DreamStateStats) -> set[str]:
+        """One batched refutation call: the krefs whose deprecation the verifier explicitly did not refute
+        (``refute: false``). Anything else, a failing call included, keeps the memory."""
+        entries = [{"index": index, "kref": revision["kref"], "content": revision["content"][:600],
+                    "reason": assessment.deprecation_reason} for index, (revision, assessment) in enumerate(approved)]
+        try:
+            reply = await adapter_chat(self.verifier, 
+                messages=[{"role": "user", "content": json.dumps({"proposals": entries}, ensure_ascii=False)}],
+                model=self.verifier_model, system=DREAM_VERIFIER_PROMPT, max_tokens=1024, json_mode=True)
+            verdicts = parse_llm_json(reply, dict).get("verdicts")
+        except Exception as error:                       # noqa: BLE001 - a failed check keeps everything
+            stats.errors.append(f"verifier: {type(error).__name__}: {error}")
+            return set()
+        confirmed = set()
+        for verdict in verdicts if isinstance(verdicts, list) else []:
+            if isinstance(verdict, dict) and verdict.get("refute") is False and isinstance(verdict.get("index"), int) \
+                    and 0 <= verdict["index"] < len(approved):
+                confirmed.add(approved[verdict["index"]][0]["kref"])
+        return confirmed
+
+    def _edge_exists(self, source: str, target: str, edge_type: str) -> bool:
+        return any(edge["target_kref"] == target for edge in self.memory.edges(source, direction="outgoing",
+                                                                                 edge_type=edge_type))
+
+    def _contradiction_notes(self, stats: DreamStateStats) -> list[dict[str, Any]]:
+        """Open contradictions are reported and their challenger tagged ``contested``; nothing is deprecated."""
+        notes = []
+        for pair in self.memory.contradictions():
+            source = pair["source"]
+            if source["deprecated"]:
+                continue
+            notes.append({"action": "contradiction", "kref": source["kref"], "target": pair["target_kref"],
+                          "reason": "claims against another memory; left for review"})
+            if "contested" not in source["tags"]:
+                stats.tags_added += 1
+                notes.append({"action": "tag", "kref": source["kref"], "tag": "contested",
+                              "reason": "an open contradiction"})
+                if not self.dry_run:
+                    self.memory.tag(source["kref"], "contested")
+        return notes
+
+    # -- the report ------------------------------------------------------------------------------------------
+
+    def _report(self, stats: DreamStateStats, actions: list[dict[str, Any]], now: _dt.datetime) -> str:
+        lines = [f"# Dream State report, {format_instant(now)}", ""]
+        if self.dry_run:
+            lines += ["**Dry run**: nothing was changed; these are the actions a run would take.", ""]
+        if self.allow_published_deprecation:
+            lines += ["**WARNING**: published memories may be deprecated in this run "
+                      "(allow_published_deprecation).", ""]
+        lines += ["## Counts", ""]
+        for field in ("events_processed", "revisions_assessed", "deprecations_proposed", "deprecated",
+                      "tags_added", "metadata_updated", "edges_created", "parked"):
+            lines.append(f"- {field.replace('_', ' ')}: {getattr(stats, field)}")
+        if stats.guarded_skips:
+            lines.append("- kept by guardrails: " + ", ".join(f"{name} {count}" for name, count in
+                                                              sorted(stats.guarded_skips.items())))
+        lines += ["", "## Policy", "", f"> {self.extra_instructions}" if self.extra_instructions else
+                  "No deployment policy (defaults only).", f"Assessed by: {'LLM ' + self.model if self.llm_adapter else 'heuristics'}",
+                  f"Max deprecation ratio {self.max_deprecation_ratio:g}, minimum age {self.min_age_days:g} days.",
+                  "", "## Actions", ""]
+        if not actions:
+            lines.append("None.")
+        for action in actions:
+            target = f" -> {action['target']}" if "target" in action else ""
+            detail = {"tag": lambda: f" `{action['tag']}`", "metadata": lambda: f" {json.dumps(action['updates'])}",
+                      "kept": lambda: f" (guard: {action['guard']})", "link": lambda: f" {action['edge_type']}"
+                      }.get(action["action"], lambda: "")()
+            lines.append(f"- **{action['action']}** `{action['kref']}`{target}{detail}: {action.get('reason', '')}")
+        if stats.errors:
+            lines += ["", "## Errors", ""] + [f"- {error}" for error in stats.errors]
+        lines += ["", "## Cursor", "", stats.last_cursor or "(none yet)", ""]
+        return "\n".join(lines)
+
+
+# ==========================================================================================================
+# 15. CLI
 # ==========================================================================================================
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3

@@ -351,4 +351,4 @@ def test_cli_profile_command(tmp_path, capsys, monkeypatch):
     import json
     result = json.loads(capsys.readouterr().out)
     assert result["dry_run"] is True and result["profiles"]["facts"]["empty"] is False
-    assert km.main(["profile", "--window-days", "0"]) == 1
+    assert km.main(["profile", "--window-days", "0"]) == 2
