@@ -66,6 +66,7 @@ import datetime as _dt
 import hashlib
 import heapq
 import importlib
+import ipaddress
 import inspect
 import itertools
 import json
@@ -80,6 +81,7 @@ import threading
 import time
 import types
 import unicodedata
+import zlib
 from typing import IO, Any, Awaitable, Callable, Container, Iterable, Iterator, Mapping, Protocol, Sequence
 
 __version__ = "0.1.0"
@@ -1448,222 +1450,1428 @@ class RecallIndex:
 # 7. Privacy: credential and PII detection, and the one screening policy every way into the store uses
 # ==========================================================================================================
 
-# -- privacy: PII placeholders and credential guards ----------------------------------------------------------
+# -- privacy: the detection engine (credentials and PII) -------------------------------------------------------
 #
-# Two different jobs. PII (emails, phones, SSNs, card numbers, IPv4) is personal but legitimate content: it is
-# rewritten, never refused. Credentials are never legitimate memory content: they are cut out of text bound
-# for an LLM, and text bound for the store is refused when it holds one. Every rewrite runs to a fixed point
-# (repeat until nothing matches) so that applying it twice is the same as once, and so that nothing a pattern
-# recognises survives, even where removing one match exposes another.
+# Credentials are found in four layers, most specific first; where two findings overlap the earlier layer wins:
+#
+#   layer            finds                                                         family
+#   ---------------  ------------------------------------------------------------  --------------------------
+#   blocks           PEM / PuTTY private keys, base64-wrapped PEM                  private_key
+#   providers        documented token formats: a literal prefix or infix, length,  stripe, github, aws, ...
+#                    alphabet, a checksum where one is documented                  (CREDENTIAL_FAMILIES)
+#   context          a provider's name shortly before a token of its shape         heroku, twilio, datadog, ...
+#                    (formats with no prefix, e.g. a Heroku UUID key)
+#   labels           a key that names a secret (password=, "apiKey": ..., <xToken>, password, generic,
+#                    setProperty, --password, Authorization:, user:pass@ URLs)     http_auth, url_password
+#   bare             a random-looking token in prose: shape and Shannon entropy    high_entropy
+#
+# Known non-secrets never count: placeholders (xxxx, <your-key>, ${TOKEN}, {{ secret }}, ****, changeme, ...),
+# documented example keys (AKIAIOSFODNN7EXAMPLE), references to the environment or to code
+# (os.environ["X"], process.env.X, get_token()), and our own placeholders ([credential:...], [redacted]).
+#
+# Every pattern is fenced by look-arounds and uses bounded quantifiers, so the engine tries each pattern only
+# at a bounded number of places per character and every rule runs in linear time. Provider rules are reached
+# through one combined regex of literal anchors (the prefilter); only text at an anchor is examined further.
 
-_REDACTED = "[redacted]"
-_PII_KINDS = ("EMAIL", "CREDIT_CARD", "SSN", "PHONE", "IP_ADDRESS")  # also the tie-break order on overlaps
-_MAX_CREDENTIAL_PASSES = 64  # far above what any text needs; past it we fail closed instead of looping
+_CREDENTIAL_PLACEHOLDER = re.compile(r"\[(?:credential:[a-z0-9_]{1,40}|redacted)\]")
+_MAX_REWRITE_PASSES = 64  # far above what any text needs; past it we fail closed instead of looping
+_FAIL_CLOSED = "[credential:generic]"
 
-_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-# Digit patterns use [0-9], not \d, so that Luhn and normalisation see ASCII digits only. Each pattern is
-# fenced by look-arounds that refuse to start or stop inside a longer number, word or dotted run: that is what
-# keeps versions (1.2.3.4.5), ISO timestamps, UUIDs and long ids whole. The fences also make the engine try
-# only the start of a run, which keeps every pattern linear on long input.
-_PII_PATTERNS: dict[str, re.Pattern[str]] = {
-    "EMAIL": re.compile(r"(?<![\w.%+-])[\w.%+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}(?![\w-])"),
-    "CREDIT_CARD": re.compile(
-        r"(?<![\w.-])(?<![0-9][ -])"
-        r"(?:[0-9]{4}([ -])[0-9]{4}\1[0-9]{4}\1[0-9]{4}(?!\1[0-9])"  # 4-4-4-4 (Visa, Mastercard, ...)
-        r"|[0-9]{4}([ -])[0-9]{6}\2[0-9]{5}(?!\2[0-9])"  # 4-6-5 (Amex)
-        r"|[0-9]{16})"  # a bare run: only counted when it passes Luhn
-        r"(?![\w-]|\.[0-9])"),
-    "SSN": re.compile(r"(?<![\w.-])[0-9]{3}-[0-9]{2}-[0-9]{4}(?![\w-]|\.[0-9])"),
-    "PHONE": re.compile(
-        r"(?<![\w.+-])"
-        r"(?:(?:\+?1[-. ]?)?"
-        r"(?:\([0-9]{3}\)[-. ]?[0-9]{3}[-. ][0-9]{4}"
-        r"|[0-9]{3}-[0-9]{3}-[0-9]{4}"
-        r"|[0-9]{3}\.[0-9]{3}\.[0-9]{4}"
-        # Space-separated groups look like any list of numbers, so they need a real area code (2-9).
-        r"|[2-9][0-9]{2} [0-9]{3} [0-9]{4})"
-        r"|\+1[0-9]{10})"
-        r"(?![\w-]|\.[0-9])"),
-    "IP_ADDRESS": re.compile(rf"(?<![\w.])(?:{_OCTET}\.){{3}}{_OCTET}(?!\w|\.[0-9])"),
+
+@dataclasses.dataclass(frozen=True)
+class CredentialFinding:
+    """A secret found in text: where it is and what kind it is, never its value.
+
+    Attributes:
+        start: offset of the first character of the secret.
+        end: offset just past the secret (labels such as ``password=`` or ``Bearer `` lie outside).
+        family: a short slug naming the provider or kind, e.g. ``"stripe"``, ``"password"``.
+        label: a human phrase such as ``"a Stripe secret key"``; it never holds any part of the secret.
+    """
+
+    start: int
+    end: int
+    family: str
+    label: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PIIFinding:
+    """A piece of personal data found in text.
+
+    Attributes:
+        start: offset of the first character.
+        end: offset just past the value.
+        kind: one of ``PII_KINDS``.
+        value: the text found (``text[start:end]``).
+    """
+
+    start: int
+    end: int
+    kind: str
+    value: str
+
+
+def _checked_str(text: object) -> str:
+    if not isinstance(text, str):
+        raise InvalidArgumentError(f"text must be a string, not {type(text).__name__}")
+    return text
+
+
+# -- shared judgements: placeholders, references, randomness ---------------------------------------------------
+
+_PLACEHOLDER_WORDS = re.compile(
+    r"(?i)example|changeme|change[_-]me|change[_-]?this|changeit|replace[_-]?(?:me|with|this)|placeholder|"
+    r"dummy|sample|redacted|x{4}|(?<![a-z])fake(?![a-z])|(?<![a-z])your(?:[_ -]|(?=[A-Z]))|"
+    r"(?:key|token|secret|password|value|pass)[_-]?here|insert[_ -]|enter[_ -]|<[^<>]{1,80}>|\$\{|\{\{|\{%|"
+    r"%\(|\$\(|#\{|\*{3}|•{3}|\.{3}|…|not[_-]?a[_-]?(?:real|secret)|(?<![a-z])todo(?![a-z])|fixme|lorem|"
+    r"(?<![a-z0-9])(?:foo|bar|baz)(?:bar|baz)?(?![a-z])")
+_PLACEHOLDER_VALUE = re.compile(
+    r"\$[A-Za-z_][A-Za-z0-9_]*|%[A-Za-z_][A-Za-z0-9_]*%|__[A-Za-z0-9_]+__|@[A-Za-z0-9_]+@|\{[A-Za-z0-9_. -]+\}|"
+    r"\[[A-Za-z0-9_ :.-]*\]|\(.*\)|[<\[({].*[>\])}]")
+# Values that name a type, a state or the secret itself rather than being one ("password": "string").
+_NOT_A_VALUE = frozenset("""
+    password passwd pass secret token apikey api_key key credential credentials none null nil undefined true
+    false string str bytes int required optional hidden masked empty default bearer basic token_here unknown
+    unset notset not_set n/a na tbd secretkey secret_key mypassword my_password yourpassword password123
+    test testing
+""".split())
+
+
+def _is_placeholder(value: str) -> bool:
+    """Whether a would-be secret is a template, mask, example or our own placeholder."""
+    if len(set(value)) <= 2 or len(set(value.lower())) <= 3 and len(value) >= 8:
+        return True
+    if _PLACEHOLDER_WORDS.search(value) or _PLACEHOLDER_VALUE.fullmatch(value):
+        return True
+    if value.lower().strip("\"'`") in _NOT_A_VALUE:
+        return True
+    stripped = _CREDENTIAL_PLACEHOLDER.sub("", value)
+    return not stripped.strip(" \t\"'`,;:.-_/")
+
+
+_CAMEL_WORD = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}(?![a-z])")
+
+
+def _wordiness(token: str) -> float:
+    """The share of ``token`` covered by word-like letter runs (camel humps, snake parts)."""
+    covered = sum(len(part) for part in _CAMEL_WORD.findall(token))
+    return covered / max(1, len(token))
+
+
+def _entropy(token: str) -> float:
+    """Shannon entropy of ``token`` in bits per character."""
+    counts: dict[str, int] = {}
+    for char in token:
+        counts[char] = counts.get(char, 0) + 1
+    size = len(token)
+    return -sum(n / size * math.log2(n / size) for n in counts.values())
+
+
+_HEXISH = re.compile(r"[0-9a-fA-F-]+")
+
+
+def _looks_generated(token: str, *, minimum: int = 20) -> bool:
+    """Whether ``token`` looks generated (a key) rather than written (a word, identifier, hash or date).
+
+    A token counts when it is long enough, mixes letters and digits the way random strings do (digits spread
+    through it, no long word-like runs), and its entropy is close to what a random string of its length has.
+    Pure hex (hashes, git SHAs, UUIDs) never counts: without a provider's name or a key it is not a secret.
+    """
+    core = token.rstrip("=")
+    size = len(core)
+    if size < minimum or _HEXISH.fullmatch(core):
+        return False
+    digits = sum(char.isdigit() for char in core)
+    upper = sum(char.isupper() for char in core)
+    lower = sum(char.islower() for char in core)
+    if digits < 2 or upper + lower < 4:
+        return False
+    if not (upper >= 2 and lower >= 2) and not (size >= 32 and digits >= 4):
+        return False
+    if _wordiness(core) > 0.5:
+        return False
+    threshold = min(4.2, 2.6 + 0.045 * size) if size < 40 else 4.2
+    return _entropy(core) >= threshold - (0.6 if size >= 60 else 0.0)
+
+
+# -- layer 1: private key blocks ---------------------------------------------------------------------------
+
+_KEY_BLOCKS = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]{1,20} ){0,4}PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:[^-]|-(?!----END ))*"  # the body: one pass, stopping at the END line or the end of the text
+    r"(?:-----END (?:[A-Z0-9]{1,20} ){0,4}PRIVATE KEY(?: BLOCK)?-----|\Z)"
+    r"|PuTTY-User-Key-File-[0-9]: [^\n]{1,80}\n(?:[^\n]*\n){0,60}?Private-(?:MAC|Hash): ?[0-9a-fA-F]{20,128}"
+    r"|(?<![A-Za-z0-9+/])LS0tLS1CRUdJT[A-Za-z0-9+/]{20,}={0,2}")  # base64 of "-----BEGIN"; kept when PRIVATE
+
+
+def _key_blocks(text: str) -> Iterable[tuple[int, int, str, str]]:
+    if "-----BEGIN" not in text and "PuTTY-User" not in text and "LS0tLS1CRUdJT" not in text:
+        return
+    for match in _KEY_BLOCKS.finditer(text):
+        value = match.group()
+        if value.startswith("LS0tLS1"):
+            try:
+                decoded = _b64_head(value)
+            except ValueError:
+                continue
+            if "PRIVATE KEY" not in decoded:
+                continue
+        yield match.start(), match.end(), "private_key", "a private key"
+
+
+def _b64_head(value: str) -> str:
+    """The first few dozen decoded characters of a base64 run (enough to read a PEM header)."""
+    head = value[:64]
+    return base64.b64decode(head[: len(head) - len(head) % 4]).decode("ascii", "replace")
+
+
+# -- layer 2: provider token formats ---------------------------------------------------------------------------
+#
+# One row per documented format: family, label, pattern, and optionally the literal anchors that reach it
+# (default: the pattern's own literal prefix), how far before the anchor the token may start (``back``, for
+# formats recognised by an infix such as Telegram's ``:AA``), and a check (a checksum, or randomness for
+# prefixes short enough to occur in code). Patterns are written from each provider's published format.
+
+_B62 = "[A-Za-z0-9]"
+_B64U = "[A-Za-z0-9_-]"
+_HEX = "[0-9a-f]"
+_UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_BASE62_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_BASE58_DIGITS = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+def _github_checksum(token: str) -> bool:
+    """GitHub's documented token checksum: the last 6 characters are base62(CRC32(the 30 random ones))."""
+    body = token[4:]
+    entropy, tail = body[:30], body[30:]
+    value = zlib.crc32(entropy.encode("ascii"))
+    encoded = ""
+    while value:
+        value, digit = divmod(value, 62)
+        encoded = _BASE62_DIGITS[digit] + encoded
+    return encoded.rjust(6, "0") == tail
+
+
+def _base58check(token: str) -> bool:
+    """Bitcoin's base58check: the last 4 bytes are the start of SHA-256(SHA-256(the rest))."""
+    number = 0
+    for char in token:
+        index = _BASE58_DIGITS.find(char)
+        if index < 0:
+            return False
+        number = number * 58 + index
+    raw = number.to_bytes((number.bit_length() + 7) // 8, "big")
+    raw = b"\0" * (len(token) - len(token.lstrip("1"))) + raw
+    if len(raw) < 5:
+        return False
+    payload, checksum = raw[:-4], raw[-4:]
+    return hashlib.sha256(hashlib.sha256(payload).digest()).digest()[:4] == checksum
+
+
+def _randomish(token: str) -> bool:
+    """A prefix rule's extra check for short prefixes: the body must look generated."""
+    body = token.split("-", 1)[-1] if token[:3] in ("sk-", "pk-", "rk-", "ak-") else token
+    return any(char.isdigit() for char in body) or re.search(r"[A-Za-z0-9]{20}", body) is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class _ProviderRule:
+    family: str
+    label: str
+    pattern: re.Pattern[str]
+    anchors: tuple[str, ...]
+    back: int = 0
+    check: Callable[[str], bool] | None = None
+
+
+def _rule(family: str, label: str, pattern: str, *anchors: str, back: int = 0, lead: str = "A-Za-z0-9",
+          tail: str = "A-Za-z0-9_", check: Callable[[str], bool] | None = None) -> _ProviderRule:
+    """A provider rule: ``pattern`` fenced so it neither starts nor ends inside a longer token."""
+    if not anchors:
+        literal = re.match(r"(?:[A-Za-z0-9_~!-]|\\[.$/+-])+", pattern)
+        if literal is None:
+            raise ValueError(f"rule {family} needs an anchor")
+        anchors = (literal.group().replace("\\", ""),)
+    compiled = re.compile(rf"(?<![{lead}])(?:{pattern})(?![{tail}])")
+    return _ProviderRule(family, label, compiled, anchors, back, check)
+
+
+_PROVIDER_RULES: tuple[_ProviderRule, ...] = (
+    # Cloud platforms
+    _rule("aws", "an AWS access key id", r"(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}", "AKIA", "ASIA", "ABIA", "ACCA"),
+    _rule("amazon_mws", "an Amazon MWS auth token", rf"amzn\.mws\.{_UUID}"),
+    _rule("google", "a Google API key", rf"AIza{_B64U}{{35}}", tail="A-Za-z0-9_-"),
+    _rule("google", "a Google OAuth client secret", rf"GOCSPX-{_B64U}{{28}}", tail="A-Za-z0-9_-"),
+    _rule("google", "a Google OAuth access token", rf"ya29\.{_B64U}{{16,512}}", tail="A-Za-z0-9_-"),
+    _rule("google", "a Google OAuth refresh token", rf"1//0{_B64U}{{30,512}}", "1//0",
+          tail="A-Za-z0-9_-"),
+    _rule("firebase", "a Firebase Cloud Messaging server key", rf"AAAA{_B64U}{{7}}:APA91b{_B64U}{{100,180}}",
+          ":APA91b", back=11, tail="A-Za-z0-9_-"),
+    _rule("azure", "an Azure AD client secret", r"[A-Za-z0-9_~.-]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}", "Q~",
+          back=4, lead="A-Za-z0-9_~.-", tail="A-Za-z0-9_~.-"),
+    _rule("azure", "an Azure DevOps personal access token", rf"{_B62}{{76}}AZDO{_B62}{{4}}", "AZDO", back=76),
+    _rule("azure", "an Azure container registry key", r"[A-Za-z0-9+/]{42}\+ACR[A-Za-z0-9]{6}", "+ACR", back=42,
+          lead="A-Za-z0-9+/"),
+    _rule("alibaba", "an Alibaba Cloud access key id", rf"LTAI{_B62}{{12,20}}"),
+    _rule("tencent", "a Tencent Cloud secret id", rf"AKID{_B62}{{13,40}}"),
+    _rule("yandex", "a Yandex Cloud API key", rf"AQVN{_B64U}{{35,38}}", tail="A-Za-z0-9_-"),
+    _rule("yandex", "a Yandex OAuth token", rf"y0_{_B64U}{{55,80}}", tail="A-Za-z0-9_-"),
+    _rule("yandex", "a Yandex IAM token", rf"t1\.[A-Z0-9a-z_-]{{20,200}}={{0,2}}\.[A-Z0-9a-z_-]{{86}}={{0,2}}"),
+    _rule("digitalocean", "a DigitalOcean token", r"do[opr]_v1_[a-f0-9]{64}", "dop_v1_", "doo_v1_", "dor_v1_"),
+    _rule("scaleway", "a Scaleway access key", r"SCW[A-Z0-9]{17}"),
+    _rule("heroku", "a Heroku API key", rf"HRKU-{_B64U}{{58,64}}", tail="A-Za-z0-9_-"),
+    _rule("flyio", "a Fly.io token", rf"fo1_{_B64U}{{43}}", tail="A-Za-z0-9_-"),
+    _rule("flyio", "a Fly.io macaroon token", r"fm[12][ar]?_[A-Za-z0-9+/=_,-]{100,2000}", "fm1_", "fm2_",
+          "fm1a_", "fm2a_", "fm1r_", "fm2r_", tail="A-Za-z0-9+/=_,-"),
+    _rule("netlify", "a Netlify personal access token", rf"nfp_{_B62}{{36,40}}"),
+    _rule("vercel", "a Vercel Blob read-write token", rf"vercel_blob_rw_{_B62}{{16}}_{_B62}{{30}}"),
+    _rule("render", "a Render API key", rf"rnd_{_B62}{{32}}"),
+    _rule("supabase", "a Supabase access token", r"sbp_[a-f0-9]{40}"),
+    _rule("supabase", "a Supabase secret key", rf"sb_secret_{_B64U}{{20,64}}", tail="A-Za-z0-9_-"),
+    _rule("planetscale", "a PlanetScale token or password", r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.=-]{32,64}",
+          "pscale_tkn_", "pscale_pw_", "pscale_oauth_", tail="A-Za-z0-9_.=-"),
+    _rule("neon", "a Neon API key", r"napi_[a-z0-9]{64}"),
+    _rule("terraform", "a Terraform Cloud token", rf"{_B62}{{14}}\.atlasv1\.[A-Za-z0-9_=-]{{60,70}}",
+          ".atlasv1.", back=14, tail="A-Za-z0-9_=-"),
+    _rule("vault", "a HashiCorp Vault token", rf"hv[sbr]\.{_B64U}{{90,250}}", "hvs.", "hvb.", "hvr.",
+          tail="A-Za-z0-9_-"),
+    _rule("vault", "a legacy HashiCorp Vault token", rf"s\.{_B62}{{24}}", lead="A-Za-z0-9.",
+          check=lambda token: _looks_generated(token[2:], minimum=20)),
+    _rule("pulumi", "a Pulumi access token", r"pul-[a-f0-9]{40}"),
+    _rule("doppler", "a Doppler token", rf"dp\.(?:pt|ct|sa|scim|audit|st(?:\.[a-z0-9_-]{{2,35}})?)\.{_B62}{{40,44}}",
+          "dp."),
+    _rule("onepassword", "a 1Password service account token", r"ops_eyJ[A-Za-z0-9+/=_-]{100,2000}",
+          tail="A-Za-z0-9+/=_-"),
+    _rule("onepassword", "a 1Password secret key",
+          r"A3-[A-Z0-9]{6}-(?:[A-Z0-9]{6}|[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}",
+          tail="A-Za-z0-9_-"),
+    _rule("age", "an age secret key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    _rule("openshift", "an OpenShift user token", rf"sha256~{_B64U}{{43}}", tail="A-Za-z0-9_-"),
+    _rule("rancher", "a Rancher API token", r"token-[a-z0-9]{5}:[a-z0-9]{54}"),
+    _rule("portainer", "a Portainer access token", r"ptr_[A-Za-z0-9+/=]{40,50}", tail="A-Za-z0-9+/="),
+    # Source hosting, CI and package registries
+    _rule("github", "a GitHub token", rf"gh[pousr]_{_B62}{{36}}", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
+          check=_github_checksum),
+    _rule("github", "a GitHub fine-grained token", r"github_pat_[A-Za-z0-9_]{22,255}"),
+    _rule("gitlab", "a GitLab token",
+          r"gl(?:pat|dt|rt|cbt|ptt|oas|soat|ft|imt|agent|ffct|wt)-[A-Za-z0-9_-]{20,64}(?:\.[A-Za-z0-9_-]{2,16}){0,2}",
+          "glpat-", "gldt-", "glrt-", "glcbt-", "glptt-", "gloas-", "glsoat-", "glft-", "glimt-", "glagent-",
+          "glffct-", "glwt-", tail="A-Za-z0-9_-"),
+    _rule("gitlab", "a GitLab runner registration token", rf"GR1348941{_B64U}{{20}}", tail="A-Za-z0-9_-"),
+    _rule("bitbucket", "a Bitbucket app password", r"ATBB[A-Za-z0-9_=.-]{32}", tail="A-Za-z0-9_=.-"),
+    _rule("atlassian", "an Atlassian API token", r"AT[ACS]TT3[A-Za-z0-9_=-]{150,300}", "ATATT3", "ATCTT3",
+          "ATSTT3", tail="A-Za-z0-9_=-"),
+    _rule("buildkite", "a Buildkite agent or API token", r"bk(?:ua|agent)_[a-f0-9]{40}", "bkua_", "bkagent_"),
+    _rule("circleci", "a CircleCI personal or project token", r"CCIP(?:AT|RJ)_[A-Za-z0-9]{22}_[a-f0-9]{40}",
+          "CCIPAT_", "CCIPRJ_"),
+    _rule("sonarqube", "a SonarQube token", r"sq[upa]_[a-f0-9]{40}", "squ_", "sqp_", "sqa_"),
+    _rule("npm", "an npm access token", rf"npm_{_B62}{{36}}"),
+    _rule("pypi", "a PyPI upload token", rf"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw){_B64U}{{50,500}}",
+          "pypi-AgE", tail="A-Za-z0-9_-"),
+    _rule("rubygems", "a RubyGems API key", r"rubygems_[a-f0-9]{48}"),
+    _rule("nuget", "a NuGet API key", r"oy2[a-z0-9]{43}"),
+    _rule("docker", "a Docker Hub access token", rf"dckr_(?:pat|oat)_{_B64U}{{27,60}}", "dckr_pat_", "dckr_oat_",
+          tail="A-Za-z0-9_-"),
+    _rule("jfrog", "a JFrog API key", rf"AKCp{_B62}{{69}}"),
+    _rule("jfrog", "a JFrog reference token", rf"cmVmdGtuOjAxOj{_B62}{{40,100}}"),
+    _rule("octopus", "an Octopus Deploy API key", r"API-[A-Z0-9]{26,30}"),
+    _rule("deno", "a Deno Deploy token", rf"dd[pw]_{_B62}{{36}}", "ddp_", "ddw_"),
+    _rule("prefect", "a Prefect API key", rf"pnu_{_B62}{{36}}"),
+    _rule("readme", "a ReadMe API key", r"rdme_[a-z0-9]{70}"),
+    _rule("scalingo", "a Scalingo API token", rf"tk-us-{_B64U}{{48}}", tail="A-Za-z0-9_-"),
+    _rule("postman", "a Postman API key", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}"),
+    _rule("infracost", "an Infracost API key", rf"ico-{_B62}{{32}}"),
+    _rule("harness", "a Harness access token", rf"(?:pat|sat)\.{_B64U}{{22}}\.[0-9a-f]{{24}}\.{_B62}{{20}}",
+          "pat.", "sat."),
+    _rule("launchdarkly", "a LaunchDarkly key", rf"(?:api|sdk)-{_UUID}", "api-", "sdk-"),
+    _rule("contentful", "a Contentful personal access token", rf"CFPAT-{_B64U}{{43}}", tail="A-Za-z0-9_-"),
+    _rule("frameio", "a Frame.io developer token", r"fio-u-[A-Za-z0-9_=-]{64}", tail="A-Za-z0-9_=-"),
+    _rule("figma", "a Figma personal access token", rf"figd_{_B64U}{{40,43}}", tail="A-Za-z0-9_-"),
+    _rule("adobe", "an Adobe client secret", rf"p8e-{_B62}{{32}}"),
+    _rule("linear", "a Linear API key", rf"lin_api_{_B62}{{40}}"),
+    _rule("linear", "a Linear OAuth token", r"lin_oauth_[a-f0-9]{64}"),
+    _rule("notion", "a Notion integration token", rf"secret_{_B62}{{43}}"),
+    _rule("notion", "a Notion integration token", rf"ntn_[0-9]{{11}}{_B62}{{35}}"),
+    _rule("airtable", "an Airtable personal access token", rf"pat{_B62}{{14}}\.[a-f0-9]{{64}}"),
+    _rule("clickup", "a ClickUp API token", r"pk_[0-9]{6,10}_[0-9A-Z]{32}"),
+    _rule("dropbox", "a Dropbox access token", rf"sl\.(?:u\.)?{_B64U}{{130,1400}}", tail="A-Za-z0-9_-"),
+    _rule("typeform", "a Typeform personal access token", r"tfp_[A-Za-z0-9_.=-]{40,64}", tail="A-Za-z0-9_.=-"),
+    # Communication
+    _rule("slack", "a Slack token", r"xox(?:[abposre]|e\.xox[bp])-[0-9A-Za-z-]{10,250}", "xoxa-", "xoxb-",
+          "xoxp-", "xoxo-", "xoxs-", "xoxr-", "xoxe-", "xoxe.", tail="A-Za-z0-9_-"),
+    _rule("slack", "a Slack app-level token", r"xapp-[0-9]-[A-Z0-9]{8,12}-[0-9]{10,14}-[a-z0-9]{40,80}", "xapp-"),
+    _rule("slack", "a Slack webhook URL",
+          r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[A-Za-z0-9_/-]{20,160})",
+          tail="A-Za-z0-9_/-"),
+    _rule("discord", "a Discord webhook URL",
+          r"discord(?:app)?\.com/api/webhooks/(?P<secret>[0-9]{17,20}/[A-Za-z0-9_-]{60,70})", "discord.com/api/",
+          "discordapp.com/api/", tail="A-Za-z0-9_-"),
+    _rule("telegram", "a Telegram bot token", r"[0-9]{8,10}:AA[A-Za-z0-9_-]{33}", ":AA", back=10, lead="0-9",
+          tail="A-Za-z0-9_-"),
+    _rule("teams", "a Microsoft Teams webhook URL",
+          r"webhook\.office\.com/webhookb2/(?P<secret>[0-9a-f@-]{36,80}/IncomingWebhook/[0-9a-f]{32}/[0-9a-f-]{36})",
+          lead="A-Za-z0-9_"),
+    _rule("zapier", "a Zapier webhook URL", r"hooks\.zapier\.com/hooks/catch/(?P<secret>[0-9]{3,12}/[a-z0-9]{5,12})",
+          tail="A-Za-z0-9_"),
+    _rule("twilio", "a Twilio API key", r"SK[0-9a-fA-F]{32}"),
+    _rule("sendgrid", "a SendGrid API key", rf"SG\.{_B64U}{{22}}\.{_B64U}{{43}}", tail="A-Za-z0-9_-"),
+    _rule("mailgun", "a Mailgun API key", r"key-[0-9a-f]{32}"),
+    _rule("mailchimp", "a Mailchimp API key", r"[0-9a-f]{32}-us[0-9]{1,2}", "-us", back=32),
+    _rule("mailersend", "a MailerSend API token", r"mlsn\.[a-f0-9]{64}"),
+    _rule("mandrill", "a Mandrill API key", rf"md-{_B64U}{{22}}", tail="A-Za-z0-9_-",
+          check=lambda token: _looks_generated(token[3:], minimum=20)),
+    _rule("brevo", "a Brevo (Sendinblue) API key", rf"x(?:keysib|smtpsib)-[a-f0-9]{{64}}-{_B62}{{16}}",
+          "xkeysib-", "xsmtpsib-"),
+    _rule("resend", "a Resend API key", rf"re_{_B62}{{8}}_{_B62}{{24}}"),
+    _rule("postmark", "a Postmark server token", rf"(?<=X-Postmark-Server-Token: ){_UUID}", "X-Postmark-"),
+    _rule("intercom", "an Intercom access token", r"dG9rOi[A-Za-z0-9+/=_-]{40,80}", tail="A-Za-z0-9+/=_-"),
+    _rule("hubspot", "a HubSpot private app token", rf"pat-(?:na|eu|ap)[12]-{_UUID}", "pat-na", "pat-eu", "pat-ap"),
+    _rule("segment", "a Segment public API token", rf"sgp_{_B62}{{64}}"),
+    _rule("sourcegraph", "a Sourcegraph access token", r"sgp_(?:[a-f0-9]{16}_)?[a-f0-9]{40}"),
+    _rule("posthog", "a PostHog personal API key", rf"phx_{_B62}{{43}}"),
+    _rule("tailscale", "a Tailscale key", rf"tskey-(?:auth|api|client|webhook|scim)-{_B62}{{6,24}}-{_B62}{{20,40}}",
+          "tskey-"),
+    _rule("newrelic", "a New Relic key", r"NRAK-[A-Z0-9]{27}|NRII-[A-Za-z0-9_-]{32}|NRJS-[a-f0-9]{19}|NRAA-[a-f0-9]{27}",
+          "NRAK-", "NRII-", "NRJS-", "NRAA-", tail="A-Za-z0-9_-"),
+    _rule("newrelic", "a New Relic license key", r"[a-f0-9]{36}NRAL", "NRAL", back=36),
+    _rule("dynatrace", "a Dynatrace token", r"dt0[a-z][0-9]{2}\.[A-Z0-9]{24}\.[A-Z0-9]{64}", "dt0"),
+    _rule("sentry", "a Sentry auth token", r"sntrys_eyJ[A-Za-z0-9+/=_-]{60,400}|sntryu_[a-f0-9]{64}", "sntrys_",
+          "sntryu_", tail="A-Za-z0-9+/=_-"),
+    _rule("grafana", "a Grafana Cloud token", r"glc_[A-Za-z0-9+/]{32,400}={0,2}", tail="A-Za-z0-9+/="),
+    _rule("grafana", "a Grafana service account token", rf"glsa_{_B62}{{32}}_[A-Fa-f0-9]{{8}}"),
+    _rule("grafana", "a Grafana API key", r"eyJrIjoi[A-Za-z0-9+/]{50,100}={0,2}", tail="A-Za-z0-9+/="),
+    _rule("honeybadger", "a Honeybadger token", rf"hbp_{_B62}{{36}}"),
+    _rule("honeycomb", "a Honeycomb ingest key", r"hc[ax]i[kc]_[a-z0-9]{50,70}", "hcaik_", "hcxik_", "hcaic_",
+          "hcxic_"),
+    _rule("neptune", "a Neptune.ai API token", r"eyJhcGlfYWRkcmVzcyI6[A-Za-z0-9+/=]{40,400}", tail="A-Za-z0-9+/="),
+    # Payments and commerce
+    _rule("stripe", "a Stripe secret key", rf"[sr]k_(?:live|test)_{_B62}{{20,247}}", "sk_live_", "sk_test_",
+          "rk_live_", "rk_test_"),
+    _rule("stripe", "a Stripe webhook signing secret", rf"whsec_{_B62}{{32,64}}"),
+    _rule("checkout", "a Checkout.com secret key", r"sk_sbox_[a-z2-7]{26,27}"),
+    _rule("square", "a Square access token", rf"sq0atp-{_B64U}{{22}}|EAAA{_B64U}{{60}}", "sq0atp-", "EAAA",
+          tail="A-Za-z0-9_-"),
+    _rule("square", "a Square OAuth secret", rf"sq0csp-{_B64U}{{43}}", tail="A-Za-z0-9_-"),
+    _rule("braintree", "a Braintree access token", r"access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$[0-9a-f]{32}",
+          "access_token$"),
+    _rule("shopify", "a Shopify access token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", "shpat_", "shpca_", "shppa_",
+          "shpss_"),
+    _rule("woocommerce", "a WooCommerce API key", r"c[ks]_[a-f0-9]{40}", "ck_", "cs_"),
+    _rule("razorpay", "a Razorpay key", rf"rzp_(?:live|test)_{_B62}{{14}}", "rzp_live_", "rzp_test_"),
+    _rule("flutterwave", "a Flutterwave secret key", r"FLWSECK(?:_TEST)?-[a-h0-9]{32}-X|FLWSECK_TEST[a-h0-9]{12}",
+          "FLWSECK"),
+    _rule("plaid", "a Plaid access token", rf"access-(?:sandbox|development|production)-{_UUID}", "access-"),
+    _rule("shippo", "a Shippo API token", r"shippo_(?:live|test)_[a-f0-9]{40}", "shippo_"),
+    _rule("easypost", "an EasyPost API key", rf"EZ[AT]K{_B62}{{54}}", "EZAK", "EZTK"),
+    _rule("duffel", "a Duffel API token", r"duffel_(?:test|live)_[A-Za-z0-9_=-]{43}", "duffel_", tail="A-Za-z0-9_=-"),
+    _rule("salesforce", "a Salesforce access token", rf"00D{_B62}{{12,15}}![A-Za-z0-9._]{{80,110}}",
+          tail="A-Za-z0-9._"),
+    # Social and media
+    _rule("facebook", "a Facebook access token", rf"EAA[BCDGIJ]{_B62}{{80,300}}", "EAA"),
+    _rule("twitter", "a Twitter (X) bearer token", r"A{21}[A-Za-z0-9%]{30,120}", "AAAAAAAAAAAAAAAAAAAAA",
+          tail="A-Za-z0-9%"),
+    _rule("instagram", "an Instagram access token", rf"IGQV{_B64U}{{100,300}}", tail="A-Za-z0-9_-"),
+    _rule("pinterest", "a Pinterest access token", rf"pina_{_B62}{{32,120}}"),
+    _rule("mapbox", "a Mapbox secret token", rf"sk\.eyJ{_B64U}{{50,300}}\.{_B64U}{{20,30}}", tail="A-Za-z0-9_-"),
+    # AI and data platforms
+    _rule("openai", "an OpenAI API key", rf"sk-(?:proj|svcacct|admin)-{_B64U}{{20,200}}", "sk-proj-",
+          "sk-svcacct-", "sk-admin-", tail="A-Za-z0-9_-"),
+    _rule("openai", "an OpenAI API key", rf"sk-{_B62}{{20}}T3BlbkFJ{_B62}{{20}}", "sk-"),
+    _rule("anthropic", "an Anthropic API key", rf"sk-ant-(?:api|admin|sid|oat|ort)[0-9]{{2}}-{_B64U}{{80,120}}",
+          "sk-ant-", tail="A-Za-z0-9_-"),
+    _rule("openrouter", "an OpenRouter API key", r"sk-or-v1-[a-f0-9]{64}", "sk-or-"),
+    _rule("huggingface", "a Hugging Face token", r"hf_[A-Za-z]{34}|api_org_[A-Za-z]{34}", "hf_", "api_org_"),
+    _rule("groq", "a Groq API key", rf"gsk_{_B62}{{52}}"),
+    _rule("replicate", "a Replicate API token", rf"r8_{_B62}{{37}}"),
+    _rule("perplexity", "a Perplexity API key", rf"pplx-{_B62}{{48}}"),
+    _rule("xai", "an xAI API key", rf"xai-{_B62}{{80}}"),
+    _rule("cerebras", "a Cerebras API key", r"csk-[a-z0-9]{48}"),
+    _rule("langsmith", "a LangSmith API key", r"lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}", "lsv2_"),
+    _rule("elevenlabs", "an ElevenLabs API key", r"sk_[a-f0-9]{48}"),
+    _rule("pinecone", "a Pinecone API key", rf"pcsk_{_B62}{{5,6}}_{_B62}{{40,70}}"),
+    _rule("fireworks", "a Fireworks AI API key", rf"fw_{_B62}{{24}}"),
+    _rule("anyscale", "an Anyscale API key", rf"esecret_{_B64U}{{30,60}}", tail="A-Za-z0-9_-"),
+    _rule("databricks", "a Databricks token", r"dapi[0-9a-f]{32}(?:-[0-9])?"),
+    _rule("adafruit", "an Adafruit IO key", rf"aio_{_B62}{{28}}"),
+    _rule("akamai", "an Akamai client token", r"akab-[a-z0-9]{16}-[a-z0-9]{16}"),
+    _rule("cloudflare", "a Cloudflare Origin CA key", r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}"),
+    # Crypto wallets: the checksum rules out look-alikes
+    _rule("bitcoin", "a Bitcoin extended private key", r"[xt]prv[1-9A-HJ-NP-Za-km-z]{107,108}", "xprv", "tprv",
+          check=_base58check),
+    # Generic prefixed keys shared by many providers (OpenAI-compatible servers, DeepSeek, Stability, ...)
+    _rule("api_key", "an API key with an sk-/pk-/rk-/ak- prefix", rf"(?:sk|pk|rk|ak)-{_B64U}{{20,200}}", "sk-", "pk-",
+          "rk-", "ak-", lead="A-Za-z0-9_-", tail="A-Za-z0-9_-", check=_randomish),
+    _rule("jwt", "a JSON Web Token", rf"eyJ{_B64U}{{5,4000}}\.eyJ{_B64U}{{5,8000}}\.{_B64U}{{0,2000}}", "eyJ",
+          lead="A-Za-z0-9_-", tail="A-Za-z0-9_-"),
+)
+
+
+def _trie_pattern(words: Iterable[str]) -> str:
+    """A regex matching any of ``words``, longest first, shaped as a trie so each position costs a few
+    character comparisons rather than one per word."""
+    root: dict[str, dict] = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def emit(node: dict[str, dict]) -> str:
+        branches = [re.escape(char) + emit(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return emit(root)
+
+
+def _anchor_index(rules: Iterable[_ProviderRule]) -> tuple[re.Pattern[str], dict[str, tuple[_ProviderRule, ...]]]:
+    """One regex of every anchor, and for each anchor the rules to try there.
+
+    Prefix anchors are fenced (a token starts after a non-alphanumeric character); infix anchors such as
+    Telegram's ``:AA`` are not. An anchor's rules include those of every shorter anchor that begins it
+    (``eyJrIjoi`` also tries ``eyJ``).
+    """
+    by_anchor: dict[str, list[_ProviderRule]] = {}
+    for rule in rules:
+        for anchor in rule.anchors:
+            by_anchor.setdefault(anchor, []).append(rule)
+    table: dict[str, tuple[_ProviderRule, ...]] = {}
+    for anchor in by_anchor:
+        chain = [rule for other in sorted(by_anchor, key=len, reverse=True) if anchor.startswith(other)
+                 for rule in by_anchor[other]]
+        table[anchor] = tuple(dict.fromkeys(chain))
+    infix = {anchor for rule in rules if rule.back for anchor in rule.anchors}
+    prefix = [anchor for anchor in table if anchor not in infix]
+    pattern = f"(?<![A-Za-z0-9]){_trie_pattern(prefix)}|{_trie_pattern(infix)}"
+    return re.compile(pattern), table
+
+
+_ANCHORS, _RULES_AT = _anchor_index(_PROVIDER_RULES)
+
+
+def _secret_span(match: re.Match[str]) -> tuple[int, int]:
+    return match.span("secret") if "secret" in match.re.groupindex else match.span()
+
+
+def _provider_tokens(text: str) -> Iterable[tuple[int, int, str, str]]:
+    for anchor_match in _ANCHORS.finditer(text):
+        position = anchor_match.start()
+        for rule in _RULES_AT[anchor_match.group()]:
+            start = position - rule.back
+            if rule.back:
+                # An infix anchor: the token starts where the run of its lead characters does.
+                start = position
+                floor = max(0, position - rule.back)
+                while start > floor and re.match(r"[A-Za-z0-9_~.+/-]", text[start - 1]):
+                    start -= 1
+            match = None
+            for offset in range(start, position + 1):
+                match = rule.pattern.match(text, offset)
+                if match is not None or not rule.back:
+                    break
+            if match is None:
+                continue
+            value = match.group()
+            if rule.check is not None and not rule.check(value):
+                continue
+            span = _secret_span(match)
+            if _is_placeholder(text[span[0]:span[1]]):
+                continue
+            yield span[0], span[1], rule.family, rule.label
+            break
+
+
+# Formats recognised by their structure alone, with no literal to anchor on. They are tried only where a
+# token candidate (see layer 5) starts with one of the given characters.
+_UNANCHORED = (
+    ("discord", "a Discord bot token", "MNO",
+     re.compile(r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_.-])"), None),
+    ("bitcoin", "a Bitcoin private key (WIF)", "5KL",
+     re.compile(r"(?:5[HJK][1-9A-HJ-NP-Za-km-z]{49}|[KL][1-9A-HJ-NP-Za-km-z]{51})(?![A-Za-z0-9])"), _base58check),
+    ("asana", "an Asana personal access token", "12",
+     re.compile(r"[12]/[0-9]{10,20}:[a-f0-9]{32}(?![A-Za-z0-9])"), None),
+)
+
+
+def _unanchored_tokens(text: str, candidates: list[re.Match[str]]) -> Iterable[tuple[int, int, str, str]]:
+    for candidate in candidates:
+        first = candidate.group()[0]
+        for family, label, firsts, pattern, check in _UNANCHORED:
+            if first not in firsts:
+                continue
+            match = pattern.match(text, candidate.start())
+            if match and (check is None or check(match.group())) and not _is_placeholder(match.group()):
+                yield match.start(), match.end(), family, label
+
+
+# -- layer 3: a provider's name next to a token of its shape -----------------------------------------------------
+
+_SHAPES = {
+    "uuid": _UUID.replace("a-f", "a-fA-F"),
+    "hex32": "[0-9a-fA-F]{32}",
+    "hex40": "[0-9a-fA-F]{40}",
+    "hex64": "[0-9a-fA-F]{64}",
+    "hex32_40": "[0-9a-fA-F]{32}|[0-9a-fA-F]{40}",
+    "b62_20_64": "[A-Za-z0-9]{20,64}",
+    "b64u_20_100": "[A-Za-z0-9_-]{20,100}",
+    "b64_40_100": "[A-Za-z0-9+/]{40,100}={0,2}",
 }
-_PLACEHOLDER = re.compile(r"\[(EMAIL|CREDIT_CARD|SSN|PHONE|IP_ADDRESS)_([0-9]{3,})\]")
-_NON_DIGIT = re.compile(r"[^0-9]")
-_UNBROKEN_RUN = re.compile(r"[A-Za-z0-9]{20}")
+_CONTEXT_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
+    # (family, label, keywords separated by |, shape)
+    ("heroku", "a Heroku API key", "heroku", "uuid"),
+    ("twilio", "a Twilio auth token", "twilio", "hex32"),
+    ("datadog", "a Datadog API or application key", "datadog|dd_api_key|dd_app_key|dd_application_key", "hex32_40"),
+    ("mailgun", "a Mailgun API key", "mailgun", r"[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}|[0-9a-f]{32}"),
+    ("github", "a GitHub OAuth token", "github_token|gh_token|github oauth|github_oauth|github_pat", "hex40"),
+    ("azure", "an Azure key", "azure", "hex32|b64_40_100"),
+    ("cloudflare", "a Cloudflare API token or key", "cloudflare|cf_api", r"[A-Za-z0-9_-]{40}|[0-9a-f]{37}"),
+    ("okta", "an Okta API token", "okta", r"00[A-Za-z0-9_-]{40}"),
+    ("algolia", "an Algolia API key", "algolia", "hex32"),
+    ("sparkpost", "a SparkPost API key", "sparkpost", "hex40"),
+    ("postmark", "a Postmark token", "postmark", "uuid"),
+    ("mailjet", "a Mailjet API key", "mailjet", "hex32"),
+    ("mixpanel", "a Mixpanel secret", "mixpanel", "hex32"),
+    ("amplitude", "an Amplitude secret key", "amplitude", "hex32"),
+    ("snyk", "a Snyk API token", "snyk", "uuid"),
+    ("circleci", "a CircleCI API token", "circleci|circle_token", "hex40"),
+    ("travis", "a Travis CI token", "travis", r"[A-Za-z0-9_-]{22}"),
+    ("codecov", "a Codecov upload token", "codecov", "uuid"),
+    ("sumologic", "a Sumo Logic access key", "sumologic|sumo_", r"[A-Za-z0-9]{64}"),
+    ("pagerduty", "a PagerDuty API key", "pagerduty", r"u\+[A-Za-z0-9_+-]{18}|[A-Za-z0-9_+-]{20}"),
+    ("opsgenie", "an Opsgenie API key", "opsgenie", "uuid"),
+    ("rollbar", "a Rollbar access token", "rollbar", "hex32"),
+    ("bugsnag", "a Bugsnag API key", "bugsnag", "hex32"),
+    ("infura", "an Infura project secret", "infura", "hex32"),
+    ("etherscan", "an Etherscan API key", "etherscan|bscscan|polygonscan", r"[A-Z0-9]{34}"),
+    ("alchemy", "an Alchemy API key", "alchemy", r"[A-Za-z0-9_-]{32}"),
+    ("coinbase", "a Coinbase API secret", "coinbase", r"[A-Za-z0-9+/]{64,88}={0,2}|[A-Za-z0-9]{32}"),
+    ("binance", "a Binance API key or secret", "binance", r"[A-Za-z0-9]{64}"),
+    ("kraken", "a Kraken private key", "kraken", r"[A-Za-z0-9+/]{80,90}={0,2}"),
+    ("cohere", "a Cohere API key", "cohere|co_api_key", r"[A-Za-z0-9]{40}"),
+    ("mistral", "a Mistral API key", "mistral", r"[A-Za-z0-9]{32}"),
+    ("together", "a Together AI API key", "together_api|togetherai|together ai|together\\.ai", "hex64"),
+    ("deepgram", "a Deepgram API key", "deepgram", "hex40"),
+    ("assemblyai", "an AssemblyAI API key", "assemblyai|assembly ai", "hex32"),
+    ("wandb", "a Weights & Biases API key", "wandb|weights & biases|weights and biases", "hex40"),
+    ("ngrok", "an ngrok authtoken", "ngrok", r"[0-9A-Za-z]{20,32}_[0-9A-Za-z]{15,30}"),
+    ("linode", "a Linode API token", "linode", "hex64"),
+    ("vultr", "a Vultr API key", "vultr", r"[A-Z0-9]{36}"),
+    ("hetzner", "a Hetzner Cloud API token", "hetzner|hcloud", r"[A-Za-z0-9]{64}"),
+    ("scaleway", "a Scaleway secret key", "scaleway|scw_secret", "uuid"),
+    ("ibm", "an IBM Cloud API key", "ibm cloud|ibmcloud|ibm_cloud|ibm api", r"[A-Za-z0-9_-]{44}"),
+    ("zendesk", "a Zendesk API token", "zendesk", r"[A-Za-z0-9]{40}"),
+    ("freshdesk", "a Freshdesk API key", "freshdesk", r"[A-Za-z0-9]{20}"),
+    ("trello", "a Trello API key or token", "trello", "hex32|hex64|" + r"ATTA[A-Za-z0-9]{60,70}"),
+    ("zoom", "a Zoom API secret", "zoom", r"[A-Za-z0-9]{32}"),
+    ("twitch", "a Twitch OAuth token", "twitch", r"[a-z0-9]{30}"),
+    ("spotify", "a Spotify client secret", "spotify", "hex32"),
+    ("reddit", "a Reddit client secret", "reddit", r"[A-Za-z0-9_-]{27,30}"),
+    ("linkedin", "a LinkedIn client secret", "linkedin", r"[A-Za-z0-9]{16}"),
+    ("pipedrive", "a Pipedrive API token", "pipedrive", "hex40"),
+    ("mollie", "a Mollie API key", "mollie", r"(?:live|test)_[A-Za-z0-9]{30}"),
+    ("lob", "a Lob API key", "lob_|lob api|lob key", r"(?:live|test)_[a-f0-9]{35}"),
+    ("gocardless", "a GoCardless access token", "gocardless", r"(?:live|sandbox)_[A-Za-z0-9_=-]{40}"),
+    ("adyen", "an Adyen API key", "adyen", r"AQE[A-Za-z0-9+/=_.-]{60,300}"),
+    ("wechat", "a WeChat app secret", "wechat|weixin", "hex32"),
+    ("line", "a LINE channel secret or token", "line channel|line_channel", r"[0-9a-f]{32}|[A-Za-z0-9+/]{150,180}={0,2}"),
+    ("kakao", "a Kakao REST API key", "kakao", "hex32"),
+    ("vonage", "a Vonage (Nexmo) API secret", "vonage|nexmo", r"[A-Za-z0-9]{16}"),
+    ("plivo", "a Plivo auth token", "plivo", r"[A-Za-z0-9]{40}"),
+    ("messagebird", "a MessageBird API key", "messagebird", r"[A-Za-z0-9]{25}"),
+    ("telnyx", "a Telnyx API key", "telnyx", r"KEY[0-9A-Za-z_-]{40,60}"),
+    ("mux", "a Mux token secret", "mux_token|mux secret", r"[A-Za-z0-9+/]{60,80}"),
+    ("fastly", "a Fastly API token", "fastly", r"[A-Za-z0-9_-]{32}"),
+    ("jenkins", "a Jenkins API token", "jenkins", r"11[0-9a-f]{32}"),
+    ("confluent", "a Confluent API secret", "confluent", r"[A-Za-z0-9+/]{64}"),
+    ("mongodb", "a MongoDB Atlas API key", "mongodb atlas|atlas api|mongodb_atlas", "uuid"),
+    ("splunk", "a Splunk HEC token", "splunk", "uuid"),
+    ("loggly", "a Loggly token", "loggly", "uuid"),
+    ("auth0", "an Auth0 client secret", "auth0", r"[A-Za-z0-9_-]{64}"),
+    ("onelogin", "a OneLogin client secret", "onelogin", "hex64"),
+    ("duo", "a Duo secret key", "duo ", r"[A-Za-z0-9]{40}"),
+    ("meraki", "a Cisco Meraki API key", "meraki", "hex40"),
+    ("ethereum", "an Ethereum private key", "private key|privkey|private_key|wallet key|eth_key",
+     r"(?:0x)?[0-9a-fA-F]{64}"),
+    ("aws", "an AWS secret access key", "aws|secret access key|secret_access_key", r"[A-Za-z0-9+/]{40}"),
+    ("aws", "an AWS session token", "aws_session_token|session token|securitytoken", r"[A-Za-z0-9+/]{100,1200}={0,2}"),
+    ("paypal", "a PayPal client secret", "paypal", r"E[A-Za-z0-9_-]{79}"),
+    ("shopify", "a Shopify shared secret", "shopify", "hex32"),
+    ("dropbox", "a Dropbox access token", "dropbox", r"[A-Za-z0-9_-]{64}"),
+    ("box", "a Box client secret", "box_client|box api|box client", r"[A-Za-z0-9]{32}"),
+    ("etsy", "an Etsy API key", "etsy", r"[a-z0-9]{24}"),
+    ("sentry", "a Sentry auth token", "sentry", "hex64"),
+    ("npm", "a legacy npm token", "npm_token|npmrc|_authtoken", "uuid"),
+    ("gitea", "a Gitea access token", "gitea|forgejo|codeberg", "hex40"),
+    ("weaviate", "a Weaviate API key", "weaviate", r"[A-Za-z0-9]{36,48}"),
+    ("qdrant", "a Qdrant API key", "qdrant", r"[A-Za-z0-9_-]{30,64}"),
+)
 
 
-def _luhn_valid(digits: str) -> bool:
-    """Whether a digit string passes the Luhn checksum every payment card number carries."""
+def _top_level_alternatives(pattern: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for char in pattern:
+        depth += (char == "(") - (char == ")")
+        if char == "|" and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return parts + [current]
+
+
+def _compile_context() -> tuple[re.Pattern[str], dict[str, list[tuple[str, str, re.Pattern[str]]]]]:
+    by_keyword: dict[str, list[tuple[str, str, re.Pattern[str]]]] = {}
+    for family, label, keywords, shape in _CONTEXT_FAMILIES:
+        shape_pattern = re.compile("|".join(f"(?:{_SHAPES.get(part, part)})"
+                                            for part in _top_level_alternatives(shape)))
+        for keyword in keywords.split("|"):
+            by_keyword.setdefault(keyword.replace("\\", ""), []).append((family, label, shape_pattern))
+    words = sorted(by_keyword, key=len, reverse=True)
+    return re.compile("|".join(re.escape(word) for word in words)), by_keyword
+
+
+_CONTEXT_WORDS, _CONTEXT_RULES = _compile_context()
+_CANDIDATE = re.compile(r"(?<![A-Za-z0-9_+/=-])[A-Za-z0-9_+/=-]{16,}")
+_PUBLIC_PREFIXES = ("pk_live_", "pk_test_", "phc_", "sb_publishable_", "pk.eyJ", "AAAAB3NzaC1", "AAAAC3NzaC1",
+                    "AAAAE2VjZHNh",  # publishable keys and SSH public keys are meant to be shared
+                    "eyJ")  # base64 JSON such as a lone JWT header; a whole JWT is the jwt rule's
+_CONTEXT_WINDOW = 72
+
+
+def _context_family(text: str, start: int, token: str) -> tuple[str, str] | None:
+    line_start = text.rfind("\n", 0, start) + 1
+    window = text[max(line_start, start - _CONTEXT_WINDOW):start].lower()
+    for word in reversed(_CONTEXT_WORDS.findall(window)):
+        for family, label, shape in _CONTEXT_RULES.get(word, ()):
+            if shape.fullmatch(token):
+                return family, label
+    return None
+
+
+# -- layer 4: a key that names a secret ----------------------------------------------------------------------------
+
+_SECRET_WORD = re.compile(r"passw|passphrase|pass|pwd|secret|token|key|cred|auth|sig|pin|private")
+_IDENT_CHAR = re.compile(r"[A-Za-z0-9_.\-]")
+_CAMEL_SPLIT = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_PASSWORD_TAILS = ("password", "passwd", "passphrase", "passcode", "pwd")
+_KEY_QUALIFIERS = frozenset("""
+    api access secret private client auth signing encryption master app consumer service storage account admin
+    deploy webhook hmac shared server ingest write root license subscription sas session jwt encrypt decrypt
+    cipher crypt vault stripe openai anthropic aws gcp azure github gitlab slack twilio sendgrid mailgun
+    datadog sentry
+""".split())
+_NOT_SECRET_TAILS = frozenset("""
+    tokens tokenizer tokenize tokenized tokenizing keys keyboard keyword keywords keyspace keystore keyring
+    keychain keyname keyid id ids name names type types file path url uri endpoint count length len size limit
+    limits max min hash hashed digest salt format prefix field fields header headers policy policies expiry
+    expires expiration ttl timeout enabled disabled required rotation version location source ref reference
+    label env var variable manager provider store mode method scheme strength hint reset form input label
+    secretary passage passenger passing passport passthrough bypass compass pinned pins pinyin pinch spinner
+""".split())
+
+
+def _key_parts(identifier: str) -> list[str]:
+    parts: list[str] = []
+    for chunk in re.split(r"[._\-\s]+", identifier):
+        parts.extend(piece.lower() for piece in _CAMEL_SPLIT.findall(chunk))
+    return [part for part in parts if part]
+
+
+def _key_kind(identifier: str) -> str | None:
+    """``"password"`` or ``"generic"`` when ``identifier`` names a secret, else None (``max_tokens``, ``key_id``)."""
+    parts = _key_parts(identifier)
+    if not parts:
+        return None
+    last = parts[-1]
+    previous = parts[-2] if len(parts) > 1 else ""
+    if last in _NOT_SECRET_TAILS:
+        return None
+    if last in ("password", "passwd", "passphrase", "passcode", "pwd", "pass", "pw") or last.endswith(
+            _PASSWORD_TAILS):
+        return "password"
+    if last in ("pin",) and previous in ("", "card", "atm", "sim", "my", "the", "user", "account"):
+        return "password"
+    if last == "key":
+        if previous in _KEY_QUALIFIERS:
+            return "private_key" if previous == "private" else "generic"
+        return None
+    if last.endswith(("apikey", "secretkey", "accesskey", "privatekey", "authkey")):
+        return "generic"
+    if last in ("secret", "token", "credential", "credentials", "creds", "authorization", "sig"):
+        return "generic"
+    if last.endswith(("secret", "token")) and len(last) > 6:
+        return "generic"
+    if last == "auth" and previous in ("basic", "http", "proxy", "api", "x"):
+        return "generic"
+    if last == "signature" and previous in ("amz", "x", "url", "request"):
+        return "generic"
+    return None
+
+
+_KEY_LABELS = {
+    "password": "a password",
+    "generic": "a secret assigned to a credential field",
+    "private_key": "a private key",
+}
+
+# After a key: what joins it to its value. Order matters (longest operators first).
+_JOINER = re.compile(
+    r"(?P<close>[\"'`]?\]?[\"'`]?)[ \t]*"
+    r"(?:"
+    r"(?P<typed>(?::[ \t]*)?[A-Za-z_][A-Za-z0-9_.\[\]<>|?]{0,40}[ \t]*(?::=|=(?![=>~])))"  # Go/TS/Kotlin types
+    r"|(?P<op>:::=|::=|:=|\?=|\+=|\.=|=>|===|!==|==|!=|=|:(?![:/])|->)"
+    r"|(?P<comma>,)"
+    r"|(?P<tag>>)"
+    r"|(?P<is>[ \t]+(?:is|was|are|will be)(?:[ \t]+(?:now|still|set[ \t]+to|just))?(?:[ \t]*:)?)"
+    r"|(?P<space>[ \t]+)"
+    r")[ \t]*")
+_AUTH_SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest|apikey|api-key|key|sso-key|otp|splunk|ghp)[ \t]+")
+_QUOTED = re.compile(r"(?P<q>\"|'|`)(?P<v>(?:(?!(?P=q))[^\\\n]|\\.){1,512})(?P=q)")
+_BACKTICK_BLOCK = re.compile(r"`(?P<v>[^`]{1,2048})`")
+_BARE = re.compile(r"[^\s\"'`,;<>(){}\[\]|]{1,512}")
+_BARE_IN_QUERY = re.compile(r"[^\s\"'`,;&<>(){}\[\]|#]{1,512}")  # after ?key= or &key=, & ends the value
+_YAML_TAG = re.compile(r"!!?[a-z][\w/:.-]*")
+_TAG_VALUE = re.compile(r"(?P<v>[^<\n]{1,512})</")
+_CODE_REFERENCE = re.compile(
+    r"(?:[A-Za-z_$][A-Za-z_$]*[0-9]?(?:\.|::|->))+[A-Za-z_$][A-Za-z_$]*[0-9]?(?:\(|\[|$)|"  # self.token
+    r"[A-Za-z_$][A-Za-z0-9_$]*\(|"  # get_token(
+    r"(?:os\.environ|os\.getenv|getenv|process\.env|ENV|env|System\.getenv|config|settings|secrets|vault)\b")
+_PROSE_AFTER = re.compile(r"[ \t]+(?:the|a|an|to|of|for|and|or|in|on|at|by|with|from|is|be|that|this)\b", re.I)
+
+
+def _value_after(text: str, at: int, joiner: str, query: bool = False) -> tuple[int, int, bool] | None:
+    """The span of the value at ``at`` and whether it was quoted; None when there is no literal value."""
+    if joiner == "tag":
+        match = _TAG_VALUE.match(text, at)
+        return (match.start("v"), match.end("v"), True) if match else None
+    if at < len(text) and text[at] in "\"'`":
+        match = _QUOTED.match(text, at)
+        if match is None and text[at] == "`":
+            match = _BACKTICK_BLOCK.match(text, at)
+        if match is None:
+            return None
+        return match.start("v"), match.end("v"), True
+    prefix = re.match(r"[rbfuRBFU]{1,2}(?=[\"'])", text[at:at + 3])
+    if prefix is not None and not prefix.group().lower().count("f"):
+        return _value_after(text, at + prefix.end(), joiner)
+    match = (_BARE_IN_QUERY if query else _BARE).match(text, at)
+    if match is None or _YAML_TAG.fullmatch(match.group()) or match.group().endswith(("...", "…")):
+        return None
+    end = match.end()
+    while end > at and text[end - 1] in ".:!?":
+        end -= 1
+    return (at, end, False) if end > at else None
+
+
+def _literal_secret(text: str, start: int, end: int, quoted: bool, joiner: str, kind: str) -> bool:
+    """Whether the value ``text[start:end]`` is a literal secret rather than code, prose or a placeholder."""
+    value = text[start:end]
+    minimum = 6 if kind == "password" else 8
+    if len(value) < minimum or _is_placeholder(value):
+        return False
+    if quoted:
+        if value.count(" ") >= 4 or re.search(r"%[sd]|%\(|\{[0-9a-z_]*\}", value):
+            return False  # a sentence or a format string, not a secret
+        return True
+    following = text[end:end + 1]
+    if (following and following in "([") or _CODE_REFERENCE.match(value):
+        return False
+    if re.fullmatch(r"-?[0-9]{1,5}(?:\.[0-9]+)?", value):
+        return False  # numbers: max_tokens: 4096, timeouts, ports
+    if joiner in ("is", "space") or not any(not (char.isalpha() or char in "._-") for char in value):
+        # Plain words are prose ("Password: required", "the token is expired"); a long run of letters
+        # can be a passphrase when a key names it ("password: correcthorsebatterystaple").
+        has_symbol = any(not char.isalpha() for char in value)
+        if not has_symbol and not (value.isalpha() and len(value) >= 16 and joiner not in ("is", "space")):
+            return False
+        if joiner in ("is", "space") and not (any(char.isdigit() for char in value) or
+                                             re.search(r"[^A-Za-z0-9]", value.strip("._-"))):
+            return False
+    return True
+
+
+def _labelled_secrets(text: str) -> Iterable[tuple[int, int, str, str]]:
+    lowered = text.lower() if len(text.lower()) == len(text) else text
+    done_until = -1
+    for hit in _SECRET_WORD.finditer(lowered):
+        if hit.start() < done_until:
+            continue
+        left = hit.start()
+        floor = max(0, left - 64)
+        while left > floor and _IDENT_CHAR.match(text[left - 1]):
+            left -= 1
+        right = hit.end()
+        ceiling = min(len(text), right + 64)
+        while right < ceiling and _IDENT_CHAR.match(text[right]):
+            right += 1
+        done_until = right
+        identifier = text[left:right].rstrip(".-")
+        right = left + len(identifier)
+        flag = identifier.startswith("-")
+        identifier = identifier.lstrip("-")
+        kind = _key_kind(identifier)
+        if kind is None:
+            continue
+        # Only the last segment of a dotted key matters; what precedes it (db., spring.datasource.) is path.
+        joiner_match = _JOINER.match(text, right)
+        if joiner_match is None:
+            continue
+        joiner = next(name for name in ("typed", "op", "comma", "tag", "is", "space") if joiner_match.group(name)
+                      is not None)
+        before = text[max(0, left - 1):left]
+        if joiner == "tag" and before != "<":
+            continue
+        if joiner == "comma" and not (before and before in "\"'" and re.search(r"(?i)(?:property|put|set|env|add|header|"
+                                                                     r"define)\w*\(\s*[\"']?$", text[max(0, left - 30):left])):
+            continue
+        if joiner == "space" and not flag:
+            if identifier.lower() not in ("authorization", "proxy-authorization"):
+                continue
+        if joiner == "op" and joiner_match.group("op") == ":" and text[joiner_match.end("op"):joiner_match.end(
+                "op") + 1] == ":":
+            continue
+        at = joiner_match.end()
+        if identifier.lower().endswith("authorization") or kind == "generic" and identifier.lower().endswith(
+                "auth"):
+            scheme = _AUTH_SCHEME.match(text, at)
+            if scheme is not None:
+                at = scheme.end()
+        value = _value_after(text, at, joiner, query=before in ("?", "&"))
+        if value is None:
+            continue
+        start, end, quoted = value
+        if joiner == "space" and flag and text[start:end].startswith("-"):
+            continue  # the next flag, not a value
+        if joiner == "op" and joiner_match.group("op") in ("==", "===", "!=", "!==") and not quoted:
+            continue
+        if not _literal_secret(text, start, end, quoted, joiner, kind):
+            continue
+        family = "http_auth" if identifier.lower().endswith("authorization") else kind
+        label = "an HTTP Authorization credential" if family == "http_auth" else _KEY_LABELS[kind]
+        provider = _context_family(text, start, text[start:end])  # HEROKU_API_KEY=<uuid> is a Heroku key
+        if provider is not None:
+            family, label = provider
+        done_until = max(done_until, end)
+        yield start, end, family, label
+
+
+# Bearer tokens outside a header, user:password in URLs and connection strings, and command-line passwords.
+_BEARER = re.compile(r"(?<![A-Za-z0-9_])(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/-]{8,4096}=*)")
+_URL_USERINFO = re.compile(r"://(?P<user>[^\s:/@?#\[\]\"'<>]{0,128}):(?P<secret>[^\s/@\[\]\"'<>]{1,256})@")
+_CLI_PASSWORD = re.compile(
+    r"(?<![\w-])(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)(?![\w-])"
+    r"[^\n|;&]{0,200}?(?<=[ \t])-p(?P<secret>[^\s'\"]{1,128}|'[^'\n]{1,128}'|\"[^\"\n]{1,128}\")"
+    r"|(?<![\w-])(?:curl|wget|http)(?![\w-])[^\n|;&]{0,200}?(?<=[ \t])(?:-u|--user)[ \t=]+[\"']?[^\s:\"']{1,64}:"
+    r"(?P<secret2>[^\s\"'@]{1,128})"
+    r"|(?<![\w-])sshpass[ \t]+-p[ \t]*(?P<secret3>[^\s'\"]{1,128})")
+
+
+def _bearer_tokens(text: str) -> Iterable[tuple[int, int, str, str]]:
+    if "earer" not in text and "EARER" not in text:
+        return
+    for match in _BEARER.finditer(text):
+        token = match.group("secret")
+        stripped = token.rstrip(".")
+        if len(stripped) >= 8 and (len(stripped) >= 20 or any(char.isdigit() for char in stripped)) and not \
+                _is_placeholder(stripped):
+            yield match.start("secret"), match.start("secret") + len(stripped), "bearer", "a bearer token"
+
+
+def _url_passwords(text: str) -> Iterable[tuple[int, int, str, str]]:
+    if "://" not in text:
+        return
+    for match in _URL_USERINFO.finditer(text):
+        secret = match.group("secret")
+        if not _is_placeholder(secret) and secret.lower() not in ("pass", "pw", "pwd", "password", "secret"):
+            yield match.start("secret"), match.end("secret"), "url_password", "a password in a URL"
+
+
+def _cli_passwords(text: str) -> Iterable[tuple[int, int, str, str]]:
+    if "-p" not in text and "-u" not in text:
+        return
+    for match in _CLI_PASSWORD.finditer(text):
+        group = next(name for name in ("secret", "secret2", "secret3") if match.group(name) is not None)
+        start, end = match.span(group)
+        if text[start] in "'\"":
+            start, end = start + 1, end - 1
+        if end - start >= 4 and not _is_placeholder(text[start:end]):
+            yield start, end, "password", "a password"
+
+
+# -- layer 5: random-looking tokens in prose ---------------------------------------------------------------------------
+
+_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]{1,20}://[^\s<>\"'`]{1,2048}")
+_NOT_A_KEY_BEFORE = re.compile(
+    r"(?i)(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-nistp[0-9]+|integrity|base64,|h1:|sha[0-9]{1,3}[-:=]|"
+    r"sha[0-9]{1,3}-|nonce-|data:[a-z/+.-]+;)[\s\"':=]*$")
+
+
+def _bare_tokens(text: str, candidates: list[re.Match[str]],
+                 claimed: Callable[[int, int], bool]) -> Iterable[tuple[int, int, str, str]]:
+    urls: list[tuple[int, int]] = [m.span() for m in _URL.finditer(text)] if "://" in text else []
+    for match in candidates:
+        start, end = match.span()
+        token = match.group()
+        if claimed(start, end):
+            continue
+        context = _context_family(text, start, token.rstrip("=") if len(token) > 20 else token)
+        if context is None and token.startswith(("0x", "0X")):
+            context = _context_family(text, start, token)
+        if context is not None:
+            if not _is_placeholder(token):
+                yield start, end, context[0], context[1]
+            continue
+        if any(lo <= start < hi for lo, hi in urls):
+            continue
+        if token.startswith(_PUBLIC_PREFIXES):
+            continue
+        if _NOT_A_KEY_BEFORE.search(text, max(0, start - 24), start):
+            continue
+        core = token.strip("-_/+")
+        offset = token.find(core)
+        if _looks_generated(core) and not _is_placeholder(core):
+            yield start + offset, start + offset + len(core), "high_entropy", "a random-looking token"
+
+
+# -- putting the layers together --------------------------------------------------------------------------------------------
+
+
+class _Spans:
+    """Accepted, non-overlapping spans kept sorted, with an overlap test in O(log n)."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.items: list[tuple[int, int, str, str]] = []
+
+    def overlaps(self, start: int, end: int) -> bool:
+        index = bisect.bisect_right(self.starts, start)
+        if index and self.items[index - 1][1] > start:
+            return True
+        return index < len(self.items) and self.items[index][0] < end
+
+    def add(self, item: tuple[int, int, str, str]) -> None:
+        if item[1] <= item[0] or self.overlaps(item[0], item[1]):
+            return
+        index = bisect.bisect_right(self.starts, item[0])
+        self.starts.insert(index, item[0])
+        self.items.insert(index, item)
+
+
+def _credential_spans(text: str) -> list[tuple[int, int, str, str]]:
+    spans = _Spans()
+    placeholders = [m.span() for m in _CREDENTIAL_PLACEHOLDER.finditer(text)] if "[" in text else []
+
+    def inside_placeholder(start: int, end: int) -> bool:
+        return any(lo <= start and end <= hi for lo, hi in placeholders)
+
+    candidates = list(_CANDIDATE.finditer(text))
+    layers = (_key_blocks(text), _provider_tokens(text), _unanchored_tokens(text, candidates), _url_passwords(text),
+              _bearer_tokens(text), _cli_passwords(text), _labelled_secrets(text))
+    for layer in layers:
+        for item in layer:
+            if not inside_placeholder(item[0], item[1]):
+                spans.add(item)
+    for item in _bare_tokens(text, candidates, spans.overlaps):
+        if not inside_placeholder(item[0], item[1]):
+            spans.add(item)
+    return spans.items
+
+
+def scan_credentials(text: str) -> list[CredentialFinding]:
+    """Find every secret in ``text``: provider tokens, private keys, passwords and other credentials.
+
+    Args:
+        text: any text (a chat message, a config file, a log line).
+
+    Returns:
+        Findings sorted by ``start``, never overlapping. Each span covers only the secret: labels such as
+        ``password=``, ``Bearer `` and the ``postgres://app:`` ... ``@host`` around a URL password stay outside.
+
+    Raises:
+        InvalidArgumentError: ``text`` is not a string.
+    """
+    text = _checked_str(text)
+    return [CredentialFinding(start, end, family, label) for start, end, family, label in _credential_spans(text)]
+
+
+def redact_credential_text(text: str) -> tuple[str, int]:
+    """Replace every secret with ``[credential:<family>]`` until none is left.
+
+    A whole private key block (to its END line, or to the end of a cut-off text) becomes one placeholder.
+    Applying it again changes nothing, and no placeholder is ever taken for a secret.
+
+    Args:
+        text: any text.
+
+    Returns:
+        ``(redacted text, number of secrets replaced)``. In the unreachable case that rewriting does not
+        settle, the whole text becomes ``[credential:generic]``, so a secret can never slip through.
+
+    Raises:
+        InvalidArgumentError: ``text`` is not a string.
+    """
+    text = _checked_str(text)
+    replaced = 0
+    for _ in range(_MAX_REWRITE_PASSES):
+        spans = _credential_spans(text)
+        if not spans:
+            return text, replaced
+        pieces, cursor = [], 0
+        for start, end, family, _label in spans:
+            pieces.append(text[cursor:start])
+            pieces.append(f"[credential:{family}]")
+            cursor = end
+        pieces.append(text[cursor:])
+        text = "".join(pieces)
+        replaced += len(spans)
+    return _FAIL_CLOSED, replaced + 1
+
+
+# -- PII ----------------------------------------------------------------------------------------------------------------------
+#
+# PII is personal but legitimate content: it is rewritten to its kind, never refused. Numbers are validated
+# where the format carries a check (Luhn for cards, mod-97 for IBANs, the calling-code table for phones) and
+# the ambiguous spellings (an SSN without dashes) count only next to a word that says what they are.
+
+PII_KINDS: tuple[str, ...] = ("email", "phone", "iban", "credit_card", "ssn", "ip_address", "nino")
+"""The kinds of personal data ``scan_pii`` finds, in tie-break order when two findings start together."""
+
+
+_EMAIL = re.compile(
+    r"(?<![\w.!#%&*+@-])"
+    r"(?:\"(?:[^\"\\\n]|\\.){1,64}\"|[\w!#%&*+-]{1,64})(?:\.(?:\"(?:[^\"\\\n]|\\.){1,64}\"|[\w!#%&*+-]{1,64})){0,16}"
+    r"@(?P<domain>(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.){1,8}(?:[^\W\d_]{2,63}|xn--[a-z0-9-]{1,59}))"
+    r"(?![\w-]|\.[^\W_])")
+_FILE_SUFFIXES = frozenset("png jpg jpeg gif svg webp ico bmp css js mjs ts tsx jsx json map md txt lock py rb".split())
+
+_LUHN_NETWORKS = (
+    # (IIN prefix range low, high, prefix length, allowed lengths)
+    (4, 4, 1, (13, 16, 19)),  # Visa
+    (51, 55, 2, (16,)), (2221, 2720, 4, (16,)),  # Mastercard
+    (34, 34, 2, (15,)), (37, 37, 2, (15,)),  # American Express
+    (6011, 6011, 4, (16, 17, 18, 19)), (644, 649, 3, (16, 17, 18, 19)), (65, 65, 2, (16, 17, 18, 19)),  # Discover
+    (300, 305, 3, (14, 15, 16, 17, 18, 19)), (36, 36, 2, (14, 15, 16, 17, 18, 19)),
+    (38, 39, 2, (14, 15, 16, 17, 18, 19)),  # Diners Club
+    (3528, 3589, 4, (16, 17, 18, 19)),  # JCB
+    (62, 62, 2, (16, 17, 18, 19)),  # UnionPay
+    (2200, 2204, 4, (16, 17, 18, 19)),  # Mir
+    (50, 50, 2, tuple(range(12, 20))), (56, 69, 2, tuple(range(12, 20))),  # Maestro
+    (60, 60, 2, (16,)), (81, 82, 2, (16, 17, 18, 19)),  # RuPay
+)
+_CARD = re.compile(
+    r"(?<![\w.,+/-])(?<![0-9][ -])"
+    r"(?:[0-9]{4}(?P<s>[ -])[0-9]{4}(?P=s)[0-9]{4}(?P=s)[0-9]{4}(?:(?P=s)[0-9]{1,3})?"  # 4-4-4-4(-3)
+    r"|[0-9]{4}(?P<a>[ -])[0-9]{6}(?P=a)[0-9]{4,5}"  # 4-6-5 (Amex), 4-6-4 (Diners)
+    r"|[0-9]{4}(?P<m>[ -])[0-9]{4}(?P=m)[0-9]{4}(?:(?P=m)[0-9]{1,3})?"  # 12-15 digit Maestro
+    r"|[0-9]{12,19})"
+    r"(?![\w-]|[.,][0-9]|[ -][0-9])")
+_CARD_CONTEXT = re.compile(r"(?i)card|visa|mastercard|amex|maestro|cc\b|cc#|pan\b|payment")
+
+_SSN_DASHED = re.compile(r"(?<![\w.-])(?<![0-9] )([0-9]{3})-([0-9]{2})-([0-9]{4})(?![\w-]|[.,][0-9]| [0-9])")
+_SSN_OTHER = re.compile(r"(?<![\w.-])([0-9]{3})( ?)([0-9]{2})\2([0-9]{4})(?![\w-]|[.,][0-9]| [0-9])")
+_SSN_CONTEXT = re.compile(r"(?i)\bssn\b|\bss#|social[ -]security|soc\.? ?sec|\bssn:|tax ?payer id|\bsocial\b")
+
+_NINO = re.compile(
+    r"(?<![A-Za-z0-9])(?!BG|GB|KN|NK|NT|TN|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]"
+    r"(?P<s> ?)[0-9]{2}(?P=s)[0-9]{2}(?P=s)[0-9]{2}(?P=s)[A-D](?![A-Za-z0-9])")
+
+_IBAN_LENGTHS = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22, "BR": 29, "BY": 28,
+    "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DK": 18, "DO": 28, "EE": 20, "EG": 29, "ES": 24, "FI": 18,
+    "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23, "GL": 18, "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22,
+    "IL": 23, "IQ": 23, "IS": 26, "IT": 27, "JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LC": 32, "LI": 21, "LT": 20,
+    "LU": 20, "LV": 21, "MC": 27, "MD": 24, "ME": 22, "MK": 19, "MR": 27, "MT": 31, "MU": 30, "NL": 18, "NO": 15,
+    "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "SA": 24, "SC": 31, "SE": 24, "SI": 19,
+    "SK": 24, "SM": 27, "ST": 25, "SV": 28, "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20,
+}
+_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?:(?P<s> ?)[A-Z0-9]{4}){2,7}(?:(?P=s)[A-Z0-9]{1,4})?(?![A-Za-z0-9])")
+
+# Calling codes and the length of the national significant number that follows (min, max).
+_CALLING_CODES = {
+    "1": (10, 10), "7": (10, 10), "20": (9, 10), "27": (9, 9), "30": (10, 10), "31": (9, 9), "32": (8, 9),
+    "33": (9, 9), "34": (9, 9), "36": (8, 9), "39": (6, 11), "40": (9, 9), "41": (9, 9), "43": (4, 13),
+    "44": (9, 10), "45": (8, 8), "46": (7, 9), "47": (8, 8), "48": (9, 9), "49": (6, 11), "51": (8, 9),
+    "52": (10, 10), "53": (8, 8), "54": (10, 11), "55": (10, 11), "56": (9, 9), "57": (10, 10), "58": (10, 10),
+    "60": (8, 10), "61": (9, 9), "62": (8, 12), "63": (10, 10), "64": (8, 10), "65": (8, 8), "66": (8, 9),
+    "81": (9, 10), "82": (8, 10), "84": (9, 10), "86": (10, 11), "90": (10, 10), "91": (10, 10), "92": (10, 10),
+    "93": (9, 9), "94": (9, 9), "95": (8, 10), "98": (10, 10), "212": (9, 9), "213": (9, 9), "216": (8, 8),
+    "233": (9, 9), "234": (8, 10), "254": (9, 9), "255": (9, 9), "256": (9, 9), "351": (9, 9), "352": (6, 11),
+    "353": (7, 9), "354": (7, 9), "356": (8, 8), "357": (8, 8), "358": (5, 12), "359": (8, 9), "370": (8, 8),
+    "371": (8, 8), "372": (7, 8), "380": (9, 9), "381": (8, 9), "385": (8, 9), "386": (8, 8), "420": (9, 9),
+    "421": (9, 9), "852": (8, 8), "853": (8, 8), "855": (8, 9), "880": (10, 10), "886": (8, 9), "960": (7, 7),
+    "961": (7, 8), "962": (8, 9), "963": (9, 9), "964": (10, 10), "965": (8, 8), "966": (9, 9), "971": (8, 9),
+    "972": (8, 9), "973": (8, 8), "974": (8, 8), "977": (8, 10), "994": (9, 9), "995": (9, 9), "998": (9, 9),
+}
+_INTERNATIONAL = re.compile(
+    r"(?<![\w+])(?:\+|00(?=[1-9]))[1-9](?:[ .\-]?(?:\((?:0|[0-9]{1,4})\)|[0-9])){6,17}(?![0-9]|[.\-][0-9])")
+_NATIONAL = re.compile(
+    r"(?<![\w.+/-])(?<![0-9] )"
+    r"(?:"
+    # North America: (555) 123-4567, 555-123-4567, 555.123.4567, 212 555 0100, 1-800-555-0199
+    r"(?:1[-. ])?(?:\([2-9][0-9]{2}\)[-. ]?[0-9]{3}[-. ][0-9]{4}|[2-9][0-9]{2}-[0-9]{3}-[0-9]{4}"
+    r"|[2-9][0-9]{2}\.[0-9]{3}\.[0-9]{4}|[2-9][0-9]{2} [0-9]{3} [0-9]{4})"
+    # A trunk 0 then groups (UK 020 7946 0958, DE 030 12345678, FR 01 23 45 67 89, JP 03-1234-5678, ...)
+    r"|\(?0[0-9]{1,4}\)?(?:[ ./-][0-9]{2,8}){1,4}"
+    # Brazil (11) 91234-5678, Spain 612 34 56 78, India 98765 43210, China 138 0013 8000, Russia 8 (495) 123-45-67
+    r"|\([1-9][0-9]\) ?9?[0-9]{4}-[0-9]{4}|[6-9][0-9]{2} [0-9]{2} [0-9]{2} [0-9]{2}|[6-9][0-9]{4} [0-9]{5}"
+    r"|1[3-9][0-9] [0-9]{4} [0-9]{4}|8 ?\(?[0-9]{3}\)? ?[0-9]{3}-[0-9]{2}-[0-9]{2}"
+    r")(?![\w-]|[.,/][0-9]| [0-9])")
+_PHONE_CONTEXT = re.compile(
+    r"(?i)(?:phone|tel|mobile|cell|whatsapp|call me|text me|fax|handy|telefon|téléphone|teléfono|telefone|"
+    r"portable|móvil|celular|電話|携帯|ph\.|mob\.?|contact number|phone number)[^\n0-9]{0,20}$")
+_CONTEXT_DIGITS = re.compile(r"(?<![\w.+/-])[0-9]{2,5}(?:[ .-][0-9]{2,5}){1,4}(?![\w-]|[.,][0-9])|(?<![\w.+/-])[0-9]{8,12}(?![\w.-])")
+_ISBN_BEFORE = re.compile(r"(?i)isbn(?:-1[03])?:?\s*$")
+
+_IPV4 = re.compile(
+    r"(?<![\w.])(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+    r"(?!\w|\.[0-9])")
+_IPV6 = re.compile(
+    r"(?<![\w:.%])(?:[0-9A-Fa-f]{1,4}|:)(?::[0-9A-Fa-f]{0,4}){1,7}"
+    r"(?:(?<=:)(?:[0-9]{1,3}\.){3}[0-9]{1,3})?(?:%[A-Za-z0-9_.\-]{1,32})?(?![\w:]|\.[0-9])")
+
+
+def _luhn(digits: str) -> bool:
     total = 0
     for position, char in enumerate(reversed(digits)):
-        value = int(char)
+        value = ord(char) - 48
         if position % 2:
             value = value * 2 - 9 if value > 4 else value * 2
         total += value
     return total % 10 == 0
 
 
-def _pii_key(kind: str, value: str) -> str:
-    """The identity of a PII value, so that spellings of one value share a placeholder."""
-    if kind == "EMAIL":
-        return value.lower()
-    if kind == "IP_ADDRESS":
-        return value
-    digits = _NON_DIGIT.sub("", value)
-    return digits[-10:] if kind == "PHONE" else digits  # +1 555... and 555... are one number
+def _card_network(digits: str) -> bool:
+    for low, high, size, lengths in _LUHN_NETWORKS:
+        if len(digits) in lengths and low <= int(digits[:size]) <= high:
+            return True
+    return False
 
 
-def _pii_matches(text: str) -> list[tuple[int, int, str]]:
-    """Non-overlapping ``(start, end, kind)`` PII matches, leftmost first, ties to the ``_PII_KINDS`` order."""
-    found = []
-    for rank, kind in enumerate(_PII_KINDS):
-        for match in _PII_PATTERNS[kind].finditer(text):
-            value = match.group()
-            if kind == "CREDIT_CARD" and value.isdigit() and not _luhn_valid(value):
+def _iban_valid(compact: str) -> bool:
+    if _IBAN_LENGTHS.get(compact[:2]) != len(compact):
+        return False
+    rearranged = compact[4:] + compact[:4]
+    number = "".join(str(int(char, 36)) for char in rearranged)
+    return int(number) % 97 == 1
+
+
+def _phone_international(value: str) -> bool:
+    digits = "".join(re.findall(r"\((?!0\))[0-9]{1,4}\)|[0-9]", value.replace("(0)", "")))
+    digits = re.sub(r"[()]", "", digits)
+    if value.startswith("00"):
+        digits = digits[2:]
+    for size in (1, 2, 3):
+        code = digits[:size]
+        if code in _CALLING_CODES:
+            low, high = _CALLING_CODES[code]
+            return low <= len(digits) - size <= high
+    return False
+
+
+# Numbers are only looked for inside runs of digits and separators, so a message with few numbers costs
+# little; each run is searched with every number pattern (a window a few characters wider than the run, for
+# the patterns' fences).
+_NUMERIC_RUN = re.compile(r"[+(]?[0-9][0-9 ().\-/]{5,}")
+_LETTERS_THEN_DIGITS = re.compile(r"[A-Z]{2} ?[0-9]{2}")
+
+
+def _emails(text: str) -> Iterable[tuple[int, int, str]]:
+    # Only the stretch from just before the first "@" to just after the last can hold an address.
+    low = max(0, text.find("@") - 1100)  # room for the longest local part the pattern allows
+    high = min(len(text), text.rfind("@") + 600)
+    for match in _EMAIL.finditer(text, low, high):
+        domain = match.group("domain")
+        if domain.rsplit(".", 1)[-1].lower() in _FILE_SUFFIXES:
+            continue
+        if re.match(r":[\w~./-]", text[match.end():match.end() + 2]):
+            continue  # git@github.com:org/repo.git is an address for a program, not a person
+        yield match.start(), match.end(), "email"
+
+
+def _pii_candidates(text: str) -> Iterable[tuple[int, int, str]]:
+    if "@" in text:
+        yield from _emails(text)
+    if _LETTERS_THEN_DIGITS.search(text):
+        for match in _IBAN.finditer(text):
+            valid = _iban_valid(match.group().replace(" ", ""))
+            yield match.start(), match.end(), "iban" if valid else ""  # "" blocks what lies inside
+        for match in _NINO.finditer(text):
+            yield match.start(), match.end(), "nino"
+    for run in _NUMERIC_RUN.finditer(text):
+        value = run.group()
+        digits = sum(char.isdigit() for char in value)
+        if digits >= 7 or (digits >= 4 and value.count(".") >= 3):  # nothing shorter is PII
+            yield from _numbers(text, run.start(), min(len(text), run.end() + 3))
+
+
+def _numbers(text: str, low: int, high: int) -> Iterable[tuple[int, int, str]]:
+    for match in _INTERNATIONAL.finditer(text, low, high):
+        if _phone_international(match.group()):
+            yield match.start(), match.end(), "phone"
+    for match in _CARD.finditer(text, low, high):
+        digits = re.sub(r"[^0-9]", "", match.group())
+        if len(digits) < 12 or not _luhn(digits) or not _card_network(digits):
+            continue
+        if match.group().isdigit() and len(digits) not in (15, 16) and not _CARD_CONTEXT.search(
+                text, max(0, match.start() - 40), match.start()):
+            continue  # a bare 12-14 or 17-19 digit run is more often an id than a card
+        yield match.start(), match.end(), "credit_card"
+    for match in _SSN_DASHED.finditer(text, low, high):
+        area, group, serial = match.groups()
+        if area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000":
+            yield match.start(), match.end(), "ssn"
+    for match in _SSN_OTHER.finditer(text, low, high):
+        area = match.group(1)
+        if area in ("000", "666") or area[0] == "9" or match.group(3) == "00" or match.group(4) == "0000":
+            continue
+        if _SSN_CONTEXT.search(text, max(0, match.start() - 40), match.start()):
+            yield match.start(), match.end(), "ssn"
+    for match in _NATIONAL.finditer(text, low, high):
+        value = match.group()
+        digits = re.sub(r"[^0-9]", "", value)
+        if value.startswith(("0", "(0")):
+            if not 9 <= len(digits) <= 12 or _ISBN_BEFORE.search(text, max(0, match.start() - 12), match.start()):
                 continue
-            found.append((match.start(), rank, match.end(), kind))
+            if re.fullmatch(r"0[0-9]{3}[ -][0-9]{2}[ -][0-9]{2}", value):
+                continue
+        yield match.start(), match.end(), "phone"
+    for match in _CONTEXT_DIGITS.finditer(text, low, high):
+        digits = re.sub(r"[^0-9]", "", match.group())
+        if 8 <= len(digits) <= 12 and _PHONE_CONTEXT.search(text, max(0, match.start() - 40), match.start()):
+            yield match.start(), match.end(), "phone"
+    for match in _IPV4.finditer(text, low, high):
+        yield match.start(), match.end(), "ip_address"
+
+
+_HEX_OR_COLON = frozenset("0123456789abcdefABCDEF:")
+
+
+def _ipv6_windows(text: str) -> Iterable[tuple[int, int]]:
+    """Stretches of text around colons with a hex digit or colon on each side: where an IPv6 address can be."""
+    window: list[int] | None = None
+    colon = text.find(":")
+    while colon >= 0:
+        if 0 < colon < len(text) - 1 and text[colon - 1] in _HEX_OR_COLON and text[colon + 1] in _HEX_OR_COLON:
+            low, high = max(0, colon - 45), min(len(text), colon + 60)
+            if window is not None and low <= window[1]:
+                window[1] = high
+            else:
+                if window is not None:
+                    yield window[0], window[1]
+                window = [low, high]
+        colon = text.find(":", colon + 1)
+    if window is not None:
+        yield window[0], window[1]
+
+
+def _ipv6_candidates(text: str) -> Iterable[tuple[int, int, str]]:
+    if "::" not in text and text.count(":") < 7:
+        return
+    reached = 0
+    for low, high in _ipv6_windows(text):
+        for match in _IPV6.finditer(text, max(low, reached), high):
+            reached = match.end()
+            if _ipv6_address(match.group().split("%", 1)[0]):
+                yield match.start(), match.end(), "ip_address"
+
+
+def _ipv6_address(address: str) -> bool:
+    """Whether ``address`` is a valid IPv6 address that is written like one (``1::2`` is a slice)."""
+    try:
+        ipaddress.IPv6Address(address)
+    except ValueError:
+        return False
+    groups = [group for group in address.split(":") if group]
+    if "::" in address and address != "::1" and not address.lower().startswith("::ffff:"):
+        return len(groups) >= 3 or len(groups[0] if groups else "") >= 3  # a::b is a C++ scope
+    return True
+
+
+def _pii_spans(text: str) -> list[tuple[int, int, str]]:
+    rank = {kind: index for index, kind in enumerate(PII_KINDS)}
+    candidates = [*_pii_candidates(text), *_ipv6_candidates(text)]
+    blocked = [(start, end) for start, end, kind in candidates if not kind]
+    found = sorted((start, rank[kind], -end, kind) for start, end, kind in candidates
+                   if kind and not any(low < end and start < high for low, high in blocked))
     chosen: list[tuple[int, int, str]] = []
     reached = 0
-    for start, _, end, kind in sorted(found):
+    for start, _, negative_end, kind in found:
         if start >= reached:
-            chosen.append((start, end, kind))
-            reached = end
+            chosen.append((start, -negative_end, kind))
+            reached = -negative_end
     return chosen
 
 
-def _rewrite_pii(text: str, replacement: Callable[[str, str], str]) -> str:
-    """Replace every PII match with ``replacement(kind, value)`` until none is left.
+def scan_pii(text: str) -> list[PIIFinding]:
+    """Find personal data in ``text``: emails, phones, IBANs, card numbers, SSNs, IP addresses, UK NINOs.
 
-    Terminates: no pattern can match inside a bracketed replacement, so each pass turns at least one
-    character of original text into replacement text.
+    Args:
+        text: any text.
+
+    Returns:
+        Findings sorted by ``start``, never overlapping (on a tie the earlier kind in ``PII_KINDS`` wins).
+
+    Raises:
+        InvalidArgumentError: ``text`` is not a string.
     """
-    while True:
-        matches = _pii_matches(text)
-        if not matches:
+    text = _checked_str(text)
+    return [PIIFinding(start, end, kind, text[start:end]) for start, end, kind in _pii_spans(text)]
+
+
+def anonymize_pii_text(text: str) -> str:
+    """Replace each piece of personal data with its kind: ``[email]``, ``[phone]``, ``[iban]``, ...
+
+    Runs to a fixed point, so removing one value can never expose another, and applying it twice is the
+    same as once.
+
+    Args:
+        text: any text.
+
+    Returns:
+        The text with every value ``scan_pii`` finds replaced by ``[<kind>]``.
+
+    Raises:
+        InvalidArgumentError: ``text`` is not a string.
+    """
+    text = _checked_str(text)
+    for _ in range(_MAX_REWRITE_PASSES):
+        spans = _pii_spans(text)
+        if not spans:
             return text
         pieces, cursor = [], 0
-        for start, end, kind in matches:
+        for start, end, kind in spans:
             pieces.append(text[cursor:start])
-            pieces.append(replacement(kind, text[start:end]))
+            pieces.append(f"[{kind}]")
             cursor = end
         pieces.append(text[cursor:])
         text = "".join(pieces)
+    return text
 
 
-# Credential rules. Each names a kind (used in messages instead of the secret), a pattern, and how to find
-# the secret inside a match: a rule whose pattern has a ``secret`` group keeps its label ("Bearer ",
-# "password=", "postgres://user:...@host") and redacts only that group, which keeps JSON and URLs readable.
-
-def _whole_or_secret(match: re.Match[str]) -> tuple[int, int] | None:
-    """The ``secret`` group's span when the pattern has one, else the whole match."""
-    return match.span("secret") if "secret" in match.re.groupindex else match.span()
-
-
-def _random_looking(match: re.Match[str]) -> tuple[int, int] | None:
-    """Accept a key-shaped suffix only if it looks generated: a digit, or a 20+ run without separators.
-
-    Hyphenated names such as ``rk-release-notes-for-version`` share the shape but not the randomness.
-    """
-    value = match.group("secret")
-    if any(char.isdigit() for char in value) or _UNBROKEN_RUN.search(value):
-        return match.span()
-    return None
+CREDENTIAL_FAMILIES: tuple[str, ...] = tuple(sorted(
+    {rule.family for rule in _PROVIDER_RULES} | {family for family, *_ in _UNANCHORED}
+    | {family for family, *_ in _CONTEXT_FAMILIES}
+    | {"private_key", "password", "generic", "http_auth", "bearer", "url_password", "high_entropy"}))
+"""Every family slug ``scan_credentials`` can report: providers, plus the generic kinds (``password``,
+``generic``, ``http_auth``, ``bearer``, ``url_password``, ``private_key``, ``high_entropy``)."""
 
 
-def _bearer_token(match: re.Match[str]) -> tuple[int, int] | None:
-    """Accept ``Bearer x`` when x is token-like (a digit, or 20+ chars), not prose ("the bearer of news")."""
-    token = match.group("secret")
-    if len(token) >= 8 and (len(token) >= 20 or any(char.isdigit() for char in token)):
-        return match.span("secret")
-    return None
-
-
-def _assigned_secret(match: re.Match[str]) -> tuple[int, int] | None:
-    """Accept ``password: value`` when the value could be a secret rather than prose or a placeholder.
-
-    Quoted values of 8+ characters count (the quotes show it is a literal). Bare values must also contain a
-    digit or a symbol, or be one 16+ letter run, because "Password: required" and ``token = get_token()`` are
-    ordinary text and code. Masks (``********``) and earlier redactions never count.
-    """
-    quoted = match.group("quoted") is not None
-    value = match.group("quoted") if quoted else match.group("bare")
-    if len(value) < 8 or len(set(value)) == 1 or value.strip("[]<>*").lower() == "redacted":
-        return None
-    if not quoted:
-        has_non_letter = any(not (char.isalpha() or char in "._-") for char in value)
-        if not (has_non_letter or (value.isalpha() and len(value) >= 16)):
-            return None
-    return match.span("quoted" if quoted else "bare")
-
-
-@dataclasses.dataclass(frozen=True)
-class _CredentialRule:
-    """One kind of credential: its name for messages, its pattern, and where the secret sits in a match."""
-
-    kind: str
-    pattern: re.Pattern[str]
-    secret_span: Callable[[re.Match[str]], tuple[int, int] | None] = _whole_or_secret
-
-    def spans(self, text: str) -> Iterator[tuple[int, int]]:
-        """The spans of ``text`` to redact for this rule, in order and non-overlapping."""
-        for match in self.pattern.finditer(text):
-            span = self.secret_span(match)
-            if span is not None:
-                yield span
-
-
-_BARE_STOP = r"\s\"'`,;&<>(){}\[\]"  # a bare value ends at space, quotes, list/URL separators and brackets
-_CREDENTIAL_RULES: tuple[_CredentialRule, ...] = (
-    # First, so that the whole block (to its END line, or to the end of a cut-off text) goes at once.
-    _CredentialRule("a private key (PEM block)", re.compile(
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?"
-        r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.S)),
-    _CredentialRule("an AWS access key id", re.compile(
-        r"(?<![A-Za-z0-9])(?:AKIA|ABIA|ACCA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])")),
-    _CredentialRule("a GitHub token", re.compile(
-        r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})")),
-    _CredentialRule("a Google API key", re.compile(r"(?<![A-Za-z0-9_-])AIza[A-Za-z0-9_-]{35,}")),
-    _CredentialRule("a Slack token", re.compile(r"(?<![A-Za-z0-9_-])xox[baprs]-[A-Za-z0-9-]{10,}")),
-    _CredentialRule("a JSON Web Token", re.compile(
-        r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")),
-    _CredentialRule("an API key with an sk-/pk-/rk-/ak- prefix", re.compile(
-        r"(?<![A-Za-z0-9_-])(?:sk|pk|rk|ak)-(?P<secret>[A-Za-z0-9_-]{20,})"), _random_looking),
-    _CredentialRule("a database URL with an inline password", re.compile(
-        r"(?i)\b(?:postgres(?:ql)?|mysql|mongodb|rediss?|amqps?)(?:\+[a-z0-9]+)?://"
-        r"[^\s:/@]*:(?P<secret>(?!\[redacted\]@)[^\s/@]+)@")),
-    _CredentialRule("a bearer token", re.compile(
-        r"\b(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/-]*[A-Za-z0-9_~+/-]=*)"), _bearer_token),
-    # A label naming a secret (api_key, client_secret, DB_PASSWORD, accessToken, ...) assigned a value. Only
-    # the singular "token" counts: "max_tokens: 4096" is configuration.
-    _CredentialRule("a password or secret assigned to a field", re.compile(
-        r"(?i)(?<![\w.-])[\w.-]*?"
-        r"(?:api[_-]?keys?|secrets?|token|passw(?:or)?ds?|credentials?)(?:[_-]?(?:access[_-]?)?key)?"
-        r"[\"']?[ \t]*[:=]{1,2}[ \t]*"
-        r"(?:(?P<q>[\"'])(?P<quoted>(?:(?!(?P=q))[^\n]){8,})(?P=q)"
-        rf"|(?P<bare>[^{_BARE_STOP}$=](?:[^{_BARE_STOP}]*[^{_BARE_STOP}.:!?])?))"), _assigned_secret),
-)
-
-
-def _redacted_placeholder(label: str) -> str:
-    """The placeholder a redacted credential leaves behind."""
-    return _REDACTED
+def _redacted_placeholder(key: str) -> str:
+    """What stands for a secret stored under a structured key (``{"password": ...}``): the whole value."""
+    return f"[credential:{_key_kind(key) or 'generic'}]"
 
 
 def _credential_kinds(text: str) -> list[str]:
-    """The kinds of credential in ``text``, each once (the detection every screening uses)."""
-    return [rule.kind for rule in _CREDENTIAL_RULES if next(rule.spans(text), None) is not None]
+    """The kinds of credential in ``text`` (their labels), each once, in order of first appearance."""
+    return list(dict.fromkeys(finding.label for finding in scan_credentials(text)))
 
 
 def _redact_credentials_text(text: str) -> str:
-    """``text`` with every credential replaced, to a fixed point (just the placeholder if it never settles)."""
-    for _ in range(_MAX_CREDENTIAL_PASSES):
-        before = text
-        for rule in _CREDENTIAL_RULES:
-            spans = list(rule.spans(text))
-            for start, end in reversed(spans):  # right to left keeps earlier spans' offsets valid
-                text = text[:start] + _REDACTED + text[end:]
-        if text == before:
-            return text
-    return _REDACTED
+    """``text`` with every credential replaced by its placeholder (see ``redact_credential_text``)."""
+    return redact_credential_text(text)[0]
 
 
 def _privacy_text(text: Any) -> str:
@@ -1689,95 +2897,112 @@ class CredentialDetectedError(KumihoMemoryError, ValueError):
 
 
 class PIIRedactor:
-    """Rewrites personal data and removes credentials from text; stateless, so one instance can be shared.
+    """Rewrites personal data and removes credentials from text, with upstream kumiho-memory's methods.
 
-    PII (email, US phone, SSN, card number, IPv4) becomes a placeholder; credentials (cloud and API keys,
-    tokens, private keys, passwords in URLs or assignments) become ``[redacted]`` or make
-    ``reject_credentials`` raise. Every rewrite is idempotent: applying it twice gives the same text as once.
+    PII (see ``PII_KINDS``) becomes a placeholder; credentials (see ``CREDENTIAL_FAMILIES``) become
+    ``[credential:<family>]`` or make ``reject_credentials`` raise. Every rewrite is idempotent: applying it
+    twice gives the same text as once.
+
+    One instance numbers PII placeholders across its calls (``[EMAIL_001]`` in one call and the next means
+    the same address), so use one instance per conversation or document, and a fresh one for the next.
+    Everything else is stateless; calls are thread-safe.
     """
 
-    def redact(self, text: str) -> str:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counters: dict[str, int] = {}
+        self._assigned: dict[tuple[str, str], str] = {}
+
+    def redact(self, text: str) -> tuple[str, dict[str, str]]:
         """Replace PII with numbered placeholders such as ``[EMAIL_001]`` and ``[PHONE_002]``.
 
-        Within one call the same value always gets the same placeholder (an email in any letter case, a phone
-        number with or without ``+1`` and separators), and numbering starts after any placeholder already in
-        the text, so two people never share a number.
+        The same value always gets the same placeholder on this instance (an email in any letter case, a
+        phone number with or without its country code and separators), and numbering continues after any
+        placeholder already in the text, so two people never share a number.
 
         Args:
             text: any text.
 
         Returns:
-            The text with every email, phone, SSN, card number and IPv4 address replaced.
+            ``(text, entities)``: the rewritten text and ``{placeholder: original value}`` for the values
+            this call replaced (keep it out of any store: it is the PII).
 
         Raises:
             InvalidArgumentError: ``text`` is not a string.
         """
         text = _privacy_text(text)
-        counters = dict.fromkeys(_PII_KINDS, 0)
-        for kind, number in _PLACEHOLDER.findall(text):
-            counters[kind] = max(counters[kind], int(number))
-        assigned: dict[tuple[str, str], str] = {}
+        entities: dict[str, str] = {}
+        with self._lock:
+            for kind, number in _NUMBERED_PLACEHOLDER.findall(text):
+                self._counters[kind] = max(self._counters.get(kind, 0), int(number))
+            # to a fixed point: removing one value can expose a neighbour its edge was hiding; each pass turns
+            # original characters into placeholders, which never match, so it ends
+            for _ in range(_MAX_REWRITE_PASSES):
+                findings = scan_pii(text)
+                if not findings:
+                    break
+                pieces, cursor = [], 0
+                for finding in findings:
+                    kind = finding.kind.upper()
+                    key = (kind, _pii_identity(finding.kind, finding.value))
+                    if key not in self._assigned:
+                        self._counters[kind] = self._counters.get(kind, 0) + 1
+                        self._assigned[key] = f"[{kind}_{self._counters[kind]:03d}]"
+                    placeholder = self._assigned[key]
+                    entities[placeholder] = finding.value
+                    pieces += [text[cursor:finding.start], placeholder]
+                    cursor = finding.end
+                text = "".join(pieces) + text[cursor:]
+        return text, entities
 
-        def placeholder(kind: str, value: str) -> str:
-            key = (kind, _pii_key(kind, value))
-            if key not in assigned:
-                counters[kind] += 1
-                assigned[key] = f"[{kind}_{counters[kind]:03d}]"
-            return assigned[key]
-
-        return _rewrite_pii(text, placeholder)
+    def redact_text(self, text: str) -> str:
+        """``redact(text)``'s text alone."""
+        return self.redact(text)[0]
 
     def anonymize_summary(self, text: str) -> str:
-        """Replace PII with its kind: ``[email]``, ``[phone]``, ``[ssn]``, ``[credit_card]``, ``[ip_address]``.
+        """Replace PII with its kind: ``[email]``, ``[phone]``, ``[iban]``, ``[credit_card]``, ``[ssn]``,
+        ``[ip_address]``, ``[nino]``.
 
         Args:
             text: any text, typically a summary about to be stored.
 
-        Returns:
-            The text with every PII value replaced by its kind in brackets.
-
         Raises:
             InvalidArgumentError: ``text`` is not a string.
         """
-        return _rewrite_pii(_privacy_text(text), lambda kind, value: f"[{kind.lower()}]")
+        return anonymize_pii_text(_privacy_text(text))
 
     def find_credentials(self, text: str) -> list[str]:
         """Name the kinds of credential in ``text``, for messages (never the secrets themselves).
 
-        Args:
-            text: any text.
-
         Returns:
-            Kinds such as ``"an AWS access key id"``, each once, in a fixed order; empty when none is found.
+            Labels such as ``"a Stripe secret key"``, each once, in order of appearance; empty when none.
 
         Raises:
             InvalidArgumentError: ``text`` is not a string.
         """
         return _credential_kinds(_privacy_text(text))
 
-    def redact_credentials(self, text: str) -> str:
-        """Replace every credential with ``[redacted]``; whole PEM private-key blocks go first.
+    def redact_credentials(self, text: str) -> tuple[str, int]:
+        """Replace every credential with ``[credential:<family>]``; whole private-key blocks go at once.
 
-        Labels are kept where they help a reader: ``Bearer [redacted]``, ``"password": "[redacted]"``,
-        ``postgres://app:[redacted]@db/main``. Afterwards ``find_credentials`` finds nothing.
-
-        Args:
-            text: any text.
+        Labels are kept where they help a reader: ``Bearer [credential:bearer]``,
+        ``"password": "[credential:password]"``, ``postgres://app:[credential:url_password]@db/main``.
+        Afterwards ``find_credentials`` finds nothing.
 
         Returns:
-            The text without credentials (just ``[redacted]`` in the unreachable case that rewriting does
-            not settle, so a secret can never slip through).
+            ``(text, count)``: the text without credentials, and how many were replaced.
 
         Raises:
             InvalidArgumentError: ``text`` is not a string.
         """
-        return _redact_credentials_text(_privacy_text(text))
+        return redact_credential_text(_privacy_text(text))
+
+    def strip_credentials(self, text: str) -> str:
+        """``redact_credentials(text)``'s text alone."""
+        return redact_credential_text(_privacy_text(text))[0]
 
     def reject_credentials(self, text: str) -> None:
         """Raise if ``text`` holds a credential; for text about to be stored, where silently editing is wrong.
-
-        Args:
-            text: any text.
 
         Raises:
             CredentialDetectedError: a credential was found; the message names its kind, not its value.
@@ -1792,18 +3017,26 @@ class PIIRedactor:
     def scrub_for_llm(self, text: str) -> str:
         """Make text safe to send to an LLM: cut credentials, anonymize PII, then check; fail closed.
 
-        Args:
-            text: any text, e.g. a conversation transcript about to be summarized.
-
         Returns:
-            The scrubbed text, or just ``[redacted]`` if anything still looks like a credential after
-            scrubbing (better an empty prompt than a leaked key).
+            The scrubbed text, or just ``[credential:generic]`` if anything still looks like a credential
+            after scrubbing (better an empty prompt than a leaked key).
 
         Raises:
             InvalidArgumentError: ``text`` is not a string.
         """
-        scrubbed = self.anonymize_summary(self.redact_credentials(text))
-        return _REDACTED if self.find_credentials(scrubbed) else scrubbed
+        scrubbed = self.anonymize_summary(self.strip_credentials(text))
+        return _FAIL_CLOSED if self.find_credentials(scrubbed) else scrubbed
+
+
+_NUMBERED_PLACEHOLDER = re.compile(r"\[([A-Z_]{2,20})_([0-9]{3,9})\]")
+
+
+def _pii_identity(kind: str, value: str) -> str:
+    """The identity of a PII value, so that spellings of one value share a placeholder."""
+    if kind in ("email", "ip_address"):
+        return value.lower()
+    compact = re.sub(r"[^0-9A-Za-z]", "", value).upper()
+    return compact[-9:] if kind == "phone" else compact   # +44 20 7946 0958 and 020 7946 0958 are one number
 
 
 # -- one screening policy for everything bound for long-term memory -------------------------------------------
@@ -6959,8 +8192,8 @@ def _accepts_json_mode(chat: Callable[..., Any]) -> bool:
     return any(p.name == "json_mode" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
-async def adapter_chat(adapter: Any, *, messages: list[dict[str, str]], model: str = "", system: str = "",
-                       max_tokens: int = 1024, json_mode: bool | str | dict[str, Any] = False) -> str:
+async def adapter_chat(adapter: Any, *, messages: list[dict[str, str]], model: str = "", system: str | None = None,
+                       max_tokens: int | None = None, json_mode: bool | str | dict[str, Any] = False) -> str:
     """Call ``adapter.chat`` the way it was written: with ``json_mode`` when it takes one, else with the
     same request as an instruction in the system text, so an adapter of the seed's ``LLMAdapter`` shape
     (``chat(messages, model, system, max_tokens)``) serves every assessor, summarizer and Dream State.
@@ -6968,11 +8201,15 @@ async def adapter_chat(adapter: Any, *, messages: list[dict[str, str]], model: s
     Returns:
         The reply text.
     """
+    options: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
     if _accepts_json_mode(adapter.chat):
-        return await adapter.chat(messages=messages, model=model, system=system, max_tokens=max_tokens,
-                                  json_mode=json_mode)
-    system = _join_text(system, _json_instruction(_check_json_mode(json_mode), object_only=False))
-    return await adapter.chat(messages=messages, model=model, system=system, max_tokens=max_tokens)
+        if system is not None:
+            options["system"] = system
+        return await adapter.chat(messages=messages, model=model, json_mode=json_mode, **options)
+    instruction = _json_instruction(_check_json_mode(json_mode), object_only=False)
+    if system is not None or instruction:
+        options["system"] = _join_text(system or "", instruction)
+    return await adapter.chat(messages=messages, model=model, **options)
 
 
 def _join_text(*parts: str) -> str:
@@ -10699,9 +11936,9 @@ class UniversalMemoryManager:
             raise InvalidArgumentError("attachments are not supported yet; store files as artifacts instead")
         _checked_text(message, "message", limit=MAX_CONTENT_CHARS)
         _checked_text(user_id, "user_id", limit=512)
-        message = self.pii.redact_credentials(message)   # a secret never reaches the store, not even its buffer
-        channel, context = self.pii.redact_credentials(channel), self.pii.redact_credentials(context)
-        source = self.pii.redact_credentials(source) if source else source
+        message = self.pii.strip_credentials(message)   # a secret never reaches the store, not even its buffer
+        channel, context = self.pii.strip_credentials(channel), self.pii.strip_credentials(context)
+        source = self.pii.strip_credentials(source) if source else source
         self.pii.reject_credentials(user_id)
         if session_id is None:
             session_id, origin = await resolve_session_id(self.buffer, user_id=user_id, context=context,
@@ -10733,8 +11970,8 @@ class UniversalMemoryManager:
         _checked_text(response, "response", limit=MAX_CONTENT_CHARS)
         async with self._session_lock(session_id):
             added = await self.buffer.add_message(project=self.project, session_id=session_id, role="assistant",
-                                                  content=self.pii.redact_credentials(response),
-                                                  metadata={"channel": self.pii.redact_credentials(channel)})
+                                                  content=self.pii.strip_credentials(response),
+                                                  metadata={"channel": self.pii.strip_credentials(channel)})
         if self.auto_assess_fn is not None:
             task = asyncio.ensure_future(self._assess(session_id))
             self._assess_tasks.add(task)
@@ -10769,7 +12006,7 @@ class UniversalMemoryManager:
                           session: Mapping[str, str]) -> str:
         level = result.evidence_level if result.evidence_level in EVIDENCE_LEVELS and result.evidence_level != OFFICIAL \
             else None
-        content = self.pii.anonymize_summary(self.pii.redact_credentials(str(result.content)))
+        content = self.pii.anonymize_summary(self.pii.strip_credentials(str(result.content)))
         self.pii.reject_credentials(content)
         metadata = {"auto_memorized": "true", "session_id": session_id, "memory_type": result.memory_type,
                     "reason": result.reason[:500], "conflicts_with": list(result.conflicting_krefs),
@@ -10925,7 +12162,7 @@ class UniversalMemoryManager:
             "topics": screen(list(classification.get("topics") or [])),
             "entities": screen(list(classification.get("entities") or [])),
             "implications": screen(list(implications or [])), "user_id": user_id,
-            "channel": self.pii.redact_credentials(str(messages[-1].get("metadata", {}).get("channel") or ""))
+            "channel": self.pii.strip_credentials(str(messages[-1].get("metadata", {}).get("channel") or ""))
             if messages else None,
         }
         if dates:
@@ -10937,11 +12174,13 @@ class UniversalMemoryManager:
         metadata["consolidation_id"] = hashlib.sha256(canonical_json(
             [session_id, metadata["message_ids"], [m["content"] for m in messages],
              None if summary is None else [title, text]]).encode("utf-8")).hexdigest()[:24]
-        transcript = "\n".join(f"**{m['role']}** ({m.get('timestamp', '')}): {self.pii.redact_credentials(self.pii.redact(m['content']))}"
+        transcript_redactor = type(self.pii)()      # one numbering per transcript, never across conversations
+        transcript = "\n".join(f"**{m['role']}** ({m.get('timestamp', '')}): "
+                               f"{transcript_redactor.redact_text(self.pii.strip_credentials(m['content']))}"
                                for m in messages)
         payload = {"content": text, "title": title, "space": space, "metadata": metadata,
                    "tags": ["summarized", PUBLISHED_TAG], "evidence_level": level,
-                   "source": self.pii.redact_credentials(source) if source else source,
+                   "source": self.pii.strip_credentials(source) if source else source,
                    # into a named space a restated belief becomes a new revision (stack_revisions=False opts out)
                    "stack": bool(stack_revisions) if stack_revisions is not None else space_path_given,
                    "transcript": transcript}
@@ -11020,7 +12259,7 @@ class UniversalMemoryManager:
         failed = status in ("failed", "error", "blocked") or (exit_code not in (None, 0))
         memory_type = "error" if failed else "action"
         title = ("Failed: " if failed else "Successfully executed: ") + self.pii.anonymize_summary(
-            self.pii.redact_credentials(task))[:60]
+            self.pii.strip_credentials(task))[:60]
         lines = [f"Task: {task}", f"Status: {status}" + (f" (exit code {exit_code})" if exit_code is not None else "")]
         if duration_ms is not None:
             lines.append(f"Duration: {duration_ms} ms")
@@ -11030,7 +12269,7 @@ class UniversalMemoryManager:
             lines.append("Errors:\n" + stderr.strip()[-2000:])
         if open_questions:
             lines.append("Open questions:\n" + "\n".join(f"- {q}" for q in open_questions))
-        text = self.pii.anonymize_summary(self.pii.redact_credentials("\n".join(lines)))
+        text = self.pii.anonymize_summary(self.pii.strip_credentials("\n".join(lines)))
         self.pii.reject_credentials(text)
         space = normalize_space("/".join(["executions", slugify(space_hint, 64)]) if space_hint else "executions")
         metadata = {"memory_type": memory_type, "exit_code": exit_code, "duration_ms": duration_ms,
@@ -11980,9 +13219,9 @@ def _plan(memory: Any, index: Mapping[str, dict[str, Any]], *, key: str, section
     redactor = PIIRedactor()
     # A flagged revision is stored for review, but a secret never enters the store: the artifact points at
     # the original file.
-    title, content = redactor.redact_credentials(title)[:_SKILL_TITLE_CHARS], redactor.redact_credentials(content)
-    summary = redactor.redact_credentials(summary)[:_SUMMARY_CHARS]
-    description = redactor.redact_credentials(description)[:_DESCRIPTION_CHARS]
+    title, content = redactor.strip_credentials(title)[:_SKILL_TITLE_CHARS], redactor.strip_credentials(content)
+    summary = redactor.strip_credentials(summary)[:_SUMMARY_CHARS]
+    description = redactor.strip_credentials(description)[:_DESCRIPTION_CHARS]
     if not content.strip():
         content = f"## {title}"
     fingerprint = content_hash(canonical_json({"title": title, "content": content, "tags": list(tags),
@@ -13157,7 +14396,7 @@ def _cmd_chat(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
 
         async def add(manager: UniversalMemoryManager) -> Any:
             return await manager.buffer.add_message(project=memory.project, session_id=args.session, role=args.role,
-                                                    content=manager.pii.redact_credentials(text), metadata={})
+                                                    content=manager.pii.strip_credentials(text), metadata={})
         result = _run_manager(memory, add)
         return {"success": True, **result}, f"{result['message_id']} ({result['message_count']} in session)"
     if args.action == "get":

@@ -548,7 +548,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         Returns {success, message_id, message_count, created_bucket, session_id, session_id_source}."""
         session_id, origin = await session_for(session_id, user_id, context)
         project = own_project(project)
-        content = manager.pii.redact_credentials(message)   # a secret never reaches the store, not even its buffer
+        content = manager.pii.strip_credentials(message)   # a secret never reaches the store, not even its buffer
         added = await manager.buffer.add_message(project=project, session_id=session_id,
                                                  role=role, content=content, metadata={"channel": "mcp"})
         return {"success": True, **added, "session_id": session_id, "session_id_source": origin}

@@ -713,7 +713,7 @@ def test_cli_recall_as_of_finds_a_memory_deprecated_later(cli_store):
     assert cli_store.hits("passport application", "--as-of", "2026-01-15T00:00:00Z") == [passport]
     assert cli_store.hits("passport application", "--as-of", "2026-02-15T00:00:00Z") == []
     code, _, err = cli_store("passport application", "--as-of", "not a time")
-    assert code == 1 and "not a time" in err
+    assert code == 2 and "not a time" in err
 
 
 def test_cli_recall_history_shows_older_revisions(cli_store):
@@ -737,7 +737,7 @@ def test_cli_recall_context_prints_the_context_block(cli_store):
 @pytest.mark.parametrize("where", ["{speaker: Ann}", "[1, 2", '{"speaker": {"$bogus": 1}}'])
 def test_cli_recall_bad_where_is_one_line_error(cli_store, where):
     code, out, err = cli_store("lighthouse tour", "--where", where)
-    assert code == 1 and out == ""
+    assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     if where.startswith("{speaker") or where.startswith("["):
         assert "--where" in err

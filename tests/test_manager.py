@@ -37,7 +37,7 @@ START = "2026-03-14T09:30:00Z"
 
 # Secrets a user might paste into a chat, and the distinctive pieces of each that must never be stored.
 SK_KEY = "sk-proj-AbC123dEf456GhI789jKl0mNo"
-AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
+AWS_KEY = "AKIA2KX7QZ4HJ5WMN3PB"
 PASSWORD = "Tr0ub4dor-horse-42"
 SECRET_PIECES = [SK_KEY, "AbC123dEf456GhI789jKl0mNo", AWS_KEY, "IOSFODNN7EXAMPLE", PASSWORD, "Tr0ub4dor"]
 LEAKY_MESSAGE = (f"Here is my OpenAI key {SK_KEY} and the AWS key id {AWS_KEY} for the billing export; "
@@ -667,7 +667,7 @@ def test_a_secret_typed_into_a_message_never_reaches_the_store_file(tmp_path):
         return in_buffer, result, recalled
 
     in_buffer, result, recalled = run(scenario())
-    assert no_secret_in(" ".join(in_buffer)) == [] and "[redacted]" in in_buffer[0]
+    assert no_secret_in(" ".join(in_buffer)) == [] and "[credential:" in in_buffer[0]
     kref = result["store_result"]["revision_kref"]
     stored = memory.get(kref + "&a=transcript")
     assert recalled and recalled[0]["kref"] == kref
@@ -973,7 +973,7 @@ def test_tool_output_is_stored_with_credentials_redacted():
     result = run(scenario())
     stored = memory.get(result["store_result"]["revision_kref"])
     assert no_secret_in(json.dumps(stored)) == []
-    assert "[redacted]" in stored["content"]
+    assert "[credential:" in stored["content"]
     assert "exporter configured for [email]" in stored["content"]
     assert "warning: AWS key" in stored["content"] and "rotated" in stored["content"]
     memory.close()
@@ -1045,7 +1045,7 @@ def test_manager_on_redis_ingests_consolidates_and_leaves_no_session_keys(redis_
                     f"kumiho:memory:{PROJECT}:sessions:{session_id}:metadata"}
     assert session_keys | {pointer_key} <= set(before)
     assert [json.loads(record)["role"] for record in raw_messages] == ["user", "user", "assistant"]
-    assert SK_KEY not in json.dumps(raw_messages) and "[redacted]" in raw_messages[1]
+    assert SK_KEY not in json.dumps(raw_messages) and "[credential:" in raw_messages[1]
     assert result["success"] is True
     stored = memory.get(result["store_result"]["revision_kref"])
     assert stored["metadata"]["session_id"] == session_id and stored["metadata"]["message_count"] == 3
@@ -1132,7 +1132,7 @@ def test_cli_chat_add_never_stores_a_credential(cli):
     code, _, err = cli("chat", "add", "s3", LEAKY_MESSAGE)
     assert code == 0, err
     code, out, _ = cli("chat", "get", "s3", "--json")
-    assert code == 0 and "[redacted]" in out and no_secret_in(out) == []
+    assert code == 0 and "[credential:" in out and no_secret_in(out) == []
     for name in os.listdir(os.path.dirname(cli.path)):
         if name.startswith("cli.db"):
             with open(os.path.join(os.path.dirname(cli.path), name), "rb") as handle:

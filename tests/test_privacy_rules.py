@@ -1,0 +1,283 @@
+"""The credential and PII detection engine: ``scan_credentials``, ``redact_credential_text``, ``scan_pii``,
+``anonymize_pii_text`` (issue 14).
+
+Spec: provider token formats (in a line shape and bare in chat), secrets named by a key in every common
+syntax, random-looking tokens in prose; known non-secrets (placeholders, documented examples, environment and
+code references) unchanged; PII of every kind caught and its look-alikes unchanged; every rewrite idempotent;
+every rule linear on long adversarial input; non-strings refused. The corpora come from
+``probes/privacy_corpus.py`` (synthetic tokens from each provider's documented format).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for path in (ROOT, os.path.join(ROOT, "probes")):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+import kumiho_memory as km  # noqa: E402
+import privacy_corpus as corpus  # noqa: E402
+
+PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+DEV_SAMPLES = corpus.credential_samples(corpus.DEV, seed=14)
+HELD_OUT_SAMPLES = corpus.credential_samples(corpus.HELD_OUT, seed=14)
+
+
+def _redacts(text: str, secret: str) -> bool:
+    redacted, count = km.redact_credential_text(text)
+    return secret not in redacted and count >= 1
+
+
+# -- provider families -----------------------------------------------------------------------------------------
+
+def _one_per(samples, placement):
+    chosen = {}
+    for sample in samples:
+        if sample.placement == placement:
+            chosen.setdefault(sample.family, sample)
+    return sorted(chosen.values(), key=lambda sample: sample.family)
+
+
+@pytest.mark.parametrize("sample", _one_per(DEV_SAMPLES, "context"), ids=lambda s: s.family)
+def test_each_family_is_redacted_in_a_line_shape(sample):
+    assert _redacts(sample.text, sample.secret), sample.text
+
+
+@pytest.mark.parametrize("sample", _one_per(DEV_SAMPLES, "bare"), ids=lambda s: s.family)
+def test_each_family_is_redacted_bare_in_a_chat_sentence(sample):
+    assert _redacts(sample.text, sample.secret), sample.text
+
+
+@pytest.mark.parametrize("sample", _one_per(DEV_SAMPLES, "bare"), ids=lambda s: s.family)
+def test_a_bare_provider_token_is_labelled_with_its_family(sample):
+    families = {finding.family for finding in km.scan_credentials(sample.text)}
+    assert sample.family in families or sample.family in ("password", "generic")
+
+
+def test_every_sample_family_is_a_documented_family():
+    families = {sample.family for sample in DEV_SAMPLES}
+    assert families <= set(km.CREDENTIAL_FAMILIES)
+    assert len(km.CREDENTIAL_FAMILIES) >= 150
+
+
+@pytest.mark.parametrize("split", [DEV_SAMPLES, HELD_OUT_SAMPLES], ids=["dev", "held_out"])
+def test_nearly_every_corpus_secret_is_removed(split):
+    missed = [sample.text for sample in split if not _redacts(sample.text, sample.secret)]
+    assert len(missed) <= 0.02 * len(split), missed[:10]
+
+
+def test_github_tokens_need_their_checksum_to_count_as_github():
+    good = corpus.github_token("ghp_", __import__("random").Random(3))
+    bad = good[:-1] + ("A" if good[-1] != "A" else "B")
+    assert [f.family for f in km.scan_credentials(f"use {good} now")] == ["github"]
+    assert "github" not in {f.family for f in km.scan_credentials(f"use {bad} now")}
+    assert km._github_checksum("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")  # GitHub's published example
+
+
+def test_bitcoin_keys_need_a_valid_base58check():
+    rng = __import__("random").Random(5)
+    wif = corpus.bitcoin_wif(rng)
+    assert [f.family for f in km.scan_credentials(f"key {wif}")] == ["bitcoin"]
+    broken = wif[:-2] + ("22" if wif[-2:] != "22" else "33")
+    assert "bitcoin" not in {f.family for f in km.scan_credentials(f"key {broken}")}
+
+
+# -- line shapes ---------------------------------------------------------------------------------------------------
+
+SECRET = "Zq8Wv4Lp2Rk7Tn3X"
+LINE_SHAPES = [
+    f'password = "{SECRET}"', f"password='{SECRET}'", f"PASSWORD={SECRET}", f"export API_TOKEN={SECRET}",
+    f'"apiKey": "{SECRET}"', f"api_key: {SECRET}", f"<xToken>{SECRET}</xToken>", f'var xToken string = "{SECRET}"',
+    f"xToken := `{SECRET}`", f'$xToken .= "{SECRET}";', f'System.setProperty("X_TOKEN", "{SECRET}");',
+    f'"xToken" => "{SECRET}",', f'X_TOKEN ::= "{SECRET}"', f'X_TOKEN :::= "{SECRET}"', f'X_TOKEN ?= "{SECRET}"',
+    f"const authToken = '{SECRET}';", f'let clientSecret: string = "{SECRET}";', f"secret_key = \"{SECRET}\"",
+    f'private static final String API_KEY = "{SECRET}";', f"[db]\npassword = {SECRET}", f"db_pass: {SECRET}",
+    f"--password {SECRET}", f"--password={SECRET}", f"mysql -u root -p{SECRET} shop", f"X-Api-Key: {SECRET}",
+    f"Authorization: Bearer {SECRET}", f"Authorization: token {SECRET}", f"postgres://app:{SECRET}@db:5432/main",
+    f"redis://:{SECRET}@cache:6379/0", f"https://api.example.com/x?access_token={SECRET}&page=2",
+    f"Server=db;User Id=sa;Password={SECRET};", f"curl -u admin:{SECRET} https://ci.internal",
+    f"sshpass -p {SECRET} ssh host", f'os.environ["API_TOKEN"] = "{SECRET}"', f"my password is {SECRET}",
+    f"ENV GITHUB_TOKEN={SECRET}", f"spring.datasource.password={SECRET}", f'connect(password="{SECRET}")',
+]
+
+
+@pytest.mark.parametrize("text", LINE_SHAPES)
+def test_a_secret_named_by_its_key_is_redacted_in_every_syntax(text):
+    redacted, count = km.redact_credential_text(text)
+    assert SECRET not in redacted and count == 1, redacted
+
+
+def test_spans_cover_only_the_secret_and_labels_stay():
+    for text in LINE_SHAPES:
+        (finding,) = km.scan_credentials(text)
+        assert text[finding.start:finding.end] == SECRET, text
+    assert km.redact_credential_text("Authorization: Bearer 4f9a1c2e8b7d6a5f")[0] == \
+        "Authorization: Bearer [credential:bearer]"
+    assert km.redact_credential_text("postgres://app:s3cr3tPass@db/main")[0] == \
+        "postgres://app:[credential:url_password]@db/main"
+    assert km.redact_credential_text('{"password": "hunter2hunter2"}')[0] == '{"password": "[credential:password]"}'
+
+
+def test_labels_never_hold_any_part_of_the_secret():
+    for sample in DEV_SAMPLES[:400]:
+        for finding in km.scan_credentials(sample.text):
+            assert sample.secret[:6] not in finding.label and finding.family in km.CREDENTIAL_FAMILIES
+
+
+def test_a_private_key_block_goes_whole_and_a_cut_off_one_to_the_end():
+    block = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7bq98\nq9Vd0s8Lk3J\n-----END RSA PRIVATE KEY-----"
+    assert km.redact_credential_text(f"before\n{block}\nafter") == ("before\n[credential:private_key]\nafter", 1)
+    assert km.redact_credential_text("x\n-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg") == \
+        ("x\n[credential:private_key]", 1)
+
+
+# -- known non-secrets -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("group, text", corpus.credential_false_positives())
+def test_known_non_secrets_are_unchanged(group, text):
+    assert km.redact_credential_text(text) == (text, 0)
+    assert km.scan_credentials(text) == []
+
+
+@pytest.mark.parametrize("text", [
+    "the quick brown fox jumps over the lazy dog", "AbstractSingletonProxyFactoryBean",
+    "3f786850e387550fdab836ed7e6dc881de23001b", "123e4567-e89b-12d3-a456-426614174000", "v10.24.1-beta.3",
+    "2026-05-01T10:20:30.123456Z", "d41d8cd98f00b204e9800998ecf8427e", "max_tokens=100000000",
+])
+def test_words_ids_hashes_versions_and_dates_are_not_tokens(text):
+    assert km.scan_credentials(f"see {text} here") == []
+
+
+# -- idempotence and the placeholder ----------------------------------------------------------------------------
+
+_PIECES = st.sampled_from([
+    "password=", "Bearer ", "token: ", "sk_live_", "ghp_", "AKIA", "://u:", "@", "[credential:generic]", "[redacted]",
+    "\"", "'", "`", "<xToken>", "</xToken>", " ", "\n", "-----BEGIN PRIVATE KEY-----", "=", ":=", "=>", "$x .= ",
+    "Zq8Wv4Lp2Rk7Tn3X", "aB3dE5gH7jK9mN1pQ3sT5vW7", "4111 1111 1111 1111", "+44 20 7946 0958", "a@b.co", "::1",
+])
+_TEXT = st.lists(st.one_of(_PIECES, st.text(max_size=12)), max_size=14).map("".join)
+
+
+@PROPERTY
+@given(_TEXT)
+@example("password=\"[credential:password]x\" password='[redacted]'")
+def test_credential_redaction_is_idempotent_and_leaves_nothing_to_find(text):
+    once, _ = km.redact_credential_text(text)
+    assert km.redact_credential_text(once) == (once, 0)
+    assert km.scan_credentials(once) == []
+
+
+@PROPERTY
+@given(_TEXT)
+def test_pii_anonymization_is_idempotent(text):
+    once = km.anonymize_pii_text(text)
+    assert km.anonymize_pii_text(once) == once
+    assert km.scan_pii(once) == []
+
+
+@PROPERTY
+@given(_TEXT)
+def test_findings_are_sorted_and_never_overlap(text):
+    for findings in (km.scan_credentials(text), km.scan_pii(text)):
+        for left, right in zip(findings, findings[1:]):
+            assert left.end <= right.start
+        assert all(0 <= f.start < f.end <= len(text) for f in findings)
+
+
+@pytest.mark.parametrize("family", ["stripe", "password", "generic", "private_key", "high_entropy", "url_password"])
+def test_the_placeholder_is_never_itself_a_secret(family):
+    for frame in ("{}", "password={}", '"{}"', "Bearer {}", "postgres://app:{}@db/main", "<xToken>{}</xToken>"):
+        text = frame.format(f"[credential:{family}]")
+        assert km.scan_credentials(text) == []
+
+
+# -- PII -----------------------------------------------------------------------------------------------------------
+
+PII_DEV = corpus.pii_samples(corpus.DEV, seed=14)
+
+
+@pytest.mark.parametrize("sample", PII_DEV, ids=lambda s: f"{s.kind}:{s.value}")
+def test_each_kind_of_pii_is_anonymized(sample):
+    anonymized = km.anonymize_pii_text(sample.text)
+    assert sample.value not in anonymized and f"[{sample.kind}]" in anonymized, anonymized
+
+
+@pytest.mark.parametrize("text", corpus.pii_lookalikes())
+def test_pii_lookalikes_are_unchanged(text):
+    assert km.anonymize_pii_text(text) == text
+
+
+def test_pii_findings_carry_kind_and_value():
+    text = "mail jane@example.com, IBAN GB82 WEST 1234 5698 7654 32, NINO AB123456C"
+    findings = km.scan_pii(text)
+    assert [(f.kind, f.value) for f in findings] == [
+        ("email", "jane@example.com"), ("iban", "GB82 WEST 1234 5698 7654 32"), ("nino", "AB123456C")]
+    assert all(text[f.start:f.end] == f.value for f in findings)
+    assert set(km.PII_KINDS) >= {"email", "phone", "iban", "credit_card", "ssn", "ip_address", "nino"}
+
+
+def test_ssn_without_dashes_needs_a_label():
+    assert km.anonymize_pii_text("SSN 123 45 6789") == "SSN [ssn]"
+    assert km.anonymize_pii_text("social security number 123456789") == "social security number [ssn]"
+    assert km.anonymize_pii_text("ticket 123456789") == "ticket 123456789"
+
+
+def test_cards_need_luhn_and_a_card_network():
+    assert km.anonymize_pii_text("card 4111 1111 1111 1111") == "card [credit_card]"
+    assert km.anonymize_pii_text("card 4111 1111 1111 1112") == "card 4111 1111 1111 1112"
+    assert km.anonymize_pii_text("id 1700000000123") == "id 1700000000123"
+
+
+# -- linear time -----------------------------------------------------------------------------------------------
+
+ADVERSARIAL = {
+    "letters": "a" * 100_000, "dashes": "-" * 100_000, "stripe": "sk_live_" * 12_500, "digits": "1234 " * 20_000,
+    "at": "@" * 100_000, "colons": ":" * 100_000, "password": "password=" * 11_000, "quotes": '"' * 100_000,
+    "mixed": "aB3-" * 25_000, "pem": "-----BEGIN A " * 7_700, "hex_colons": "ab:" * 33_000, "dots": "1." * 50_000,
+    "email": "a.b" * 33_000 + "@", "plus": "+1 " * 33_000, "slashes": "/" * 100_000, "brackets": "[" * 100_000,
+    "token_words": "token: " * 14_000, "base64": "A" * 100_000, "equals": "=" * 100_000, "tilde": "Q~" * 50_000,
+}
+RULES = {"scan_credentials": km.scan_credentials, "scan_pii": km.scan_pii}
+
+
+def _finishes(function, text: str, seconds: float = 10.0) -> bool:
+    """A watchdog, not a timing goal: catastrophic backtracking takes hours, linear scans a fraction of this."""
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (function(text), done.set()), daemon=True)
+    thread.start()
+    return done.wait(seconds)
+
+
+@pytest.mark.parametrize("name", sorted(ADVERSARIAL))
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_every_scan_finishes_on_long_adversarial_input(rule, name):
+    assert _finishes(RULES[rule], ADVERSARIAL[name])
+
+
+@pytest.mark.parametrize("pattern", [rule.pattern for rule in km._PROVIDER_RULES[:]], ids=lambda p: p.pattern[:30])
+def test_every_provider_pattern_finishes_on_its_own_anchor_repeated(pattern):
+    anchor = next(rule.anchors[0] for rule in km._PROVIDER_RULES if rule.pattern is pattern)
+    assert _finishes(lambda text: list(pattern.finditer(text)), anchor * (100_000 // len(anchor)))
+
+
+# -- input checks ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("function", [km.scan_credentials, km.redact_credential_text, km.scan_pii,
+                                      km.anonymize_pii_text])
+@pytest.mark.parametrize("value", [None, b"password=x", 3, ["a"]])
+def test_non_strings_are_refused(function, value):
+    with pytest.raises(km.InvalidArgumentError):
+        function(value)
+
+
+def test_the_module_under_test_is_the_one_on_the_path():
+    assert hasattr(km, "scan_credentials"), km.__file__
