@@ -266,7 +266,7 @@ def test_scan_finds_base64_payloads():
     # binary, no hint: not a payload (a long random run still reads as a possible token, which is cautious)
     assert not any(reason.startswith("base64 payload:") for reason in km.scan_skill_text(f"blob {binary}"))
     hinted = km.scan_skill_text(f"echo {binary} | base64 -d > run.bin")
-    assert len(hinted) == 1 and "next to a decoding hint" in hinted[0]
+    assert any("next to a decoding hint" in reason for reason in hinted)
     secret = base64.b64encode(b"password = 'hunter2hunter2'").decode()
     assert "containing a credential" in km.scan_skill_text(f"config {secret}")[0]
 
