@@ -268,7 +268,7 @@ def test_scan_finds_base64_payloads():
     hinted = km.scan_skill_text(f"echo {binary} | base64 -d > run.bin")
     assert any("next to a decoding hint" in reason for reason in hinted)
     secret = base64.b64encode(b"password = 'hunter2hunter2'").decode()
-    assert "containing a credential" in km.scan_skill_text(f"config {secret}")[0]
+    assert any("containing a credential" in reason for reason in km.scan_skill_text(f"config {secret}"))
 
 
 @pytest.mark.parametrize("text", [
