@@ -124,7 +124,9 @@ __all__ = [
     "resolve_session_id", "WORKING_MEMORY_TTL", "MAX_MESSAGE_BYTES", "MESSAGE_ROLES", "SESSION_SEQUENCE_TTL",
     "ACTIVE_SESSION_TTL", "SESSION_GENERATION_TTL", "DEFAULT_SESSION_CONTEXT", "SESSION_SOURCES",
     # privacy, belief revision and consolidation
-    "CredentialDetectedError", "PIIRedactor", "screen_for_store", "CREDENTIAL_POLICIES", "normalize_statement", "statement_subjects", "belief_similarity",
+    "CredentialDetectedError", "PIIRedactor", "screen_for_store", "CREDENTIAL_POLICIES", "CredentialFinding",
+    "scan_credentials", "redact_credential_text", "CREDENTIAL_FAMILIES", "PIIFinding", "scan_pii",
+    "anonymize_pii_text", "PII_KINDS", "adapter_chat", "normalize_statement", "statement_subjects", "belief_similarity",
     "canonical_source", "statement_subject", "same_belief", "MULTI_VALUED_PREDICATES", "BELIEF_RELATIONS",
     "belief_relations", "RelationMatcher", "REVISION_OUTCOMES", "ExtractiveSummarizer", "MemorySummarizer", "render_summary",
     "RetryQueue", "MemoryAssessResult", "AutoAssessFn", "get_memory_space", "EvidencePolicy", "DEFAULT_STORAGE_POLICY", "heuristic_prefilter",
@@ -3853,6 +3855,16 @@ class SQLiteGraph(GraphBackend):
         """True when nothing is written to disk."""
         return self.path == ":memory:"
 
+    def _disk_is_full(self) -> bool:
+        """Whether the store's file system has no room left (SQLite reports some full disks as I/O errors)."""
+        if self.in_memory or not hasattr(os, "statvfs"):
+            return False
+        try:
+            status = os.statvfs(os.path.dirname(os.path.abspath(self.path)))
+        except OSError:
+            return False
+        return status.f_bavail * status.f_frsize < 64 * 1024
+
     def _store_error(self, exc: sqlite3.Error) -> StoreError:
         message = str(exc)
         lowered = message.lower()
@@ -3863,7 +3875,7 @@ class SQLiteGraph(GraphBackend):
                 f"backup or an export, or move it aside to start a new store")
         if "readonly" in lowered or "read-only" in lowered:
             return StoreError(f"{where} is read-only ({message}); check the file's and folder's permissions")
-        if "full" in lowered:
+        if "full" in lowered or ("disk i/o error" in lowered and self._disk_is_full()):
             return StoreError(f"{where}: the disk is full ({message}); free space and retry")
         if _busy(exc):
             return StoreBusyError(
@@ -4834,6 +4846,7 @@ _KM_LAST = _KM + "last_number"    # highest revision number an import says was e
 _KM_TAGS = _KM + "tag_events"     # an item's tag history, JSON [[tag, number | null, at], ...]
 _KM_DEPRECATIONS = _KM + "deprecations"   # an item's deprecation history, JSON [[number | null, flag, at], ...]
 _KM_CHANGE = _KM + "change"       # a project's change mark: a fresh random value after every write
+_KM_WRITE = _KM + "write_id"      # a revision's write id: a retried create finds the one that was applied
 _TRANSIENT_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "RESOURCE_EXHAUSTED", "ABORTED")
 
 
@@ -4976,14 +4989,17 @@ class KumihoBackend(GraphBackend):
             return GraphServiceError(message + " (check the token)", transient=False, code=name)
         return GraphServiceError(message, transient=name in _TRANSIENT_CODES, code=name)
 
-    def _call(self, rpc: str, request: Any, *, idempotent: bool = True, metadata: Sequence[tuple[str, str]] = ()) -> Any:
+    def _call(self, rpc: str, request: Any, *, idempotent: bool = True, metadata: Sequence[tuple[str, str]] = (),
+              retries: int | None = None) -> Any:
         """One RPC with bounded retries: transient failures are retried (a non-idempotent call only on
-        UNAVAILABLE, when the server cannot have acted), everything else is mapped at once."""
+        UNAVAILABLE, when the server cannot have acted), everything else is mapped at once. ``retries``
+        overrides the backend's count (0: the caller decides)."""
         with self._lock:
             client = self._connect()
         method = getattr(client.stub, rpc)
         delay = 0.05
-        for attempt in range(self._retries + 1):
+        retries = self._retries if retries is None else retries
+        for attempt in range(retries + 1):
             try:
                 if metadata:
                     return method(request, timeout=self._timeout, metadata=tuple(metadata))
@@ -4992,7 +5008,7 @@ class KumihoBackend(GraphBackend):
                 error = self._error(exc, rpc)
                 code = getattr(error, "code", None)
                 retry = isinstance(error, GraphServiceError) and error.transient and (idempotent or code == "UNAVAILABLE")
-                if not retry or attempt == self._retries:
+                if not retry or attempt == retries:
                     raise error from None
             time.sleep(delay)
             delay = min(delay * 4, 1.0)
@@ -5306,10 +5322,28 @@ class KumihoBackend(GraphBackend):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _create_revision(self, item_uri: str, encoded: Mapping[str, str], number: int = 0) -> Any:
+        """Create a revision exactly once: a reply lost after the server applied the write (a dropped
+        connection) is not retried blindly; the item's revisions are read for this write's id first."""
         text = f"{encoded.get('title', '')}\n{encoded.get('content', '')}"
-        return self._call("CreateRevision", self._pb.CreateRevisionRequest(
-            item_kref=self._pb_kref(item_uri), metadata=dict(encoded), number=number, exists_error=number > 0,
-            embedding_text=text[:8000]), idempotent=False, metadata=(("x-idempotency-key", self._ids.new_id() + self._ids.new_id()),))
+        write_id = self._ids.new_id() + self._ids.new_id()
+        request = self._pb.CreateRevisionRequest(
+            item_kref=self._pb_kref(item_uri), metadata={**encoded, _KM_WRITE: write_id}, number=number,
+            exists_error=number > 0, embedding_text=text[:8000])
+        delay = 0.05
+        for attempt in range(self._retries + 1):
+            try:
+                return self._call("CreateRevision", request, idempotent=False, retries=0,
+                                  metadata=(("x-idempotency-key", write_id),))
+            except GraphServiceError as error:
+                if not error.transient or attempt == self._retries:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 4, 1.0)
+            with contextlib.suppress(GraphServiceError):
+                applied = [rev for rev in self._revisions_pb(item_uri) if rev.metadata.get(_KM_WRITE) == write_id]
+                if applied:
+                    return applied[0]
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _log_tag(self, item_uri: str, tag: str, number: int | None, moment: _dt.datetime) -> None:
         """Append a tag move to the item's history (what ``export`` and imported ``time=`` lookups read);
@@ -7552,7 +7586,7 @@ def parse_time_window(query: str, now: _dt.datetime | None = None) -> tuple[floa
         match = _YEAR.search(text)
         if match and 1000 <= int(match.group(1)) <= 9999:
             return _period(_dt.datetime(int(match.group(1)), 1, 1, tzinfo=UTC), "year")
-    except ValueError:        # 31 February and the like
+    except (ValueError, OverflowError):   # 31 February, or a period that ends past year 9999
         return None
     if now is None:
         return None
@@ -12580,8 +12614,8 @@ class SpaceProfiler:
                  project: str | None = None) -> None:
         memory = memory_or_default(memory, project)
         for name, value in (("window_days", window_days), ("max_supersedes_depth", max_supersedes_depth)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidArgumentError(f"{name} must be a positive integer, not {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 36_500:
+                raise InvalidArgumentError(f"{name} must be a whole number from 1 to 36500, not {str(value)[:40]}")
         if not isinstance(dry_run, bool):
             raise InvalidArgumentError("dry_run must be True or False")
         _check_pattern(profile_kind, KIND_PATTERN, "profile kind", InvalidArgumentError)
