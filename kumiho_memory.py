@@ -33,12 +33,15 @@ Sections (each uses only those above it):
    12. export         Mermaid renderings of the graph
    13. facades        the sync ``Memory`` (and the default memory) and the async ``UniversalMemoryManager``
    14. built on it    space profiles, skill ingest, Dream State
-   15. CLI            ``main(argv=None) -> int``
+   15. integrations   list and show, the memory browser (``http.server``), LangGraph's store, the Agents SDK
+                      session
+   16. CLI            ``main(argv=None) -> int``
 
-Optional extras (``pip install 'kumiho-memory-onefile[EXTRA]'``), each imported only by the code that needs
+Optional extras (in a checkout: ``pip install -e '.[EXTRA]'``), each imported only by the code that needs
 it: ``redis`` (working memory on Redis), ``kumiho`` (the Kumiho graph server), ``mcp`` (the MCP server
-script), ``embed`` (embedding adapters). Only ``KumihoBackend`` needs one (the ``kumiho`` SDK); everything
-else works with the standard library: the embedding and LLM adapters speak HTTP with ``urllib``.
+script), ``langgraph`` (``langgraph_store``), ``agents`` (``agents_session``), ``embed`` (embedding
+adapters). Everything else works with the standard library: the embedding and LLM adapters speak HTTP with
+``urllib``, the memory browser is ``http.server``.
 
 Design rules: nothing runs at import (no files, no environment reads, no clients, no threads); time and ids
 come from injected objects so every run is reproducible; revisions are immutable once written; every write
@@ -63,7 +66,9 @@ import concurrent.futures
 import copy
 import dataclasses
 import datetime as _dt
+import functools
 import hashlib
+import html
 import heapq
 import importlib
 import ipaddress
@@ -81,6 +86,7 @@ import threading
 import time
 import types
 import unicodedata
+import urllib.parse
 import zlib
 from typing import IO, Any, Awaitable, Callable, Container, Iterable, Iterator, Mapping, Protocol, Sequence
 
@@ -111,6 +117,8 @@ __all__ = [
     "GraphBackend", "RevisionDraft", "SQLiteGraph", "KumihoBackend", "SCHEMA_VERSION",
     # facades
     "Memory", "default_memory", "memory_or_default", "UniversalMemoryManager",
+    # integrations
+    "list_memories", "describe_memory", "MemoryBrowser", "BrowserServer", "langgraph_store", "agents_session",
     # recall
     "RecallSignals", "RecallQuery", "ScoredRevision", "FOLLOWS", "is_message", "thread_key", "parse_time_window",
     "validate_where", "matches_where", "validate_prefer", "EvidenceRankConfig", "apply_evidence_weights",
@@ -426,13 +434,16 @@ def content_hash(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _require(module_name: str, *, extra: str) -> Any:
-    """Import an optional package, or raise ``BackendUnavailableError`` naming the pip line that adds it."""
+def _require(module_name: str, *, extra: str, package: str | None = None) -> Any:
+    """Import an optional package, or raise ``BackendUnavailableError`` naming pip lines that work today:
+    the package itself from PyPI, and the extra from a checkout of this project."""
     try:
         return importlib.import_module(module_name)
     except ImportError as exc:
+        wanted = package or module_name.partition(".")[0]
         raise BackendUnavailableError(
-            f"{module_name!r} is not installed; run: pip install '{DISTRIBUTION_NAME}[{extra}]'") from exc
+            f"{module_name!r} is not installed; run: pip install '{wanted}' (in a checkout of kumiho_memory: "
+            f"pip install -e '.[{extra}]')") from exc
 
 
 def _unique_temporary(path: str) -> str:
@@ -3285,6 +3296,11 @@ class GraphBackend(abc.ABC):
         """The artifacts of a revision, by name."""
 
     @abc.abstractmethod
+    def tag_history(self, item: Kref) -> list[tuple[str, int | None, str]]:
+        """Every move of every tag of an item, oldest first: ``(tag, revision number or None when removed
+        or forgotten, ISO instant)``."""
+
+    @abc.abstractmethod
     def search(self, query: RecallQuery) -> list[ScoredRevision]:
         """Score revisions for a recall (words and signals, see ``RecallQuery``); best first, at most
         ``query.pool``. By default one current revision per item, nothing deprecated or superseded; never
@@ -4415,6 +4431,14 @@ class SQLiteGraph(GraphBackend):
         return [ArtifactRecord(record.kref, name, location, json.loads(meta), created)
                 for name, location, meta, created in rows]
 
+    def tag_history(self, item: Kref) -> list[tuple[str, int | None, str]]:
+        """Every move of every tag of an item, oldest first."""
+        with self._read() as conn:
+            item_id = self._item_row(conn, item.item_kref())[0]
+            rows = conn.execute("SELECT e.tag, r.number, e.at FROM tag_events e LEFT JOIN revisions r ON "
+                                "r.id = e.revision_id WHERE e.item_id = ? ORDER BY e.at, e.id", (item_id,)).fetchall()
+        return [(tag, number, at) for tag, number, at in rows]
+
     # -- the lexical index --------------------------------------------------------------------------------
 
     def _index(self, conn: sqlite3.Connection, revision_id: int, title: str, content: str, kind: str) -> None:
@@ -4942,8 +4966,8 @@ class KumihoBackend(GraphBackend):
         if self._closed:
             raise StoreClosedError("this Kumiho backend is closed")
         if self._pb is None:
-            kumiho = _require("kumiho", extra="kumiho")
-            self._grpc = _require("grpc", extra="kumiho")
+            kumiho = _require("kumiho", extra="kumiho", package="kumiho>=0.14,<0.15")
+            self._grpc = _require("grpc", extra="kumiho", package="kumiho>=0.14,<0.15")
             self._pb = importlib.import_module("kumiho.proto.kumiho_pb2")
             if self._client is None:
                 try:
@@ -5655,6 +5679,11 @@ class KumihoBackend(GraphBackend):
         rev = self._resolve_pb(revision, self._get_item(revision))
         response = self._call("GetArtifacts", self._pb.GetArtifactsRequest(revision_kref=rev.kref))
         return sorted((self._artifact_record(art) for art in response.artifacts), key=lambda a: a.name)
+
+    def tag_history(self, item: Kref) -> list[tuple[str, int | None, str]]:
+        """Every move of every tag of an item that this backend recorded, oldest first."""
+        events = self._tag_events(self._get_item(item.item_kref()))
+        return [(str(tag), number if isinstance(number, int) else None, str(at)) for tag, number, at in events]
 
     # -- recall -------------------------------------------------------------------------------------------------
 
@@ -6453,7 +6482,7 @@ class WorkingMemoryBuffer(abc.ABC):
     """Per-session message buffers, session metadata, session pointers and counters, all with expiry.
 
     The public methods (async, named as in kumiho-memory's ``RedisMemoryBuffer``) validate their arguments,
-    build keys and shape results here, once; a backend implements only the eleven storage primitives at the end
+    build keys and shape results here, once; a backend implements only the twelve storage primitives at the end
     of this class, which behave like the Redis commands named in their docstrings. Use it with
     ``async with``, or call ``close()``.
 
@@ -6574,6 +6603,18 @@ class WorkingMemoryBuffer(abc.ABC):
         head = "" if first is None else f"{first.get('timestamp', '')}\n{first.get('content', '')}"
         return await self._consume(self._keys.messages(project, session_id), self._keys.metadata(project, session_id),
                                    count, head)
+
+    async def pop_message(self, *, project: str, session_id: str) -> dict[str, Any] | None:
+        """Remove and return a session's newest message (like Redis RPOP), or None when it holds none; when
+        none remain the session and its metadata go too.
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        project = _wm_segment(project, "project")
+        session_id = _wm_identifier(session_id, "session_id")
+        record = await self._pop(self._keys.messages(project, session_id), self._keys.metadata(project, session_id))
+        return None if record is None else _decode_message(record, session_id)
 
     async def acquire_session_lease(self, *, project: str, session_id: str, owner: str, ttl_seconds: int = 600) -> bool:
         """Claim a session for one consolidation across processes (SET NX with expiry); False when another
@@ -6776,6 +6817,10 @@ class WorkingMemoryBuffer(abc.ABC):
         """Unless ``head`` ("timestamp\\ncontent" of the first record, "" for any) differs from the list's first
         record (then -1): LTRIM list count -1, and DEL both keys when the list is empty; atomically; return
         what remains."""
+
+    @abc.abstractmethod
+    async def _pop(self, list_key: str, hash_key: str) -> str | None:
+        """RPOP, and DEL both keys when the list is then empty; atomically; return the record or None."""
 
     @abc.abstractmethod
     async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
@@ -7020,6 +7065,22 @@ class _SQLiteKeyspace:
         self._checkpoint()
         return remaining
 
+    def pop(self, list_key: str, hash_key: str) -> str | None:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, list_key, now)
+            length = int(live[0]) if live else 0
+            if not length:
+                return None
+            row = conn.execute("SELECT value FROM wm_lists WHERE key = ? AND position = ?",
+                               (list_key, length - 1)).fetchone()
+            conn.execute("DELETE FROM wm_lists WHERE key = ? AND position = ?", (list_key, length - 1))
+            if length == 1:
+                conn.execute("DELETE FROM wm_keys WHERE key IN (?, ?)", (list_key, hash_key))
+            else:
+                conn.execute("UPDATE wm_keys SET value = ? WHERE key = ?", (str(length - 1), list_key))
+        self._checkpoint()
+        return row[0] if row else None
+
     def _checkpoint(self) -> None:
         """Fold the WAL into the file and truncate it, so deleted text leaves the WAL's bytes too (best effort:
         a reader in another connection may keep the WAL; the next checkpoint then finishes the job)."""
@@ -7143,6 +7204,9 @@ class InProcessBuffer(WorkingMemoryBuffer):
     async def _consume(self, list_key: str, hash_key: str, count: int, head: str) -> int:
         return await asyncio.to_thread(self._space.consume, list_key, hash_key, count, head)
 
+    async def _pop(self, list_key: str, hash_key: str) -> str | None:
+        return await asyncio.to_thread(self._space.pop, list_key, hash_key)
+
     async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
         return await asyncio.to_thread(self._space.scan, prefix, suffix)
 
@@ -7165,6 +7229,13 @@ class InProcessBuffer(WorkingMemoryBuffer):
 # -- the Redis buffer ---------------------------------------------------------------------------------------
 
 # Remove the consumed front of a session's list and, when nothing is left, its metadata: one atomic step.
+# Take the newest message off a session's list and, when nothing is left, its metadata: one atomic step.
+_POP_SCRIPT = """
+local record = redis.call('RPOP', KEYS[1])
+if redis.call('LLEN', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end
+return record
+"""
+
 _CONSUME_SCRIPT = """
 if ARGV[2] ~= '' then
   local first = redis.call('LINDEX', KEYS[1], 0)
@@ -7417,6 +7488,10 @@ class RedisMemoryBuffer(WorkingMemoryBuffer):
     async def _consume(self, list_key: str, hash_key: str, count: int, head: str) -> int:
         (reply,) = await self._commands.run(("EVAL", _CONSUME_SCRIPT, 2, list_key, hash_key, count, head))
         return int(reply)
+
+    async def _pop(self, list_key: str, hash_key: str) -> str | None:
+        (reply,) = await self._commands.run(("EVAL", _POP_SCRIPT, 2, list_key, hash_key))
+        return None if reply is None else _text(reply)
 
     async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
         pattern = f"{_glob_escape(prefix)}*{_glob_escape(suffix)}"
@@ -11512,6 +11587,20 @@ class Memory:
         """The artifacts of the revision ``kref`` selects."""
         return [artifact.to_dict() for artifact in self._backend.artifacts(self._own(kref))]
 
+    def tag_history(self, item_kref: str) -> list[dict[str, Any]]:
+        """Where each tag of an item pointed over time, oldest move first.
+
+        Returns:
+            ``[{tag, revision, revision_kref, at}]``; ``revision`` and ``revision_kref`` are None for a move
+            that took the tag off (or whose revision was forgotten).
+
+        Raises:
+            InvalidKrefError: malformed. NotFoundError: no such item.
+        """
+        item = self._own(item_kref).item_kref()
+        return [{"tag": tag, "revision": number, "revision_kref": None if number is None else str(item.with_revision(number)),
+                 "at": at} for tag, number, at in self._backend.tag_history(item)]
+
     def items(self, *, space: str | None = None, kind: str | None = None,
               include_deprecated: bool = False) -> list[dict[str, Any]]:
         """Items of this project, optionally within ``space`` (and its sub-spaces) or of one ``kind``."""
@@ -14219,7 +14308,1218 @@ class DreamState:
 
 
 # ==========================================================================================================
-# 15. CLI
+# 15. Integrations: listing and describing memories, the memory browser, LangGraph's store, the OpenAI
+#     Agents SDK session
+# ==========================================================================================================
+#
+# Everything here stands on Memory's public face (and the working-memory buffer's); the frameworks are
+# imported inside the functions that build their adapters, so ``import kumiho_memory`` imports neither.
+
+LIST_PAGE_LIMIT = 200            # memories on one page of `list` / the browser, at most
+LIST_SCAN_LIMIT = 5000           # items one filtered page examines at most (then it offers to go on)
+MAX_DESCRIBED_REVISIONS = 500    # revisions `describe_memory` details; older ones are counted, not listed
+MAX_DESCRIBED_EDGES = 500        # edges per direction `describe_memory` lists
+
+
+def _instant(value: Any, what: str = "as_of") -> _dt.datetime | None:
+    """``parse_instant`` for optional caller input, naming the argument when it is unreadable."""
+    if value is None or value == "":
+        return None
+    try:
+        return parse_instant(value)
+    except (KumihoMemoryError, ValueError, TypeError, OverflowError) as exc:
+        raise InvalidArgumentError(f"{what} is not a time (ISO 8601, e.g. 2026-01-31T12:00:00Z): {value!r:.80}") \
+            from exc
+
+
+def _page_bounds(limit: Any, offset: Any, *, most: int = LIST_PAGE_LIMIT) -> tuple[int, int]:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= most:
+        raise InvalidArgumentError(f"limit must be a whole number from 1 to {most}, not {limit!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 10**9:
+        raise InvalidArgumentError(f"offset must be a whole number >= 0, not {offset!r}")
+    return limit, offset
+
+
+def _revision_at(memory: Memory, item_kref: str, moment: _dt.datetime | None) -> dict[str, Any] | None:
+    """The item's current revision (its ``published`` one, else its latest), now or at ``moment``; None
+    when the item did not exist yet."""
+    if moment is None:
+        with contextlib.suppress(NotFoundError):
+            return memory.get(f"{item_kref}?t={PUBLISHED_TAG}")
+        return memory.get(item_kref)
+    with contextlib.suppress(NotFoundError):
+        return memory.get(f"{item_kref}?t={PUBLISHED_TAG}&time={format_instant(moment)}")
+    earlier = [revision for revision in memory.history(item_kref) if parse_instant(revision["created_at"]) <= moment]
+    return earlier[-1] if earlier else None
+
+
+def _memory_summary(memory: Memory, item: Mapping[str, Any], revision: Mapping[str, Any]) -> dict[str, Any]:
+    """One row of a listing: the item with its current revision's title, tags, evidence and marks."""
+    contested = bool(memory.edges(item["item_kref"], edge_type=CONTRADICTS))
+    return {"item_kref": item["item_kref"], "kref": revision["kref"], "revision": revision["revision"],
+            "revision_count": item.get("revision_count"), "space": item["space"], "kind": item["kind"],
+            "key": item.get("key"), "title": revision["title"], "content": revision["content"],
+            "tags": list(revision["tags"]), "evidence_level": parse_evidence(revision["metadata"], revision["tags"]),
+            "deprecated": bool(item["deprecated"] or revision["deprecated"]), "contested": contested,
+            "created_at": item["created_at"], "updated_at": revision["created_at"]}
+
+
+def list_memories(memory: Memory, *, space: str | None = None, kind: str | None = None, tag: str | None = None,
+                  evidence: str | None = None, include_deprecated: bool = False,
+                  as_of: str | float | _dt.datetime | None = None, limit: int = 50, offset: int = 0,
+                  scan_limit: int = LIST_SCAN_LIMIT) -> dict[str, Any]:
+    """List memories newest first, each with its current revision (``published``, else latest).
+
+    Args:
+        memory: the memory to list.
+        space: only this space and the spaces under it. kind: only items of this kind (bookkeeping kinds
+            such as space profiles are left out unless asked for by name).
+        tag: only memories whose current revision carries this tag. evidence: only this evidence grade.
+        include_deprecated: list deprecated items too (marked).
+        as_of: list what existed then, each with the revision that was current then.
+        limit: memories on this page (1..200). offset: where the page starts in the newest-first order of
+            items; with ``tag`` or ``evidence`` a page examines at most ``scan_limit`` items from there, and
+            ``next_offset`` says where the next page goes on.
+
+    Returns:
+        ``{memories: [{item_kref, kref, revision, revision_count, space, kind, key, title, content, tags,
+        evidence_level, deprecated, contested, created_at, updated_at}], total_items, offset, limit,
+        next_offset (None at the end), scanned}``.
+
+    Raises:
+        InvalidArgumentError: a malformed filter or page.
+    """
+    limit, offset = _page_bounds(limit, offset)
+    if tag is not None:
+        validate_tag(tag)
+    if evidence is not None and evidence not in EVIDENCE_LEVELS:
+        raise InvalidArgumentError(f"evidence must be one of {', '.join(EVIDENCE_LEVELS)}, not {evidence!r}")
+    if isinstance(scan_limit, bool) or not isinstance(scan_limit, int) or scan_limit < limit:
+        raise InvalidArgumentError(f"scan_limit must be a whole number >= limit, not {scan_limit!r}")
+    moment = _instant(as_of)
+    items = [item for item in memory.items(space=space, kind=kind, include_deprecated=include_deprecated)
+             if kind is not None or item["kind"] not in SYSTEM_KINDS]
+    if moment is not None:
+        items = [item for item in items if parse_instant(item["created_at"]) <= moment]
+    items.sort(key=lambda item: (item["created_at"], item["item_kref"]), reverse=True)
+    filtered = tag is not None or evidence is not None
+    found, position, budget = [], offset, scan_limit if filtered else limit
+    while position < len(items) and len(found) < limit and budget > 0:
+        item = items[position]
+        position, budget = position + 1, budget - 1
+        revision = _revision_at(memory, item["item_kref"], moment)
+        if revision is None:
+            continue
+        if tag is not None and tag not in revision["tags"]:
+            continue
+        if evidence is not None and parse_evidence(revision["metadata"], revision["tags"]) != evidence:
+            continue
+        found.append(_memory_summary(memory, item, revision))
+    return {"memories": found, "total_items": len(items), "offset": offset, "limit": limit,
+            "next_offset": position if position < len(items) else None, "scanned": position - offset}
+
+
+def describe_memory(memory: Memory, kref: str, *, as_of: str | float | _dt.datetime | None = None) -> dict[str, Any]:
+    """Everything the store knows about one item: its revision chain, tags and where they pointed over
+    time, edges in and out, artifacts, evidence and contradictions, optionally as it stood at ``as_of``.
+
+    Args:
+        memory: the memory. kref: any kref of the item (a revision kref names its item).
+        as_of: also say which revision was current then and where each tag pointed then.
+
+    Returns:
+        ``{item_kref, space, kind, current, revisions: [revision + {supersedes, artifacts, after_as_of}],
+        revision_count, revisions_omitted, tags: {tag: {now, at_as_of, history: [{revision_kref, revision,
+        at}]}}, edges_out, edges_in (other items; each edge + {other_title}), evidence_level, contested_by,
+        contradicts, deprecated, as_of, current_at_as_of}``.
+
+    Raises:
+        InvalidKrefError: a malformed kref. NotFoundError: no such item.
+    """
+    moment = _instant(as_of)
+    item_kref = memory.get(kref)["item_kref"]
+    history = memory.history(item_kref)
+    omitted = max(0, len(history) - MAX_DESCRIBED_REVISIONS)
+    shown = history[omitted:]
+    edges = memory.edges(item_kref)
+    chain: dict[str, list[str]] = {}
+    outgoing, incoming = [], []
+    for edge in edges:
+        source_item, target_item = edge["source_kref"].split("?")[0], edge["target_kref"].split("?")[0]
+        if source_item == item_kref and target_item == item_kref:
+            if edge["edge_type"] == SUPERSEDES:
+                chain.setdefault(edge["source_kref"], []).append(edge["target_kref"])
+                continue
+        if source_item == item_kref and len(outgoing) < MAX_DESCRIBED_EDGES:
+            outgoing.append(edge)
+        elif target_item == item_kref and len(incoming) < MAX_DESCRIBED_EDGES:
+            incoming.append(edge)
+    for edge, other in [(edge, edge["target_kref"]) for edge in outgoing] + [(edge, edge["source_kref"]) for edge in incoming]:
+        try:
+            edge["other_title"] = memory.get(other)["title"]
+        except NotFoundError:
+            edge["other_title"] = None
+    revisions = []
+    for revision in shown:
+        revisions.append({**revision, "supersedes": chain.get(revision["kref"], []),
+                          "artifacts": memory.artifacts(revision["kref"]),
+                          "after_as_of": moment is not None and parse_instant(revision["created_at"]) > moment})
+    tags: dict[str, dict[str, Any]] = {}
+    for event in memory.tag_history(item_kref):
+        entry = tags.setdefault(event["tag"], {"now": None, "at_as_of": None, "history": []})
+        entry["history"].append({"revision_kref": event["revision_kref"], "revision": event["revision"],
+                                 "at": event["at"]})
+        entry["now"] = event["revision_kref"]
+        if moment is not None and parse_instant(event["at"]) <= moment:
+            entry["at_as_of"] = event["revision_kref"]
+    current = _revision_at(memory, item_kref, None)
+    then = _revision_at(memory, item_kref, moment) if moment is not None else None
+    return {"item_kref": item_kref, "space": current["space"], "kind": current["kind"], "current": current,
+            "revisions": revisions, "revision_count": len(history), "revisions_omitted": omitted, "tags": tags,
+            "edges_out": outgoing, "edges_in": incoming,
+            "evidence_level": parse_evidence(current["metadata"], current["tags"]),
+            "contested_by": [edge["source_kref"] for edge in incoming if edge["edge_type"] == CONTRADICTS],
+            "contradicts": [edge["target_kref"] for edge in outgoing if edge["edge_type"] == CONTRADICTS],
+            "deprecated": bool(history[-1]["deprecated"]) if history else False,
+            "as_of": None if moment is None else format_instant(moment), "current_at_as_of": then}
+
+
+# -- the memory browser: one self-contained page over http.server, loopback only --------------------------
+
+_BROWSER_CSS = """
+:root{--fg:#1d232a;--muted:#5f6b77;--line:#d9dee3;--bg:#fbfbfc;--accent:#3457a5;--warn:#a5343a;--ok:#2c7a4b}
+*{box-sizing:border-box}body{margin:0;font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:var(--fg);background:var(--bg)}
+header{padding:.8rem 1.2rem;border-bottom:1px solid var(--line);background:#fff;display:flex;gap:1rem;align-items:baseline;flex-wrap:wrap}
+header h1{font-size:1.1rem;margin:0}header a{color:inherit;text-decoration:none}main{padding:1rem 1.2rem;max-width:70rem}
+form.filters{display:flex;flex-wrap:wrap;gap:.5rem;margin-bottom:1rem}form.filters input,form.filters select{padding:.35rem .5rem;border:1px solid var(--line);border-radius:4px;font:inherit}
+form.filters input[name=q]{flex:1 1 18rem}button{font:inherit;padding:.35rem .8rem;border:1px solid var(--accent);background:var(--accent);color:#fff;border-radius:4px;cursor:pointer}
+button.danger{background:var(--warn);border-color:var(--warn)}table{border-collapse:collapse;width:100%;background:#fff}
+th,td{text-align:left;vertical-align:top;padding:.45rem .55rem;border-bottom:1px solid var(--line)}th{font-size:.8rem;color:var(--muted);font-weight:600}
+.kref,code{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace;word-break:break-all}.muted{color:var(--muted)}
+.badge{display:inline-block;padding:0 .4rem;border-radius:3px;font-size:.75rem;border:1px solid var(--line);margin-right:.2rem;white-space:nowrap}
+.ev-official{border-color:var(--ok);color:var(--ok)}.ev-corroborated{border-color:var(--accent);color:var(--accent)}.ev-unverified{border-color:var(--warn);color:var(--warn)}
+.mark-deprecated{background:#eee;color:#555}.mark-contested{background:#fbeaea;color:var(--warn);border-color:var(--warn)}
+.content{white-space:pre-wrap;overflow-wrap:anywhere;background:#fff;border:1px solid var(--line);padding:.6rem;border-radius:4px}
+section{margin:1.4rem 0}h2{font-size:1rem;margin:.2rem 0 .6rem}.revision{border-left:3px solid var(--line);padding:.2rem 0 .2rem .8rem;margin:.6rem 0}
+.revision.current{border-left-color:var(--accent)}.revision.later{opacity:.55}.error{border:1px solid var(--warn);background:#fdf3f3;padding:.8rem;border-radius:4px}
+.flash{border:1px solid var(--ok);background:#f1f8f3;padding:.5rem .8rem;border-radius:4px;margin-bottom:1rem}nav.pages{margin:1rem 0;display:flex;gap:1rem}
+.w-s{width:7rem}.w-m{width:9rem}.w-l{width:11rem}
+form.inline{display:inline-flex;gap:.3rem;margin:.2rem .4rem .2rem 0}form.inline input{padding:.25rem .4rem;border:1px solid var(--line);border-radius:4px;font:inherit}
+"""
+
+# The page's only script: copy a kref, and ask before an erase. It runs under a per-response CSP nonce.
+_BROWSER_JS = """
+document.addEventListener('click',function(e){var t=e.target;if(t&&t.dataset&&t.dataset.copy){
+if(navigator.clipboard){navigator.clipboard.writeText(t.dataset.copy)}t.textContent='copied';}});
+document.addEventListener('submit',function(e){var f=e.target;if(f&&f.dataset&&f.dataset.confirm&&!window.confirm(f.dataset.confirm)){e.preventDefault()}});
+"""
+
+
+
+def _page(title: str, nonce: str, where: str, mode: str, body: str) -> str:
+    """The one page: inline CSS and script (under the response's CSP nonce), no outside resources."""
+    return ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+            '<meta name="viewport" content="width=device-width,initial-scale=1"><meta name="referrer" content="no-referrer">'
+            f'<title>{title}</title><style nonce="{nonce}">{_BROWSER_CSS}</style></head>'
+            f'<body><header><h1><a href="/">kumiho memory</a></h1><span class="muted">{where}</span>'
+            f'<span class="muted" id="mode">{mode}</span></header><main id="main">{body}</main>'
+            f'<script nonce="{nonce}">{_BROWSER_JS}</script></body></html>\n')
+
+
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+_BROWSER_WRITE_ROUTES = ("/tag", "/untag", "/deprecate", "/forget")
+_MAX_QUERY_CHARS = 8192
+_MAX_FORM_BYTES = 64 * 1024
+_CONTROL_OR_NUL = dict.fromkeys([*range(0, 9), 11, 12, *range(14, 32), 127], "\ufffd")
+
+
+def _html_escape(value: Any) -> str:
+    """HTML-escape any value, quotes included; control characters become U+FFFD."""
+    return html.escape(str(value).translate(_CONTROL_OR_NUL), quote=True)
+
+
+def _html_text(value: Any) -> str:
+    """User text in an isolating span, so right-to-left marks and overrides cannot reorder the page."""
+    return f'<bdi dir="auto">{_html_escape(value)}</bdi>'
+
+
+def _host_is_loopback(host_header: str) -> bool:
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        name = host[1:host.find("]")] if "]" in host else ""
+    else:
+        name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    return name in _LOOPBACK_HOSTS or (name.startswith("127.") and name.replace(".", "").isdigit())
+
+
+class _BadRequest(Exception):
+    """A request the browser refuses with a page: carries the status and the message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class BrowserServer:
+    """A running memory browser (see ``MemoryBrowser.serve``): ``url``, ``shutdown()``, ``wait()``."""
+
+    def __init__(self, httpd: Any, thread: threading.Thread) -> None:
+        self._httpd, self._thread = httpd, thread
+        host, port = httpd.server_address[:2]
+        self.port = port
+        self.url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the server stops (or ``timeout`` seconds pass)."""
+        self._thread.join(timeout)
+
+    def shutdown(self) -> None:
+        """Stop serving and release the port; safe to call twice."""
+        if self._thread.is_alive():
+            self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join()
+
+    def __enter__(self) -> "BrowserServer":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.shutdown()
+
+
+class MemoryBrowser:
+    """A local, read-only-by-default web page over a ``Memory``: list, search, and each memory's whole story.
+
+    ``handle`` is the whole application, a pure function of the request (no sockets), so it can be tested
+    and embedded; ``serve`` puts it behind ``http.server`` on a loopback address.
+
+    Args:
+        memory: the memory to browse; the caller keeps ownership.
+        allow_writes: show tag, untag, deprecate and forget buttons. Every write is a POST that must carry
+            this run's token (printed nowhere, embedded in the forms), come from a loopback origin and name
+            a loopback Host, so another site cannot drive it (CSRF, DNS rebinding).
+        token: the per-run token (default a fresh random one).
+        page_size: memories per page by default.
+    """
+
+    def __init__(self, memory: Memory, *, allow_writes: bool = False, token: str | None = None,
+                 page_size: int = 50) -> None:
+        _page_bounds(page_size, 0)
+        self.memory = memory
+        self.allow_writes = bool(allow_writes)
+        self.token = token or secrets.token_urlsafe(24)
+        self.page_size = page_size
+
+    # -- the application -----------------------------------------------------------------------------------
+
+    def handle(self, method: str, path: str, query: str = "", form: Mapping[str, str] | None = None,
+               headers: Mapping[str, str] | None = None) -> tuple[int, list[tuple[str, str]], bytes]:
+        """Answer one request.
+
+        Args:
+            method: ``GET``, ``HEAD`` or ``POST``. path: the URL path (a ``?query`` on it is split off).
+            query: the raw query string. form: a POST's decoded form fields.
+            headers: the request headers (any case); ``Host`` must name a loopback address.
+
+        Returns:
+            ``(status, headers, body)``: an HTML page for every outcome, errors included (never a traceback).
+        """
+        nonce = secrets.token_urlsafe(12)
+        method = str(method).upper()
+        back = '<p><a href="/">Back to the list</a></p>'
+        try:
+            lowered = {str(name).lower(): str(value) for name, value in (headers or {}).items()}
+            if "?" in path:
+                path, _, extra = path.partition("?")
+                query = query or extra
+            if len(query) > _MAX_QUERY_CHARS or len(path) > 1024:
+                raise _BadRequest(414, "That address is too long.")
+            if not _host_is_loopback(lowered.get("host", "")):
+                raise _BadRequest(421, "This memory browser answers only to a loopback address "
+                                       "(127.0.0.1 or localhost).")
+            params = self._params(query)
+            if method == "POST":
+                if path not in _BROWSER_WRITE_ROUTES:
+                    raise _BadRequest(405 if path in ("/", "/memory") else 404, "There is no such action here.")
+                location = self._write(path, dict(form or {}), lowered)
+                return 303, self._headers(nonce, "text/plain; charset=utf-8") + [("Location", location)], b""
+            if method not in ("GET", "HEAD"):
+                raise _BadRequest(405, f"Method {method[:20]!r} is not served here.")
+            if path == "/":
+                status, title, body = 200, "memories", self._list_page(params)
+            elif path == "/memory":
+                status, title, body = 200, "memory", self._memory_page(params)
+            elif path == "/favicon.ico":
+                return 204, self._headers(nonce, "text/plain; charset=utf-8"), b""
+            elif path in _BROWSER_WRITE_ROUTES:
+                raise _BadRequest(405, "Changes are made with the buttons on a memory's page.")
+            else:
+                raise _BadRequest(404, "There is no such page here.")
+        except _BadRequest as refusal:
+            status, title = refusal.status, "refused"
+            body = f'<div class="error" id="error"><strong>{status}</strong> {_html_escape(refusal.message)}</div>{back}'
+        except NotFoundError as exc:
+            status, title = 404, "not found"
+            body = f'<div class="error" id="error"><strong>Not found.</strong> {_html_escape(exc)}</div>{back}'
+        except KumihoMemoryError as exc:
+            status, title = 400, "bad request"
+            body = (f'<div class="error" id="error"><strong>That request cannot be answered.</strong> '
+                    f'{_html_escape(exc)}</div>{back}')
+        except Exception as exc:  # the page boundary: a bug gives an error page, never a traceback
+            status, title = 500, "error"
+            body = (f'<div class="error" id="error"><strong>Internal error</strong> '
+                    f'({_html_escape(type(exc).__name__)}).</div>{back}')
+        page = _page(_html_escape(title), nonce, _html_escape(self.memory.project),
+                     "writes allowed" if self.allow_writes else "read-only", body)
+        return status, self._headers(nonce, "text/html; charset=utf-8"), b"" if method == "HEAD" else page.encode("utf-8")
+
+    def serve(self, host: str = "127.0.0.1", port: int = 0) -> BrowserServer:
+        """Serve ``handle`` on ``host:port`` in a background thread (port 0 picks a free one).
+
+        Raises:
+            InvalidArgumentError: ``host`` is not a loopback address, or the port is out of range.
+            StoreError: the port cannot be bound.
+        """
+        import http.server
+
+        if host not in _LOOPBACK_HOSTS and not (host.startswith("127.") and host.replace(".", "").isdigit()):
+            raise InvalidArgumentError(f"the memory browser serves only on a loopback address, not {host!r}")
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise InvalidArgumentError(f"port must be 0..65535, not {port!r}")
+        browser = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            server_version = "kumiho-memory-browser"
+            sys_version = ""
+            timeout = 30
+
+            def _answer(self, method: str) -> None:
+                path, _, query = self.path.partition("?")
+                form: dict[str, str] = {}
+                if method == "POST":
+                    try:
+                        length = int(self.headers.get("Content-Length") or 0)
+                    except ValueError:
+                        length = -1
+                    if not 0 <= length <= _MAX_FORM_BYTES:
+                        self._send(413, [("Content-Type", "text/plain")], b"form too large")
+                        return
+                    raw = self.rfile.read(length).decode("utf-8", "replace")
+                    try:
+                        form = dict(urllib.parse.parse_qsl(raw, keep_blank_values=True, max_num_fields=20))
+                    except ValueError:
+                        form = {}
+                status, headers, body = browser.handle(method, path, query, form, dict(self.headers.items()))
+                self._send(status, headers, body)
+
+            def _send(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+                self.send_response(status)
+                for name, value in headers:
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                self._answer("GET")
+
+            def do_HEAD(self) -> None:
+                self._answer("HEAD")
+
+            def do_POST(self) -> None:
+                self._answer("POST")
+
+            def log_message(self, format: str, *args: Any) -> None:   # quiet: the CLI prints the URL
+                return
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+            address_family = __import__("socket").AF_INET6 if ":" in host else __import__("socket").AF_INET
+
+        try:
+            httpd = Server((host, port), Handler)
+        except OSError as exc:
+            raise StoreError(f"cannot serve on {host}:{port}: {exc}") from exc
+        thread = threading.Thread(target=httpd.serve_forever, name="kumiho-memory-browser", daemon=True)
+        thread.start()
+        return BrowserServer(httpd, thread)
+
+    # -- requests --------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _params(query: str) -> dict[str, str]:
+        try:
+            pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, max_num_fields=30, errors="replace")
+        except ValueError:
+            raise _BadRequest(400, "That address has too many parameters.") from None
+        params: dict[str, str] = {}
+        for name, value in pairs:
+            if name in params:
+                raise _BadRequest(400, f"The parameter {name!r:.40} is given twice.")
+            params[name] = value
+        return params
+
+    @staticmethod
+    def _number(params: Mapping[str, str], name: str, default: int) -> int:
+        text = params.get(name, "").strip()
+        if not text:
+            return default
+        if not text.isascii() or not text.isdigit() or len(text) > 10:
+            raise _BadRequest(400, f"{name} must be a whole number, not {text!r:.40}.")
+        return int(text)
+
+    def _headers(self, nonce: str, content_type: str) -> list[tuple[str, str]]:
+        policy = (f"default-src 'none'; style-src 'nonce-{nonce}'; script-src 'nonce-{nonce}'; img-src 'self'; "
+                  f"form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+        return [("Content-Type", content_type), ("Content-Security-Policy", policy),
+                ("X-Content-Type-Options", "nosniff"), ("X-Frame-Options", "DENY"),
+                ("Referrer-Policy", "no-referrer"), ("Cache-Control", "no-store"),
+                ("Cross-Origin-Resource-Policy", "same-origin")]
+
+    def _write(self, path: str, form: dict[str, str], headers: Mapping[str, str]) -> str:
+        """Do one guarded write and return where to go next."""
+        if not self.allow_writes:
+            raise _BadRequest(403, "This browser is read-only; start it with --allow-writes to change memories.")
+        origin = headers.get("origin")
+        if origin is not None and origin != "null":
+            parsed = urllib.parse.urlsplit(origin)
+            if parsed.scheme != "http" or not _host_is_loopback(parsed.netloc):
+                raise _BadRequest(403, "Changes are accepted only from this browser's own pages.")
+        if headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+            raise _BadRequest(403, "Changes are accepted only from this browser's own pages.")
+        if not secrets.compare_digest(form.get("token", "").encode("utf-8", "replace"), self.token.encode("utf-8")):
+            raise _BadRequest(403, "This form is stale or did not come from this browser (reload the page).")
+        kref = form.get("kref", "")
+        Kref.parse(kref)
+        item = self.memory.get(kref)["item_kref"]
+        back = "/memory?" + urllib.parse.urlencode({"kref": item})
+        if path == "/tag":
+            tagged = self.memory.tag(kref, form.get("tag", ""))
+            return back + "&" + urllib.parse.urlencode({"done": f"tagged {tagged['kref']} {form.get('tag', '')}"})
+        if path == "/untag":
+            removed = self.memory.untag(kref, form.get("tag", ""))
+            return back + "&" + urllib.parse.urlencode({"done": "untagged" if removed else "that revision did not carry the tag"})
+        if path == "/deprecate":
+            restore = form.get("undo") == "1"
+            self.memory.deprecate(kref, not restore)
+            return back + "&" + urllib.parse.urlencode({"done": "restored" if restore else "deprecated"})
+        if form.get("confirm") != "yes":
+            raise _BadRequest(400, "Forgetting needs confirm=yes.")
+        report = self.memory.forget(kref)
+        return "/?" + urllib.parse.urlencode({"done": f"forgot {report['kref']}: {report['revisions']} revision(s)"})
+
+    # -- pages -----------------------------------------------------------------------------------------------
+
+    def _filters(self, params: Mapping[str, str]) -> dict[str, Any]:
+        def text(name: str, most: int = 200) -> str | None:
+            value = params.get(name, "").strip()
+            if len(value) > most:
+                raise _BadRequest(400, f"{name} is longer than {most} characters.")
+            return value or None
+        filters = {"q": text("q", 2000), "space": text("space"), "kind": text("kind"), "tag": text("tag"),
+                   "evidence": text("evidence"), "as_of": text("as_of", 64)}
+        if filters["space"] is not None:
+            filters["space"] = normalize_space(filters["space"])
+        if filters["kind"] is not None:
+            _check_pattern(filters["kind"], KIND_PATTERN, "kind", InvalidArgumentError)
+        if filters["tag"] is not None:
+            validate_tag(filters["tag"])
+        if filters["evidence"] is not None and filters["evidence"] not in EVIDENCE_LEVELS:
+            raise _BadRequest(400, f"evidence must be one of {', '.join(EVIDENCE_LEVELS)}.")
+        _instant(filters["as_of"])
+        filters["deprecated"] = params.get("deprecated") == "1"
+        return filters
+
+    def _filter_form(self, filters: Mapping[str, Any]) -> str:
+        def field(name: str, label: str, width: str) -> str:
+            return (f'<input name="{name}" placeholder="{label}" aria-label="{label}" class="w-{width}" '
+                    f'value="{_html_escape(filters.get(name) or "")}">')
+        options = "".join(f'<option value="{level}"{" selected" if filters.get("evidence") == level else ""}>{level}</option>'
+                          for level in EVIDENCE_LEVELS)
+        checked = " checked" if filters.get("deprecated") else ""
+        return ('<form class="filters" method="get" action="/" role="search">'
+                f'<input name="q" placeholder="search (recall)" aria-label="search" value="{_html_escape(filters.get("q") or "")}">'
+                f'{field("space", "space", "m")}{field("kind", "kind", "s")}{field("tag", "tag", "s")}'
+                f'<select name="evidence" aria-label="evidence"><option value="">any evidence</option>{options}</select>'
+                f'{field("as_of", "as of (ISO time)", "l")}'
+                f'<label class="muted"><input type="checkbox" name="deprecated" value="1"{checked}> deprecated</label>'
+                '<button type="submit">Show</button></form>')
+
+    @staticmethod
+    def _badges(memory: Mapping[str, Any]) -> str:
+        level = memory.get("evidence_level")
+        parts = [f'<span class="badge ev-{_html_escape(level)}">{_html_escape(level)}</span>'] if level else []
+        if memory.get("deprecated"):
+            parts.append('<span class="badge mark-deprecated">deprecated</span>')
+        if memory.get("contested") or memory.get("contested_by"):
+            parts.append('<span class="badge mark-contested">contested</span>')
+        if memory.get("grounding_stale"):
+            parts.append('<span class="badge mark-contested">stale grounding</span>')
+        return "".join(parts)
+
+    @staticmethod
+    def _memory_link(item_kref: str, label: str, as_of: str | None = None) -> str:
+        params = {"kref": item_kref, **({"as_of": as_of} if as_of else {})}
+        return f'<a href="/memory?{_html_escape(urllib.parse.urlencode(params))}">{_html_text(label)}</a>'
+
+    def _list_page(self, params: Mapping[str, str]) -> str:
+        filters = self._filters(params)
+        limit = self._number(params, "limit", self.page_size)
+        offset = self._number(params, "offset", 0)
+        if not 1 <= limit <= LIST_PAGE_LIMIT:
+            raise _BadRequest(400, f"limit must be from 1 to {LIST_PAGE_LIMIT}.")
+        parts = []
+        if params.get("done"):
+            parts.append(f'<div class="flash">{_html_text(params["done"][:300])}</div>')
+        parts.append(self._filter_form(filters))
+        if filters["q"]:
+            rows, next_offset, note = self._search_rows(filters, limit, offset)
+            heading = f'Search results for {_html_text(filters["q"])}'
+        else:
+            listed = list_memories(self.memory, space=filters["space"], kind=filters["kind"], tag=filters["tag"],
+                                   evidence=filters["evidence"], include_deprecated=filters["deprecated"],
+                                   as_of=filters["as_of"], limit=limit, offset=offset)
+            rows, next_offset = listed["memories"], listed["next_offset"]
+            note = f'{listed["total_items"]} item(s); examined {listed["scanned"]} from #{offset + 1}'
+            heading = "Memories" + (f' as of {_html_text(filters["as_of"])}' if filters["as_of"] else "")
+        parts.append(f'<h2 id="results-heading">{heading}</h2><p class="muted" id="results-note">{_html_escape(note)}</p>')
+        if not rows:
+            parts.append('<p id="empty">No memories match.</p>')
+        else:
+            score_head = "<th>score</th>" if filters["q"] else ""
+            body = []
+            for row in rows:
+                score = f'<td class="score">{row["score"]:.3f}<br><span class="muted">base {row.get("base_score", row["score"]):.3f}</span></td>' \
+                    if filters["q"] else ""
+                excerpt = row["content"][:240] + ("…" if len(row["content"]) > 240 else "")
+                tags = "".join(f'<span class="badge">{_html_escape(tag)}</span>' for tag in row["tags"])
+                body.append(f'<tr class="memory-row">{score}<td>{self._memory_link(row["item_kref"], row["title"] or "(untitled)", filters["as_of"])}'
+                            f' {self._badges(row)}<div class="muted">{_html_text(excerpt)}</div></td>'
+                            f'<td>{_html_text(row["space"] or "(root)")}<br><span class="muted">{_html_escape(row["kind"])}</span></td>'
+                            f'<td>r{_html_escape(row["revision"])}{" of " + _html_escape(row["revision_count"]) if row.get("revision_count") else ""}</td>'
+                            f'<td>{tags}</td><td class="muted">{_html_escape(row["updated_at"])}</td></tr>')
+            parts.append(f'<table id="memories"><thead><tr>{score_head}<th>memory</th><th>space / kind</th><th>revision</th>'
+                         f'<th>tags</th><th>updated</th></tr></thead><tbody>{"".join(body)}</tbody></table>')
+        links = []
+        kept = {name: value for name, value in params.items() if name not in ("offset", "done") and value}
+        if offset > 0:
+            links.append(f'<a rel="prev" href="/?{_html_escape(urllib.parse.urlencode({**kept, "offset": max(0, offset - limit)}))}">← newer</a>')
+        if next_offset is not None:
+            links.append(f'<a rel="next" href="/?{_html_escape(urllib.parse.urlencode({**kept, "offset": next_offset}))}">more →</a>')
+        if links:
+            parts.append(f'<nav class="pages">{"".join(links)}</nav>')
+        return "".join(parts)
+
+    def _search_rows(self, filters: Mapping[str, Any], limit: int, offset: int) -> tuple[list[dict[str, Any]], int | None, str]:
+        wanted = offset + limit
+        if wanted > MAX_RECALL_LIMIT:
+            raise _BadRequest(400, f"Search pages reach as far as result {MAX_RECALL_LIMIT}; narrow the search.")
+        narrowed = filters["kind"] or filters["tag"] or filters["evidence"]
+        pool = min(MAX_RECALL_LIMIT, wanted * 4 if narrowed else wanted + 1)
+        hits = self.memory.recall(filters["q"], limit=pool, space=filters["space"], as_of=filters["as_of"])
+        kept = []
+        for hit in hits:
+            level = hit.get("evidence_level") or parse_evidence(hit["metadata"], hit["tags"])
+            if (filters["kind"] and hit["kind"] != filters["kind"]) or (filters["tag"] and filters["tag"] not in hit["tags"]) \
+                    or (filters["evidence"] and level != filters["evidence"]):
+                continue
+            kept.append({**hit, "evidence_level": level, "revision_count": None, "updated_at": hit["created_at"]})
+        page = kept[offset:wanted]
+        more = len(kept) > wanted and wanted < MAX_RECALL_LIMIT
+        return page, wanted if more else None, f"{len(page)} result(s) on this page, best first; scores from recall"
+
+    def _memory_page(self, params: Mapping[str, str]) -> str:
+        kref = params.get("kref", "").strip()
+        if not kref:
+            raise _BadRequest(400, "Which memory? This page needs ?kref=kref://...")
+        if len(kref) > 2048:
+            raise _BadRequest(400, "That kref is too long.")
+        Kref.parse(kref)
+        as_of = params.get("as_of", "").strip() or None
+        story = describe_memory(self.memory, kref, as_of=as_of)
+        current = story["current"]
+        shown = story["current_at_as_of"] if as_of else current
+        parts = []
+        if params.get("done"):
+            parts.append(f'<div class="flash">{_html_text(params["done"][:300])}</div>')
+        badges = self._badges({**story, "contested": bool(story["contested_by"]), "deprecated": story["deprecated"]})
+        parts.append(f'<h2 id="memory-title">{_html_text(current["title"] or "(untitled)")} {badges}</h2>'
+                     f'<p><span class="kref" id="item-kref">{_html_escape(story["item_kref"])}</span> '
+                     f'<button type="button" data-copy="{_html_escape(story["item_kref"])}">copy kref</button></p>'
+                     f'<p class="muted">space {_html_text(story["space"] or "(root)")} · kind {_html_escape(story["kind"])} · '
+                     f'{story["revision_count"]} revision(s) · evidence {_html_escape(story["evidence_level"] or "ungraded")}</p>')
+        parts.append('<form class="filters" method="get" action="/memory">'
+                     f'<input type="hidden" name="kref" value="{_html_escape(story["item_kref"])}">'
+                     f'<input name="as_of" placeholder="as of (ISO time)" aria-label="as of" value="{_html_escape(as_of or "")}">'
+                     '<button type="submit">View as of</button>'
+                     + (f' <a href="/memory?{_html_escape(urllib.parse.urlencode({"kref": story["item_kref"]}))}">now</a>' if as_of else "")
+                     + '</form>')
+        if as_of:
+            if shown is None:
+                parts.append(f'<p class="error" id="as-of-view">This memory did not exist yet at {_html_escape(story["as_of"])}.</p>')
+            else:
+                parts.append(f'<section id="as-of-view"><h2>Current at {_html_escape(story["as_of"])}: r{shown["revision"]}</h2>'
+                             f'<div class="content">{_html_text(shown["content"][:100_000])}</div></section>')
+        parts.append(f'<section id="current"><h2>Current: r{current["revision"]}</h2>'
+                     f'<div class="content">{_html_text(current["content"][:100_000])}</div></section>')
+        chain = []
+        if story["revisions_omitted"]:
+            chain.append(f'<p class="muted">{story["revisions_omitted"]} older revision(s) not shown.</p>')
+        deprecated_mark = '<span class="badge mark-deprecated">deprecated</span>'
+        for revision in reversed(story["revisions"]):
+            classes = "revision" + (" current" if revision["kref"] == current["kref"] else "") + \
+                (" later" if revision["after_as_of"] else "")
+            supersedes = "".join(f' <span class="badge">SUPERSEDES r{_html_escape(target.rpartition("=")[2])}</span>'
+                                 for target in revision["supersedes"])
+            artifacts = "".join(f'<li><code>{_html_escape(a["name"])}</code> → <span class="kref">{_html_escape(a["location"])}</span></li>'
+                                for a in revision["artifacts"])
+            tags = "".join(f'<span class="badge">{_html_escape(tag)}</span>' for tag in revision["tags"])
+            chain.append(f'<div class="{classes}" id="r{revision["revision"]}"><strong>r{revision["revision"]}</strong>'
+                         f'{supersedes} {tags} {deprecated_mark if revision["deprecated"] else ""}'
+                         f' <span class="muted">{_html_escape(revision["created_at"])}</span>'
+                         f'<div>{_html_text(revision["title"])}</div><div class="content">{_html_text(revision["content"][:20_000])}</div>'
+                         + (f'<ul class="artifacts">{artifacts}</ul>' if artifacts else "")
+                         + self._revision_actions(revision) + '</div>')
+        parts.append(f'<section id="chain"><h2>Revision chain (SUPERSEDES), newest first</h2>{"".join(chain)}</section>')
+        rows = []
+        for tag, entry in sorted(story["tags"].items()):
+            moves = " → ".join(f'{"r" + str(move["revision"]) if move["revision"] is not None else "removed"} '
+                               f'<span class="muted">({_html_escape(move["at"])})</span>' for move in entry["history"])
+            now = entry["now"].rpartition("=")[2] if entry["now"] else None
+            then = ""
+            if as_of:
+                then = f'<td>{"r" + _html_escape(entry["at_as_of"].rpartition("=")[2]) if entry["at_as_of"] else "-"}</td>'
+            rows.append(f'<tr class="tag-row"><td><span class="badge">{_html_escape(tag)}</span></td>'
+                        f'<td>{"r" + _html_escape(now) if now else "removed"}</td>{then}<td>{moves}</td></tr>')
+        then_head = "<th>at as_of</th>" if as_of else ""
+        parts.append(f'<section id="tags"><h2>Tags and where they pointed over time</h2>'
+                     f'<table><thead><tr><th>tag</th><th>now</th>{then_head}<th>history</th></tr></thead>'
+                     f'<tbody>{"".join(rows)}</tbody></table></section>')
+        for title, section, edges, other_key in (("Edges out", "edges-out", story["edges_out"], "target_kref"),
+                                                 ("Edges in", "edges-in", story["edges_in"], "source_kref")):
+            items = []
+            for edge in edges:
+                other = edge[other_key]
+                mark = " mark-contested" if edge["edge_type"] == CONTRADICTS else ""
+                items.append(f'<li><span class="badge{mark}">{_html_escape(edge["edge_type"])}</span> '
+                             f'{self._memory_link(other.split("?")[0], edge.get("other_title") or other)} '
+                             f'<span class="kref muted">{_html_escape(other)}</span> '
+                             f'<span class="muted">{_html_escape(edge["created_at"])}</span></li>')
+            parts.append(f'<section id="{section}"><h2>{title}</h2>'
+                         + (f'<ul>{"".join(items)}</ul>' if items else '<p class="muted">none</p>') + '</section>')
+        if story["contested_by"] or story["contradicts"]:
+            listed = "".join(f'<li>contested by <span class="kref">{_html_escape(k)}</span></li>' for k in story["contested_by"]) + \
+                "".join(f'<li>contradicts <span class="kref">{_html_escape(k)}</span></li>' for k in story["contradicts"])
+            parts.append(f'<section id="contradictions"><h2>Contradictions</h2><ul>{listed}</ul></section>')
+        if self.allow_writes:
+            parts.append(self._item_actions(story))
+        return "".join(parts)
+
+    def _hidden(self, kref: str) -> str:
+        return (f'<input type="hidden" name="token" value="{_html_escape(self.token)}">'
+                f'<input type="hidden" name="kref" value="{_html_escape(kref)}">')
+
+    def _revision_actions(self, revision: Mapping[str, Any]) -> str:
+        if not self.allow_writes:
+            return ""
+        return (f'<form class="inline" method="post" action="/tag">{self._hidden(revision["kref"])}'
+                '<input name="tag" placeholder="tag" aria-label="tag" required><button type="submit">tag</button></form>'
+                f'<form class="inline" method="post" action="/untag">{self._hidden(revision["kref"])}'
+                '<input name="tag" placeholder="tag" aria-label="untag" required><button type="submit">untag</button></form>')
+
+    def _item_actions(self, story: Mapping[str, Any]) -> str:
+        undo = '<input type="hidden" name="undo" value="1">' if story["deprecated"] else ""
+        word = "restore" if story["deprecated"] else "deprecate"
+        return (f'<section id="actions"><h2>Change</h2>'
+                f'<form class="inline" method="post" action="/deprecate">{self._hidden(story["item_kref"])}{undo}'
+                f'<button type="submit">{word}</button></form>'
+                f'<form class="inline" method="post" action="/forget" data-confirm="Erase this memory and all its revisions for good?">'
+                f'{self._hidden(story["item_kref"])}<input type="hidden" name="confirm" value="yes">'
+                '<button class="danger" type="submit">forget</button></form></section>')
+
+
+# -- LangGraph: a BaseStore kept in the memory graph --------------------------------------------------------
+#
+# Namespace ("users", "u1") is space users/u1 (under an optional root space); a label that is not a valid
+# space segment is stored as "__<slug>-<hash>" and read back from the item's metadata. Key k is the item's
+# supersession key "langgraph:k", so a put with the same key revises the same item and its history is kept.
+
+_STORE_KEY_PREFIX = "langgraph:"
+_STORE_METADATA = "langgraph"
+
+
+def _store_segment(label: str) -> str:
+    """The space segment for one namespace label (reversible when the label is a valid segment)."""
+    if SEGMENT_PATTERN.match(label) and not label.startswith("__") and ".." not in label:
+        return label
+    digest = hashlib.sha256(label.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"__{slugify(label, 40, fallback='x')}-{digest}"
+
+
+def _store_text(value: Mapping[str, Any], key: str, index: Any) -> str:
+    """The text recall indexes for a stored value: its string leaves (or those at ``index`` paths)."""
+    lines: list[str] = []
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, Mapping):
+            for name, child in node.items():
+                walk(child, f"{path}.{name}" if path else str(name))
+        elif isinstance(node, (list, tuple)):
+            for child in node:
+                walk(child, path)
+        elif isinstance(node, str):
+            lines.append(f"{path}: {node}" if path else node)
+        elif node is not None:
+            lines.append(f"{path}: {json.dumps(node)}" if path else json.dumps(node))
+
+    if isinstance(index, list):
+        for path in index:
+            node: Any = value
+            for part in str(path).replace("[*]", "").split("."):
+                node = node.get(part) if isinstance(node, Mapping) else None
+            walk(node, str(path))
+    elif index is not False:
+        walk(value, "")
+    return "\n".join(lines)[:MAX_CONTENT_CHARS] or key
+
+
+def _filter_matches(value: Any, condition: Any) -> bool:
+    """LangGraph's filter semantics: equality (nested mappings field by field), or ``$eq $ne $gt $gte $lt
+    $lte`` operators."""
+    if isinstance(condition, Mapping):
+        if any(str(name).startswith("$") for name in condition):
+            for operator_name, expected in condition.items():
+                try:
+                    if operator_name == "$eq":
+                        ok = value == expected
+                    elif operator_name == "$ne":
+                        ok = value != expected
+                    elif operator_name in ("$gt", "$gte", "$lt", "$lte"):
+                        left, right = float(value), float(expected)
+                        ok = {"$gt": left > right, "$gte": left >= right, "$lt": left < right,
+                              "$lte": left <= right}[operator_name]
+                    else:
+                        raise InvalidArgumentError(f"unsupported filter operator {operator_name!r}")
+                except (TypeError, ValueError) as exc:
+                    if isinstance(exc, InvalidArgumentError):
+                        raise
+                    return False
+                if not ok:
+                    return False
+            return True
+        return isinstance(value, Mapping) and all(_filter_matches(value.get(name), wanted)
+                                                  for name, wanted in condition.items())
+    if isinstance(condition, (list, tuple)):
+        return isinstance(value, (list, tuple)) and len(value) == len(condition) and \
+            all(_filter_matches(left, right) for left, right in zip(value, condition))
+    return value == condition
+
+
+def _namespace_matches(namespace: tuple[str, ...], condition: Any) -> bool:
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    pairs = zip(namespace, path) if condition.match_type == "prefix" else zip(reversed(namespace), reversed(path))
+    return all(wanted == "*" or label == wanted for label, wanted in pairs)
+
+
+@functools.lru_cache(maxsize=None)
+def _langgraph_store_class(base: Any) -> type:
+    """Build the ``BaseStore`` subclass once per imported ``langgraph.store.base`` module."""
+
+    class KumihoMemoryStore(base.BaseStore):
+        """LangGraph's ``BaseStore`` over a kumiho ``Memory``: namespaces are spaces, keys are supersession
+        keys (a put revises the item, so its history is kept), search runs recall with its scores, delete
+        forgets. TTL is not supported (``supports_ttl = False``): a memory stays until deleted."""
+
+        supports_ttl = False
+
+        def __init__(self, memory: Memory, *, space: str | None = None, kind: str = "memory") -> None:
+            self.memory = memory
+            self.root = normalize_space(space) if space else ""
+            self.kind = _check_pattern(kind, KIND_PATTERN, "kind", InvalidArgumentError)
+
+        def __repr__(self) -> str:
+            return f"KumihoMemoryStore({self.memory!r}, space={self.root!r})"
+
+        # -- the two abstract methods -------------------------------------------------------------------
+
+        def batch(self, ops: Iterable[Any]) -> list[Any]:
+            """Run the operations in order (a get after a put in the same batch sees the put)."""
+            results = []
+            for op in ops:
+                if isinstance(op, base.GetOp):
+                    results.append(self._get(tuple(op.namespace), str(op.key)))
+                elif isinstance(op, base.PutOp):
+                    if op.value is None:
+                        self._delete(tuple(op.namespace), str(op.key))
+                    else:
+                        if getattr(op, "ttl", None) is not None:
+                            raise NotImplementedError("TTL is not supported by KumihoMemoryStore; "
+                                                      "a memory stays until it is deleted")
+                        self._put(tuple(op.namespace), str(op.key), op.value, op.index)
+                    results.append(None)
+                elif isinstance(op, base.SearchOp):
+                    results.append(self._search(tuple(op.namespace_prefix), op.query, op.filter, op.limit, op.offset))
+                elif isinstance(op, base.ListNamespacesOp):
+                    results.append(self._list_namespaces(op.match_conditions, op.max_depth, op.limit, op.offset))
+                else:
+                    raise InvalidArgumentError(f"unknown store operation {type(op).__name__}")
+            return results
+
+        async def abatch(self, ops: Iterable[Any]) -> list[Any]:
+            """``batch`` in a worker thread (the store's I/O is blocking)."""
+            return await asyncio.to_thread(self.batch, list(ops))
+
+        # -- operations ----------------------------------------------------------------------------------
+
+        def _space(self, namespace: tuple[str, ...]) -> str:
+            segments = [_store_segment(label) for label in namespace]
+            return "/".join(([self.root] if self.root else []) + segments)
+
+        def _held(self, namespace: tuple[str, ...], key: str, *, include_deprecated: bool) -> dict[str, Any] | None:
+            space = self._space(namespace)
+            for item in self.memory.items(space=space, include_deprecated=include_deprecated):
+                if item["space"] == space and item["key"] == _STORE_KEY_PREFIX + key:
+                    return item
+            return None
+
+        @staticmethod
+        def _item(created_at: str, revision: Mapping[str, Any], *, search: bool = False,
+                  score: float | None = None) -> Any:
+            stored = revision["metadata"].get(_STORE_METADATA) or {}
+            value = stored.get("value")
+            arguments = dict(namespace=tuple(stored.get("namespace") or ()), key=str(stored.get("key")),
+                             value=json.loads(canonical_json(value)) if isinstance(value, Mapping) else {},
+                             created_at=parse_instant(created_at), updated_at=parse_instant(revision["created_at"]))
+            return base.SearchItem(**arguments, score=score) if search else base.Item(**arguments)
+
+        def _get(self, namespace: tuple[str, ...], key: str) -> Any:
+            item = self._held(namespace, key, include_deprecated=False)
+            if item is None:
+                return None
+            revision = self.memory.get(item["item_kref"])
+            stored = revision["metadata"].get(_STORE_METADATA) or {}
+            if tuple(stored.get("namespace") or ()) != namespace:
+                return None
+            return self._item(item["created_at"], revision)
+
+        def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], index: Any) -> None:
+            if not namespace:
+                raise InvalidArgumentError("a namespace needs at least one label")
+            if not isinstance(value, Mapping):
+                raise InvalidArgumentError(f"a stored value is a mapping, not {type(value).__name__}")
+            if len(key) > 512 - len(_STORE_KEY_PREFIX) or not key:
+                raise InvalidArgumentError(f"a store key is 1 to {512 - len(_STORE_KEY_PREFIX)} characters")
+            plain = json.loads(canonical_json(dict(value)))
+            stored = {"namespace": list(namespace), "key": key, "value": plain,
+                      "index": index if isinstance(index, (list, bool)) else None}
+            text = _store_text(plain, key, index)
+            title = key if len(key) <= MAX_TITLE_CHARS else key[:MAX_TITLE_CHARS]
+            held = self._held(namespace, key, include_deprecated=True)
+            if held is None:
+                self.memory.remember(text, space=self._space(namespace), kind=self.kind, title=title,
+                                     metadata={_STORE_METADATA: stored}, key=_STORE_KEY_PREFIX + key)
+                return
+            current = self.memory.get(held["item_kref"])
+            if current["metadata"].get(_STORE_METADATA) != stored:
+                self.memory.remember(text, title=title, metadata={_STORE_METADATA: stored}, item=held["item_kref"])
+            if held["deprecated"]:
+                self.memory.deprecate(held["item_kref"], False)
+
+        def _delete(self, namespace: tuple[str, ...], key: str) -> None:
+            held = self._held(namespace, key, include_deprecated=True)
+            if held is not None:
+                self.memory.forget(held["item_kref"])
+
+        def _store_items(self, namespace_prefix: tuple[str, ...]) -> list[dict[str, Any]]:
+            """Live items written by a store under the prefix, oldest first."""
+            space = self._space(namespace_prefix)
+            found = [item for item in self.memory.items(space=space or None)
+                     if (item["key"] or "").startswith(_STORE_KEY_PREFIX)
+                     and (not space or item["space"] == space or item["space"].startswith(space + "/"))]
+            return sorted(found, key=lambda item: (item["created_at"], item["item_kref"]))
+
+        def _search(self, namespace_prefix: tuple[str, ...], query: str | None, condition: Any, limit: int,
+                    offset: int) -> list[Any]:
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+                raise InvalidArgumentError(f"limit must be a whole number >= 0, not {limit!r}")
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                raise InvalidArgumentError(f"offset must be a whole number >= 0, not {offset!r}")
+            if limit == 0:
+                return []
+
+            def wanted(revision: Mapping[str, Any]) -> bool:
+                stored = revision["metadata"].get(_STORE_METADATA)
+                if not isinstance(stored, Mapping):
+                    return False
+                if tuple(stored.get("namespace") or ())[:len(namespace_prefix)] != namespace_prefix:
+                    return False
+                return not condition or all(_filter_matches((stored.get("value") or {}).get(name), expected)
+                                            for name, expected in condition.items())
+            if query:
+                return self._recalled(namespace_prefix, query, wanted, limit, offset)
+            kept = []
+            for item in self._store_items(namespace_prefix):
+                if not condition and len(kept) < offset:     # unfiltered: skip without reading the revision
+                    kept.append(None)
+                    continue
+                revision = self.memory.get(item["item_kref"])
+                if wanted(revision):
+                    kept.append((item, revision))
+                if len(kept) >= offset + limit:
+                    break
+            return [self._item(item["created_at"], revision, search=True)
+                    for item, revision in filter(None, kept[offset:offset + limit])]
+
+        def _recalled(self, namespace_prefix: tuple[str, ...], query: str, wanted: Callable[[Mapping[str, Any]], bool],
+                      limit: int, offset: int) -> list[Any]:
+            space = self._space(namespace_prefix) or None
+            pool = min(MAX_RECALL_LIMIT, offset + limit + 5)
+            while True:
+                hits = self.memory.recall(query, limit=pool, space=space, follow_edges=False)
+                found, seen = [], set()
+                for hit in hits:
+                    if hit["item_kref"] in seen:
+                        continue
+                    seen.add(hit["item_kref"])
+                    latest = self.memory.get(hit["item_kref"])
+                    stored = latest["metadata"].get(_STORE_METADATA) or {}
+                    if stored.get("index") is False or not wanted(latest):
+                        continue
+                    found.append((hit, latest))
+                if len(found) >= offset + limit or len(hits) < pool or pool >= MAX_RECALL_LIMIT:
+                    break
+                pool = min(MAX_RECALL_LIMIT, pool * 4)
+            page = found[offset:offset + limit]
+            return [self._item(self._created(hit["item_kref"]), latest, search=True, score=float(hit["score"]))
+                    for hit, latest in page]
+
+        def _created(self, item_kref: str) -> str:
+            return self.memory.history(item_kref)[0]["created_at"]
+
+        def _list_namespaces(self, conditions: Any, max_depth: int | None, limit: int, offset: int) -> list[tuple[str, ...]]:
+            namespaces: set[tuple[str, ...]] = set()
+            decoded: dict[str, tuple[str, ...] | None] = {}
+            root = self.root
+            for item in self._store_items(()):
+                space = item["space"]
+                if space not in decoded:
+                    relative = space[len(root) + 1:] if root else space
+                    labels = tuple(relative.split("/")) if relative else ()
+                    if any(label.startswith("__") for label in labels):
+                        stored = self.memory.get(item["item_kref"])["metadata"].get(_STORE_METADATA) or {}
+                        labels = tuple(stored.get("namespace") or ())
+                    decoded[space] = labels or None
+                if decoded[space]:
+                    namespaces.add(decoded[space])
+            chosen = [namespace for namespace in namespaces
+                      if all(_namespace_matches(namespace, condition) for condition in conditions or ())]
+            if max_depth is not None:
+                chosen = list({namespace[:max_depth] for namespace in chosen})
+            return sorted(chosen)[offset:offset + limit]
+
+    return KumihoMemoryStore
+
+
+def langgraph_store(memory: Memory | None = None, **options: Any) -> Any:
+    """A LangGraph ``BaseStore`` kept in ``memory``: use it as ``graph.compile(store=...)``.
+
+    Namespaces are spaces (``("users", "u1")`` is space ``users/u1``, under ``space=`` when given); ``put``
+    with a key the namespace already holds adds a revision to the same item, so every earlier value stays in
+    its history (``memory.history``); ``get`` reads the latest; ``search(prefix, query=...)`` runs recall and
+    returns its scores (without a query: oldest first, with LangGraph's ``filter`` on the value); ``delete``
+    forgets the item; ``list_namespaces`` and the async methods work as LangGraph documents them. TTL is not
+    supported (``supports_ttl`` is False): a stored memory stays until it is deleted.
+
+    Args:
+        memory: the memory to keep the store in; default ``default_memory()``.
+        options: ``space`` (a root space for every namespace), ``kind`` (item kind, default ``memory``).
+
+    Raises:
+        BackendUnavailableError: LangGraph is not installed (``pip install langgraph``).
+    """
+    base = _require("langgraph.store.base", extra="langgraph")
+    return _langgraph_store_class(base)(memory if memory is not None else default_memory(), **options)
+
+
+# -- OpenAI Agents SDK: a Session kept in working memory -----------------------------------------------------
+#
+# Each SDK item is one working-memory message: role from the item (function calls and their outputs are
+# "tool"), content its text (so consolidation and recall read it), and the item itself in the message's
+# metadata so get_items gives back exactly what was added (credentials cut out of its text fields first,
+# as from every message).
+
+_AGENT_ITEM = "agents_item"
+_AGENT_TEXT_FIELDS = frozenset({"content", "text", "output", "arguments", "refusal"})
+
+
+def _agent_item_text(item: Mapping[str, Any]) -> str:
+    """The readable text of an SDK item (a message's text parts, a call's name and arguments, an output)."""
+    kind = item.get("type")
+    if kind == "function_call":
+        return f"{item.get('name', 'function')}({item.get('arguments', '')})"
+    parts: list[str] = []
+
+    def collect(node: Any) -> None:
+        if isinstance(node, str):
+            parts.append(node)
+        elif isinstance(node, Mapping):
+            for field in ("text", "refusal", "output", "content", "summary"):
+                if field in node:
+                    collect(node[field])
+        elif isinstance(node, (list, tuple)):
+            for child in node:
+                collect(child)
+    collect(item.get("content") if "content" in item else item)
+    return "\n".join(part for part in parts if part)
+
+
+def _agent_item_role(item: Mapping[str, Any]) -> str:
+    role = item.get("role")
+    if role in MESSAGE_ROLES:
+        return role
+    if role == "developer":
+        return "system"
+    if str(item.get("type", "")).endswith(("_call", "_call_output")) or item.get("type") == "function_call_output":
+        return "tool"
+    return "assistant"
+
+
+def _redacted_item(node: Any, redactor: PIIRedactor, field: str | None = None) -> Any:
+    """A copy of an SDK item with credentials cut out of its text fields (ids and types are left alone)."""
+    if isinstance(node, Mapping):
+        return {name: _redacted_item(child, redactor, name) for name, child in node.items()}
+    if isinstance(node, list):
+        return [_redacted_item(child, redactor, field) for child in node]
+    if isinstance(node, str) and field in _AGENT_TEXT_FIELDS:
+        return redactor.strip_credentials(node)
+    return node
+
+
+@functools.lru_cache(maxsize=None)
+def _agents_session_class(session_module: Any) -> type:
+    """Build the ``SessionABC`` subclass once per imported ``agents.memory.session`` module."""
+
+    class KumihoAgentsSession(session_module.SessionABC):
+        """An OpenAI Agents SDK session kept in kumiho working memory (the store file's buffer by default),
+        so a reopened session keeps its items and ``consolidate()`` turns it into long-term memory."""
+
+        def __init__(self, session_id: str, memory: Memory, *, buffer: WorkingMemoryBuffer | None = None,
+                     user_id: str | None = None, context: str | None = None, ttl_seconds: int | None = None,
+                     session_settings: Any = None) -> None:
+            self.session_id = _wm_identifier(session_id, "session_id")
+            self.memory = memory
+            self.session_settings = session_settings
+            self._owns_buffer = buffer is None
+            if buffer is None:
+                path = getattr(memory.backend, "path", None)
+                options = {} if ttl_seconds is None else {"default_ttl": ttl_seconds}
+                buffer = InProcessBuffer(None if path in (None, ":memory:") else path, **options)
+            self.buffer = buffer
+            self.user_id, self.context = user_id, context
+            self._redactor = PIIRedactor()
+
+        def __repr__(self) -> str:
+            return f"KumihoAgentsSession({self.session_id!r}, {self.buffer!r})"
+
+        async def get_items(self, limit: int | None = None) -> list[Any]:
+            """The session's items oldest first; with ``limit``, the latest ``limit`` of them."""
+            if limit is None and self.session_settings is not None:
+                limit = getattr(self.session_settings, "limit", None)
+            if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+                raise InvalidArgumentError(f"limit must be a whole number or None, not {limit!r}")
+            if limit is not None and limit < 0:
+                limit = None                       # as the SDK's SQLiteSession: a negative limit is no limit
+            if limit == 0:
+                return []
+            window = await self.buffer.get_messages(project=self.memory.project, session_id=self.session_id,
+                                                    limit=limit if limit is not None else 1000)
+            while limit is None and window["message_count"] > len(window["messages"]):
+                window = await self.buffer.get_messages(project=self.memory.project, session_id=self.session_id,
+                                                        limit=window["message_count"] + 100)
+            return [self._item(message) for message in window["messages"]]
+
+        async def add_items(self, items: list[Any]) -> None:
+            """Append items to the session (each at most 64 KiB as JSON)."""
+            for item in items:
+                try:
+                    plain = json.loads(canonical_json(dict(item)))
+                except (TypeError, ValueError) as exc:
+                    raise InvalidArgumentError(f"a session item must be a JSON object: {exc}") from None
+                redacted = _redacted_item(plain, self._redactor)
+                text = _agent_item_text(redacted)
+                if len(text.encode("utf-8")) > MAX_MESSAGE_BYTES:     # the item itself keeps all of it
+                    text = text.encode("utf-8")[:MAX_MESSAGE_BYTES].decode("utf-8", "ignore")
+                added = await self.buffer.add_message(project=self.memory.project, session_id=self.session_id,
+                                                      role=_agent_item_role(redacted), content=text,
+                                                      metadata={_AGENT_ITEM: redacted, "channel": "openai-agents"})
+                if added["message_count"] == 1 and (self.user_id or self.context):
+                    meta = {name: value for name, value in (("user_id", self.user_id), ("context", self.context))
+                            if value}
+                    await self.buffer.set_session_metadata(project=self.memory.project, session_id=self.session_id,
+                                                           metadata=meta)
+
+        async def pop_item(self) -> Any | None:
+            """Remove and return the newest item, or None when the session is empty."""
+            message = await self.buffer.pop_message(project=self.memory.project, session_id=self.session_id)
+            return None if message is None else self._item(message)
+
+        async def clear_session(self) -> None:
+            """Remove every item of the session."""
+            await self.buffer.clear_session(project=self.memory.project, session_id=self.session_id)
+
+        async def consolidate(self, **options: Any) -> dict[str, Any]:
+            """Turn the session into one long-term memory, as ``UniversalMemoryManager.consolidate_session``
+            does for any working-memory session (options pass through: ``space_path``, ``summary``, ...)."""
+            manager = UniversalMemoryManager(memory=self.memory, redis_buffer=self.buffer)
+            return await manager.consolidate_session(session_id=self.session_id, **options)
+
+        async def aclose(self) -> None:
+            """Release the buffer this session opened (a buffer passed in stays open)."""
+            if self._owns_buffer:
+                await self.buffer.close()
+
+        def close(self) -> None:
+            """``aclose`` for synchronous code (not from inside a running event loop)."""
+            if self._owns_buffer:
+                asyncio.run(self.buffer.close())
+
+        @staticmethod
+        def _item(message: Mapping[str, Any]) -> Any:
+            stored = (message.get("metadata") or {}).get(_AGENT_ITEM)
+            if isinstance(stored, Mapping):
+                return dict(stored)
+            return {"role": message["role"], "content": message["content"]}   # a message added by other code
+
+    return KumihoAgentsSession
+
+
+def agents_session(session_id: str, memory: Memory | None = None, **options: Any) -> Any:
+    """An OpenAI Agents SDK session (``SessionABC``) kept in kumiho working memory.
+
+    Use it as ``Runner.run(agent, text, session=agents_session("chat-1", memory))``. Items are kept in the
+    working-memory buffer of the memory's store file (so a reopened session keeps them; an in-memory
+    ``Memory`` gets an in-memory buffer), one message per item, and ``await session.consolidate()`` (or
+    ``UniversalMemoryManager.consolidate_session(session_id=...)`` over the same buffer) turns the session
+    into a long-term memory like any working-memory session. Like every session, it expires after the
+    buffer's TTL without use (``ttl_seconds=``, default ``KUMIHO_WORKING_MEMORY_TTL``'s 3600 s).
+
+    Args:
+        session_id: the session (1-256 characters, no spaces).
+        memory: the memory; default ``default_memory()``.
+        options: ``buffer`` (a ``WorkingMemoryBuffer``, e.g. a manager's ``RedisMemoryBuffer``),
+            ``user_id`` and ``context`` (recorded for consolidation), ``ttl_seconds``, ``session_settings``.
+
+    Raises:
+        BackendUnavailableError: the Agents SDK is not installed (``pip install openai-agents``).
+    """
+    module = _require("agents.memory.session", extra="agents", package="openai-agents")
+    return _agents_session_class(module)(session_id, memory if memory is not None else default_memory(), **options)
+
+
+# ==========================================================================================================
+# 16. CLI
 # ==========================================================================================================
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
@@ -14532,6 +15832,91 @@ def _cmd_dream(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
     return result, result["report"]
 
 
+def _cmd_list(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    """``kumiho-memory list [--space S] [--kind K] [--tag T] [--evidence L] [--deprecated] [--as-of T]
+    [--limit N] [--offset N]``."""
+    listed = list_memories(memory, space=args.space, kind=args.kind, tag=args.tag, evidence=args.evidence,
+                           include_deprecated=args.deprecated, as_of=args.as_of, limit=args.limit,
+                           offset=args.offset)
+    lines = []
+    for row in listed["memories"]:
+        marks = [mark for mark, on in (("deprecated", row["deprecated"]), ("contested", row["contested"])) if on]
+        level = row["evidence_level"] or "-"
+        lines.append(f"{row['kref']}\n  {row['title']}\n  space {row['space'] or '(root)'}  kind {row['kind']}  "
+                     f"r{row['revision']}/{row['revision_count']}  evidence {level}  "
+                     f"tags [{', '.join(row['tags'])}]" + (f"  ({', '.join(marks)})" if marks else ""))
+    footer = f"{len(listed['memories'])} shown of {listed['total_items']} item(s)"
+    if listed["next_offset"] is not None:
+        footer += f"; next page: --offset {listed['next_offset']}"
+    return listed, "\n".join(lines + [footer]) if lines else footer.replace("0 shown", "no memories")
+
+
+def _cmd_show(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    """``kumiho-memory show KREF [--as-of T]``: the whole chain of one memory."""
+    story = describe_memory(memory, args.kref, as_of=args.as_of)
+    current = story["current"]
+    lines = [story["item_kref"], f"  title:    {current['title']}", f"  space:    {story['space'] or '(root)'}",
+             f"  kind:     {story['kind']}", f"  evidence: {story['evidence_level'] or '-'}",
+             f"  current:  r{current['revision']}" + ("  (deprecated)" if story["deprecated"] else "")]
+    if story["as_of"]:
+        then = story["current_at_as_of"]
+        lines.append(f"  as of {story['as_of']}: " + (f"r{then['revision']}" if then else "did not exist yet"))
+    lines.append(f"revisions ({story['revision_count']}, newest first):")
+    if story["revisions_omitted"]:
+        lines.append(f"  ... {story['revisions_omitted']} older revision(s) not shown")
+    for revision in reversed(story["revisions"]):
+        supersedes = "".join(f" SUPERSEDES r{target.rpartition('=')[2]}" for target in revision["supersedes"])
+        lines.append(f"  r{revision['revision']:<4} {revision['created_at']}  [{', '.join(revision['tags'])}]"
+                     f"{supersedes}{' (deprecated)' if revision['deprecated'] else ''}  {revision['title']}")
+        lines.extend(f"        artifact {a['name']}: {a['location']}" for a in revision["artifacts"])
+    lines.append("tags:")
+    for tag, entry in sorted(story["tags"].items()):
+        moves = " -> ".join(f"{'r' + str(m['revision']) if m['revision'] is not None else 'removed'} ({m['at']})"
+                            for m in entry["history"])
+        lines.append(f"  {tag}: {moves}")
+    for title, edges, other in (("edges out", story["edges_out"], "target_kref"), ("edges in", story["edges_in"], "source_kref")):
+        lines.append(f"{title}:" + ("" if edges else " none"))
+        lines.extend(f"  {edge['edge_type']} {edge[other]}  {edge.get('other_title') or ''}".rstrip() for edge in edges)
+    lines.append("")
+    lines.extend("  " + line for line in current["content"].splitlines())
+    return story, "\n".join(lines)
+
+
+def _cmd_ui(memory: Memory, args: argparse.Namespace) -> tuple[Any, str | None]:
+    """``kumiho-memory ui [--port N] [--allow-writes]``: serve the memory browser until interrupted."""
+    browser = MemoryBrowser(memory, allow_writes=args.allow_writes)
+    server = browser.serve("127.0.0.1", args.port)
+    print(f"kumiho-memory: browsing {memory!r} at {server.url} "
+          f"({'writes allowed' if args.allow_writes else 'read-only'}; Ctrl-C stops)", file=sys.stderr, flush=True)
+    try:
+        server.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+    return {"url": server.url, "stopped": True}, None
+
+
+def _add_integration_commands(command: Callable[[str, Callable[..., Any], str], argparse.ArgumentParser]) -> None:
+    """Add ``list``, ``show`` and ``ui`` to the CLI; ``command`` is ``build_cli_parser``'s own helper."""
+    sub = command("list", _cmd_list, "list memories with their current revision, tags, evidence and marks")
+    sub.add_argument("--space", help="only this space and below")
+    sub.add_argument("--kind", help="only items of this kind")
+    sub.add_argument("--tag", help="only memories whose current revision carries this tag")
+    sub.add_argument("--evidence", choices=EVIDENCE_LEVELS, help="only this evidence grade")
+    sub.add_argument("--deprecated", action="store_true", help="include deprecated items (marked)")
+    sub.add_argument("--as-of", metavar="TIME", help="list what existed then, as it stood then (ISO 8601)")
+    sub.add_argument("--limit", type=int, default=50, help=f"memories per page (1-{LIST_PAGE_LIMIT}, default 50)")
+    sub.add_argument("--offset", type=int, default=0, help="where the page starts (see the footer for the next)")
+    sub = command("show", _cmd_show, "show one memory's whole chain: revisions, tag history, edges, artifacts")
+    sub.add_argument("kref", help="any kref of the item")
+    sub.add_argument("--as-of", metavar="TIME", help="also say what was current then (ISO 8601)")
+    sub = command("ui", _cmd_ui, "browse memories in a local web page (127.0.0.1, read-only by default)")
+    sub.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0 picks a free one)")
+    sub.add_argument("--allow-writes", action="store_true",
+                     help="enable the tag, deprecate and forget buttons (guarded by a per-run token)")
+
+
 def build_cli_parser() -> argparse.ArgumentParser:
     """The ``kumiho-memory`` argument parser (global options work before or after the command)."""
     common = argparse.ArgumentParser(add_help=False)
@@ -14638,6 +16023,7 @@ def build_cli_parser() -> argparse.ArgumentParser:
     sub.add_argument("--dry-run", action="store_true", help="report what would change; write nothing")
     sub.add_argument("--clear-quarantine", metavar="KREF", help="publish a quarantined revision after review")
     sub.add_argument("--list", action="store_true", help="list the skills in --space and their state")
+    _add_integration_commands(command)
     return parser
 
 

@@ -2,7 +2,7 @@
 
 Run it from an MCP client (Claude Desktop, Claude Code, Cursor, ...) as ``python kumiho_memory_mcp.py``; it
 speaks MCP over stdio, or streamable HTTP with ``--http HOST:PORT``. It needs the ``mcp`` extra
-(``pip install 'kumiho-memory-onefile[mcp]'``); works with the SDK's 2.x ``MCPServer`` and 1.x ``FastMCP``.
+(``pip install mcp``, or in a checkout ``pip install -e '.[mcp]'``); works with the SDK's 2.x ``MCPServer`` and 1.x ``FastMCP``.
 
 Sections:
 
@@ -44,7 +44,7 @@ TOOL_NAMES = (
     "kumiho_memory_discover_edges", "kumiho_memory_store_execution", "kumiho_memory_engage",
     "kumiho_memory_reflect",
     "kumiho_memory_get", "kumiho_memory_history", "kumiho_memory_tag", "kumiho_memory_link",
-    "kumiho_memory_edges", "kumiho_memory_forget", "kumiho_memory_dream_state", "kumiho_memory_space_profile",
+    "kumiho_memory_edges", "kumiho_memory_list", "kumiho_memory_forget", "kumiho_memory_dream_state", "kumiho_memory_space_profile",
 )
 
 CAPTURE_TYPES = ("decision", "preference", "fact", "correction", "architecture", "implementation", "synthesis",
@@ -165,7 +165,8 @@ def _sdk() -> tuple[Any, Any, Any]:
         import mcp  # noqa: F401
     except ImportError as exc:
         raise km.BackendUnavailableError(
-            f"'mcp' is not installed; run: pip install '{km.DISTRIBUTION_NAME}[mcp]'") from exc
+            "'mcp' is not installed; run: pip install mcp (in a checkout of kumiho_memory: "
+            "pip install -e '.[mcp]')") from exc
     from mcp.types import ToolAnnotations
     try:
         from mcp.server.mcpserver import MCPServer as server_class
@@ -878,6 +879,61 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         with _argument("kref"):
             found = await run(memory.edges, kref, direction=direction, edge_type=edge_type)
         return {"kref": kref, "edges": found, "count": len(found)}
+
+    @Open
+    class ListedMemory(TypedDict, total=False):
+        """One item with its current revision (published, else latest)."""
+        item_kref: str
+        kref: Kref
+        revision: int
+        revision_count: int
+        space: str
+        kind: str
+        key: Optional[str]
+        title: str
+        content: str
+        tags: list[str]
+        evidence_level: Annotated[Optional[str], Field(description="official, corroborated, single_source, unverified, or null.")]
+        deprecated: bool
+        contested: Annotated[bool, Field(description="A CONTRADICTS edge touches this memory.")]
+        created_at: str
+        updated_at: str
+
+    class ListResult(Result):
+        memories: Annotated[list[ListedMemory], Field(description="Newest first.")]
+        total_items: int
+        offset: int
+        limit: int
+        next_offset: Annotated[Optional[int], Field(description="Pass as offset for the next page; null at the end.")]
+        scanned: int
+
+    @tool("kumiho_memory_list", reading)
+    async def list_memories(space: Annotated[Optional[str], Field(description="Only this space and the spaces under it, e.g. 'prefs'.")] = None,
+                            kind: Annotated[Optional[str], Field(description="Only items of this kind, e.g. 'fact' or 'decision'.")] = None,
+                            tag: Annotated[Optional[str], Field(description="Only memories whose current revision carries this tag, e.g. 'published'.")] = None,
+                            evidence: Annotated[Optional[Literal[tuple(km.EVIDENCE_LEVELS)]], Field(description="Only this evidence grade.")] = None,
+                            include_deprecated: Annotated[bool, Field(description="Also list deprecated memories (marked).")] = False,
+                            as_of: Annotated[Optional[str], Field(description="ISO 8601 time: list what existed then, as it stood then.")] = None,
+                            limit: Annotated[int, Field(ge=1, le=200, description="Memories on this page.")] = 50,
+                            offset: Annotated[int, Field(ge=0, description="Where the page starts (use next_offset from the previous page).")] = 0,
+                            ) -> ListResult:
+        """Browse long-term memory without a query: items newest first, each with its current revision, space,
+        kind, tags, evidence grade and deprecated/contested marks. Use kumiho_memory_recall to search by meaning.
+
+        Returns {memories: [{item_kref, kref, title, content, space, kind, tags, evidence_level, deprecated,
+        contested, ...}], total_items, next_offset, ...}."""
+        for field, value in (("space", space), ("kind", kind), ("tag", tag), ("as_of", as_of)):
+            if value is not None:
+                with _argument(field):
+                    if field == "space":
+                        km.normalize_space(value)
+                    elif field == "tag":
+                        km.validate_tag(value)
+                    elif field == "as_of":
+                        km.parse_instant(value)
+        with _argument("kind" if kind is not None else "space"):
+            return await run(km.list_memories, memory, space=space, kind=kind, tag=tag, evidence=evidence,
+                             include_deprecated=include_deprecated, as_of=as_of, limit=limit, offset=offset)
 
     @tool("kumiho_memory_forget", erasing)
     async def forget(kref: Annotated[str, Field(

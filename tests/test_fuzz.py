@@ -272,7 +272,7 @@ except ImportError:  # the optional extra
     mcp = None
 
 needs_mcp = pytest.mark.skipif(mcp is None and not os.environ.get("CI"),
-                               reason="the 'mcp' package is not installed (pip install 'kumiho-memory-onefile[mcp]')")
+                               reason="the 'mcp' package is not installed (pip install mcp)")
 OUR_ERROR = re.compile(r"(?:^|: )(" + "|".join(sorted(name for name in km.__all__ if name.endswith("Error")))
                        + r"): ")
 ARGUMENT = st.one_of(TEXT, st.integers(), st.floats(allow_nan=True), st.booleans(), st.none(),

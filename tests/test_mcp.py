@@ -30,7 +30,7 @@ except ImportError:  # the optional extra is not installed
 
 needs_mcp = pytest.mark.skipif(
     mcp is None and not os.environ.get("CI"),
-    reason="the 'mcp' package is not installed (pip install 'kumiho-memory-onefile[mcp]'); CI runs these")
+    reason="the 'mcp' package is not installed (pip install mcp); CI runs these")
 
 EXPECTED_TOOLS = {
     # name: (readOnlyHint, destructiveHint, idempotentHint)
@@ -50,6 +50,7 @@ EXPECTED_TOOLS = {
     "kumiho_memory_tag": (False, False, True),
     "kumiho_memory_link": (False, False, True),
     "kumiho_memory_edges": (True, False, True),
+    "kumiho_memory_list": (True, False, True),
     "kumiho_memory_forget": (False, True, False),
     "kumiho_memory_dream_state": (False, True, False),
     "kumiho_memory_space_profile": (False, False, False),
@@ -169,8 +170,8 @@ def test_without_the_sdk_build_server_and_main_name_the_pip_line(tmp_path):
     done = subprocess.run([sys.executable, "-c", _NO_SDK_CHILD, ROOT], capture_output=True, text=True, timeout=60,
                           env=env)
     assert done.returncode == 0, done.stderr
-    assert "raised: 'mcp' is not installed; run: pip install 'kumiho-memory-onefile[mcp]'" in done.stdout
-    assert "exit: 2" in done.stdout and "pip install 'kumiho-memory-onefile[mcp]'" in done.stderr
+    assert "raised: 'mcp' is not installed; run: pip install mcp (in a checkout of kumiho_memory: pip install -e '.[mcp]')" in done.stdout
+    assert "exit: 2" in done.stdout and "pip install mcp" in done.stderr
     assert not (tmp_path / "never.db").exists()
 
 
