@@ -11968,11 +11968,33 @@ class UniversalMemoryManager:
 
     Args:
         project: used when ``memory`` is not given.
-        memory: the ``Memory`` to consolidate into and recall from; default a new in-memory one.
+        memory: the ``Memory`` to consolidate into and recall from; default ``default_memory(project=)``, the
+            durable store the CLI uses (``KUMIHO_MEMORY_PATH``, else the per-user file).
+        memory_store, memory_retrieve: upstream's seam instead of ``memory``: ``memory_store(**payload)``
+            stores a consolidation (upstream's payload: ``project, memory_type, title, summary, user_text,
+            assistant_text, artifact_location, artifact_name, bundle_name, tags, metadata, space_path,
+            stack_revisions``) and returns its result; ``memory_retrieve(project=, query=, limit=,
+            space_paths=, memory_types=)`` returns ``{revision_krefs, item_krefs, scores,
+            resolved_metadata}``. With either, a private in-memory ``Memory`` serves what the seam does not.
         consolidation_threshold: ``handle_user_message`` flags ``should_consolidate`` at this many messages.
         redis_url: use a ``RedisMemoryBuffer`` at this URL for working memory.
-        redis_buffer: a ready ``WorkingMemoryBuffer`` (wins over ``redis_url``). Default: an
-            ``InProcessBuffer`` kept in the memory's store file when it has one.
+        redis_buffer: a ready ``WorkingMemoryBuffer`` (wins over ``redis_url``). Default: Redis when
+            ``KUMIHO_REDIS_URL`` (or ``REDIS_URL``) is set, else an ``InProcessBuffer`` kept in the memory's
+            store file when it has one.
+        artifact_root: a folder for raw transcripts (``{root}/{project}/{space}/{session}.md``) and copied
+            attachments (``{root}/{project}/attachments/{context}/``); default none (transcripts stay in the
+            store, redacted, as the ``transcript`` artifact).
+        evidence_rank: ``EvidenceRankConfig`` for ``recall_memories`` (default the memory's).
+        recall_mode: ``"summarized"`` (default) or ``"full"``, upstream's default for ``build_recalled_context``
+            (both render title and content here).
+        recall_candidate_multiplier: ``memory_retrieve`` is asked for ``ceil(limit * multiplier)`` results.
+        auto_assess_min_messages, auto_assess_window, auto_assess_timeout: when the background assessor runs
+            (new messages since the last run), how many recent messages it sees, and how long it may take.
+        failure_ledger, entity_promotion, sibling_strong_score, sibling_char_budget,
+            sibling_similarity_threshold, sibling_top_k, sibling_llm_cap, sibling_score_fields,
+            embedding_adapter, rerank, reranker: upstream's cloud-side knobs, accepted so upstream code runs;
+            they change nothing here (siblings and reranking are built into ``Memory.recall``; give an
+            embedder to ``Memory(embedder=...)``).
         llm_adapter: an LLM adapter for summaries, implications, graph-augmented recall and edge discovery.
         summarizer: an object with async ``summarize_conversation`` / ``generate_implications``; default a
             ``MemorySummarizer`` over ``llm_adapter``, else the offline ``ExtractiveSummarizer``.
@@ -11992,12 +12014,44 @@ class UniversalMemoryManager:
                  pii_redactor: PIIRedactor | None = None, retry_queue: RetryQueue | None = None,
                  auto_assess_fn: Callable[..., Any] | None = None, tenant_hint: str | None = None,
                  store_max_retries: int = 3, graph_augmentation: GraphAugmentationConfig | bool | None = None,
-                 environ: Mapping[str, str] | None = None, clock: Clock | None = None) -> None:
-        self.memory = memory if memory is not None else Memory(project=project)
+                 environ: Mapping[str, str] | None = None, clock: Clock | None = None,
+                 memory_store: Callable[..., Any] | None = None, memory_retrieve: Callable[..., Any] | None = None,
+                 artifact_root: str | os.PathLike[str] | None = None,
+                 evidence_rank: EvidenceRankConfig | None = None, recall_mode: str = "summarized",
+                 recall_candidate_multiplier: float = 1.0, auto_assess_min_messages: int = 3,
+                 auto_assess_window: int = 6, auto_assess_timeout: float = 120.0, failure_ledger: Any = None,
+                 entity_promotion: bool = True, sibling_strong_score: float = 0.40, sibling_char_budget: int = 20000,
+                 sibling_similarity_threshold: float = 0.0, sibling_top_k: int = 0, sibling_llm_cap: int = 16,
+                 sibling_score_fields: Any = None, embedding_adapter: Any = None, rerank: Any = None,
+                 reranker: Any = None) -> None:
+        if recall_mode not in ("summarized", "full"):
+            raise InvalidArgumentError(f"recall_mode must be 'summarized' or 'full', not {recall_mode!r}")
+        for name, value in (("memory_store", memory_store), ("memory_retrieve", memory_retrieve)):
+            if value is not None and not callable(value):
+                raise InvalidArgumentError(f"{name} must be callable")
+        self.memory_store, self.memory_retrieve = memory_store, memory_retrieve
+        seam = memory_store is not None or memory_retrieve is not None
+        if memory is not None:
+            self.memory, self._owns_memory = memory, False
+        elif seam:                                    # the seam stores and retrieves; RAM serves the rest
+            self.memory, self._owns_memory = Memory(project=project), True
+        else:                                         # the shared durable default: never closed by us
+            self.memory, self._owns_memory = default_memory(project=project), False
         self.project = self.memory.project
-        self._owns_memory = memory is None
-        self.clock = clock or getattr(self.memory, "_clock", None) or SystemClock()
+        self.clock = clock or self.memory.clock
         self.consolidation_threshold = consolidation_threshold
+        self.artifact_root = None if artifact_root is None else os.fspath(artifact_root)
+        self.evidence_rank = evidence_rank
+        self.recall_mode = recall_mode
+        self.recall_candidate_multiplier = float(recall_candidate_multiplier)
+        self.upstream_options = {"failure_ledger": failure_ledger, "entity_promotion": entity_promotion,
+                                 "sibling_strong_score": sibling_strong_score, "sibling_char_budget": sibling_char_budget,
+                                 "sibling_similarity_threshold": sibling_similarity_threshold,
+                                 "sibling_top_k": sibling_top_k, "sibling_llm_cap": sibling_llm_cap,
+                                 "sibling_score_fields": sibling_score_fields, "embedding_adapter": embedding_adapter,
+                                 "rerank": rerank, "reranker": reranker}
+        if redis_url is None and redis_buffer is None:
+            redis_url = WorkingMemoryConfig.from_env(environ).redis_url
         if redis_buffer is not None:
             self.buffer = redis_buffer
         elif redis_url is not None:
@@ -12021,7 +12075,9 @@ class UniversalMemoryManager:
         self._lease_prefix = f"{_process_place()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._live_leases: set[str] = set()      # the leases this manager's consolidations hold right now
         self._assessed_upto: dict[str, int] = {}
-        self.auto_assess_min_messages, self.auto_assess_window, self.auto_assess_timeout = 3, 6, 120.0
+        self.auto_assess_min_messages = int(auto_assess_min_messages)
+        self.auto_assess_window = int(auto_assess_window)
+        self.auto_assess_timeout = float(auto_assess_timeout)
         self.last_assess_error: str | None = None
 
     # -- working memory -----------------------------------------------------------------------------------
@@ -12046,18 +12102,22 @@ class UniversalMemoryManager:
                              source: str | None = None) -> dict[str, Any]:
         """Add a message to its session's working memory (created on first use).
 
+        ``attachments`` are file paths: each is copied to ``{artifact_root}/{project}/attachments/{context}/``
+        (named by the first 12 hex digits of its SHA-256 and its file name; the root defaults to
+        ``$KUMIHO_MEMORY_ARTIFACT_ROOT``, else ``~/.kumiho/artifacts``), and the message keeps a pointer
+        ``{name, location (file://), content_hash (sha256:), size, mime_type}``.
+
         Returns:
             ``{success, session_id, session_id_source, message_count, attachments}``.
 
         Raises:
-            InvalidArgumentError: bad level, empty message, or attachments (not supported yet).
+            InvalidArgumentError: bad level, empty message, or an attachment that is not a readable file.
             MessageTooLargeError: over 64 KiB.
         """
         if evidence_level is not None:
             evidence_tag(evidence_level)
-        if attachments:
-            raise InvalidArgumentError("attachments are not supported yet; store files as artifacts instead")
         _checked_text(message, "message", limit=MAX_CONTENT_CHARS)
+        pointers = await asyncio.to_thread(self._copy_attachments, attachments or (), context) if attachments else []
         _checked_text(user_id, "user_id", limit=512)
         message = self.pii.strip_credentials(message)   # a secret never reaches the store, not even its buffer
         channel, context = self.pii.strip_credentials(channel), self.pii.strip_credentials(context)
@@ -12070,8 +12130,9 @@ class UniversalMemoryManager:
         else:
             origin = "request"
         async with self._session_lock(session_id):
-            added = await self.buffer.add_message(project=self.project, session_id=session_id, role=role,
-                                                  content=message, metadata={"channel": channel})
+            added = await self.buffer.add_message(
+                project=self.project, session_id=session_id, role=role, content=message,
+                metadata={"channel": channel, **({"attachments": pointers} if pointers else {})})
             if added["message_count"] == 1 or not await self.buffer.get_session_metadata(
                     project=self.project, session_id=session_id):
                 meta = {"user_id": user_id, "context": context}
@@ -12081,7 +12142,44 @@ class UniversalMemoryManager:
                     meta["source"] = source
                 await self.buffer.set_session_metadata(project=self.project, session_id=session_id, metadata=meta)
         return {"success": True, "session_id": session_id, "session_id_source": origin,
-                "message_count": added["message_count"], "attachments": []}
+                "message_count": added["message_count"], "attachments": pointers}
+
+    def _artifact_folder(self, *parts: str) -> str:
+        """``{artifact_root}/{project}/...``; the root defaults to ``$KUMIHO_MEMORY_ARTIFACT_ROOT``, else
+        ``~/.kumiho/artifacts``."""
+        root = self.artifact_root or (self.environ if self.environ is not None else os.environ).get(
+            "KUMIHO_MEMORY_ARTIFACT_ROOT") or os.path.join(os.path.expanduser("~"), ".kumiho", "artifacts")
+        return os.path.join(root, self.project, *parts)
+
+    def _copy_attachments(self, attachments: Sequence[Any], context: str) -> list[dict[str, Any]]:
+        """Copy each attachment file beside the memory's artifacts; return the pointers (all or none)."""
+        import mimetypes
+        import shutil
+        folder = self._artifact_folder("attachments", slugify(context or "personal", 64) or "personal")
+        pointers = []
+        for attachment in attachments:
+            if not isinstance(attachment, (str, os.PathLike)) or not os.path.isfile(attachment):
+                raise InvalidArgumentError(f"an attachment must be the path of a readable file, not {str(attachment)[:200]!r}")
+            source = os.path.abspath(os.fspath(attachment))
+            digest = hashlib.sha256()
+            try:
+                with open(source, "rb") as stream:
+                    for block in iter(lambda: stream.read(1 << 16), b""):
+                        digest.update(block)
+                os.makedirs(folder, exist_ok=True)
+                name = os.path.basename(source)
+                target = os.path.join(folder, f"{digest.hexdigest()[:12]}_{name}")
+                if not os.path.exists(target):
+                    temporary = _unique_temporary(target)
+                    shutil.copyfile(source, temporary)
+                    os.replace(temporary, target)
+                size = os.path.getsize(target)
+            except OSError as exc:
+                raise StoreError(f"cannot copy attachment {source!r}: {exc}") from exc
+            pointers.append({"name": name, "location": "file://" + urllib.parse.quote(target),
+                             "content_hash": f"sha256:{digest.hexdigest()}", "size": size,
+                             "mime_type": mimetypes.guess_type(name)[0] or "application/octet-stream"})
+        return pointers
 
     async def add_assistant_response(self, *, session_id: str, response: str,
                                      channel: str = "unknown") -> dict[str, Any]:
@@ -12301,7 +12399,14 @@ class UniversalMemoryManager:
         transcript = "\n".join(f"**{m['role']}** ({m.get('timestamp', '')}): "
                                f"{transcript_redactor.redact_text(self.pii.strip_credentials(m['content']))}"
                                for m in messages)
+        if self.artifact_root is not None or (self.environ if self.environ is not None else os.environ).get(
+                "KUMIHO_MEMORY_ARTIFACT_ROOT"):
+            metadata["artifact_location"] = await asyncio.to_thread(self._write_transcript, space, session_id,
+                                                                    transcript)
+        by_role = {role: "\n".join(transcript_redactor.redact_text(self.pii.strip_credentials(m["content"]))
+                                   for m in messages if m["role"] == role) for role in ("user", "assistant")}
         payload = {"content": text, "title": title, "space": space, "metadata": metadata,
+                   "user_text": by_role["user"], "assistant_text": by_role["assistant"],
                    "tags": ["summarized", PUBLISHED_TAG], "evidence_level": level,
                    "source": self.pii.strip_credentials(source) if source else source,
                    # into a named space a restated belief becomes a new revision (stack_revisions=False opts out)
@@ -12318,6 +12423,46 @@ class UniversalMemoryManager:
             with contextlib.suppress(KumihoMemoryError):
                 await self.buffer.clear_active_session(context=context or "mcp", user_id=user_id, only_if=session_id)
         return {"success": True, "buffer_was_empty": not messages, "summary": structured, "store_result": store_result}
+
+    def _write_transcript(self, space: str, session_id: str, transcript: str) -> str:
+        """Keep a consolidation's (redacted) transcript as Markdown under ``artifact_root``; return its path."""
+        folder = self._artifact_folder(*[part for part in space.split("/") if part])
+        path = os.path.join(folder, session_id.replace(":", "_").replace("/", "_") + ".md")
+        try:
+            os.makedirs(folder, exist_ok=True)
+            temporary = _unique_temporary(path)
+            with open(temporary, "w", encoding="utf-8") as stream:
+                stream.write(transcript + "\n")
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.replace(temporary, path)
+        except OSError as exc:
+            raise StoreError(f"cannot write the transcript {path!r}: {exc}") from exc
+        return path
+
+    def _upstream_payload(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """Our consolidation payload as upstream's ``memory_store(**payload)`` takes it."""
+        metadata = dict(payload.get("metadata") or {})
+        level, source = payload.get("evidence_level"), payload.get("source")
+        if level:
+            metadata["evidence_level"] = level
+        if source:
+            metadata["source"] = source
+        tags = ["summarized"] + ([evidence_tag(level)] if level else []) + [PUBLISHED_TAG]
+        topics = metadata.get("topics") or []
+        return {"project": self.project, "memory_type": metadata.get("memory_type", "conversation"),
+                "title": payload["title"], "summary": payload["content"], "user_text": payload.get("user_text", ""),
+                "assistant_text": payload.get("assistant_text", ""),
+                "artifact_location": metadata.get("artifact_location", ""), "artifact_name": "conversation",
+                "bundle_name": topics[0] if topics else "", "tags": tags, "metadata": metadata,
+                "space_path": payload["space"], "stack_revisions": bool(payload.get("stack"))}
+
+    async def _store_any(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """Store a consolidation payload: through ``memory_store`` when given, else into the memory."""
+        if self.memory_store is not None:
+            result = await _call(self.memory_store, **self._upstream_payload(payload))
+            return dict(result) if isinstance(result, Mapping) else {"result": result}
+        return await asyncio.to_thread(self._store_payload, payload)
 
     def _screened(self, values: list[Any]) -> list[Any]:
         """Strings bound for stored metadata: PII anonymized; a credential raises CredentialDetectedError."""
@@ -12351,7 +12496,7 @@ class UniversalMemoryManager:
         delay = 0.1
         for attempt in range(self.store_max_retries):
             try:
-                return await asyncio.to_thread(self._store_payload, payload)
+                return await self._store_any(payload)
             except (StoreError, ServiceError) as exc:
                 if not _is_transient(exc) or attempt == self.store_max_retries - 1:
                     if self.retry_queue is None:
@@ -12366,7 +12511,9 @@ class UniversalMemoryManager:
         """Store what the retry queue holds. Returns ``{succeeded, failed, dropped}``."""
         if self.retry_queue is None:
             return {"succeeded": 0, "failed": 0, "dropped": 0}
-        return await self.retry_queue.flush(lambda **payload: self._store_payload(payload))
+        async def replay(**payload: Any) -> dict[str, Any]:
+            return await self._store_any(payload)
+        return await self.retry_queue.flush(replay)
 
     async def store_tool_execution(self, *, task: str, status: str = "done", exit_code: int | None = None,
                                    duration_ms: int | None = None, stdout: str = "", stderr: str = "",
@@ -12424,19 +12571,62 @@ class UniversalMemoryManager:
             Best first, each with ``kref, score, _item_kref, title, summary, type, space, created_at, tags``
             beside the ``Memory.recall`` fields.
         """
+        if self.memory_retrieve is not None:
+            return await self._retrieved(query, limit, space_paths, memory_types)
+        options: dict[str, Any] = {} if self.evidence_rank is None else {"evidence_rank": self.evidence_rank}
         if graph_augmented:
             hits = await self.graph_recall.recall(query, limit=limit, space_paths=space_paths,
                                                   memory_types=memory_types, query_time=query_time)
         else:
             hits = await asyncio.to_thread(self.memory.recall, query, limit=limit, space_paths=space_paths,
-                                           memory_types=memory_types, query_time=query_time)
+                                           memory_types=memory_types, query_time=query_time, **options)
         return [self._shaped(hit) for hit in hits]
+
+    async def _retrieved(self, query: str, limit: int, space_paths: Sequence[str] | None,
+                         memory_types: Sequence[str] | None) -> list[dict[str, Any]]:
+        """Recall through upstream's ``memory_retrieve`` seam, shaped and evidence-weighted like ours."""
+        wanted = max(1, math.ceil(limit * self.recall_candidate_multiplier))
+        reply = await _call(self.memory_retrieve, project=self.project, query=query, limit=wanted,
+                            space_paths=list(space_paths) if space_paths else None,
+                            memory_types=list(memory_types) if memory_types else None)
+        if not isinstance(reply, Mapping) or reply.get("error"):
+            return []
+        revisions = list(reply.get("revision_krefs") or [])
+        items = list(reply.get("item_krefs") or [])
+        scores = list(reply.get("scores") or [])
+        resolved = reply.get("resolved_metadata") or {}
+        results = []
+        for index, revision_kref in enumerate(revisions):
+            entry = resolved.get(revision_kref) if isinstance(resolved, Mapping) else None
+            entry = entry if isinstance(entry, Mapping) else {}
+            metadata = dict(entry.get("metadata") or {})
+            item_kref = items[index] if index < len(items) else str(revision_kref).split("?")[0]
+            result = {"kref": revision_kref, "score": float(scores[index]) if index < len(scores) else None,
+                      "_item_kref": item_kref, "item_kref": item_kref, "title": metadata.get("title", ""),
+                      "summary": metadata.get("summary", ""), "content": metadata.get("summary", ""),
+                      "type": metadata.get("memory_type") or metadata.get("type"),
+                      "space": metadata.get("space", ""), "created_at": entry.get("created_at"),
+                      "tags": list(entry.get("tags") or []), "metadata": metadata}
+            for key in ("evidence_level", "source"):
+                if metadata.get(key):
+                    result[key] = metadata[key]
+            results.append(result)
+        apply_evidence_weights(results, self.evidence_rank or self.memory.evidence_rank)
+        return results[:limit]
 
     @staticmethod
     def _shaped(hit: dict[str, Any]) -> dict[str, Any]:
+        """A recall hit in upstream's shape: ``_item_kref``, ``summary``, ``type``, and at the top level the
+        ``evidence_level`` and ``source`` its metadata holds."""
         metadata = hit.get("metadata", {})
         memory_type = metadata.get("memory_type") or metadata.get("type") or hit.get("kind")
-        return {**hit, "_item_kref": hit["item_kref"], "summary": hit["content"], "type": memory_type}
+        shaped = {**hit, "_item_kref": hit["item_kref"], "summary": hit["content"], "type": memory_type}
+        level = memory_evidence_level(hit)
+        if level:
+            shaped["evidence_level"] = level
+        if metadata.get("source"):
+            shaped["source"] = metadata["source"]
+        return shaped
 
     async def discover_edges_post_consolidation(self, revision_kref: str, summary: str,
                                                 **options: Any) -> list[dict[str, Any]]:
@@ -12445,7 +12635,12 @@ class UniversalMemoryManager:
 
     def build_recalled_context(self, memories: Sequence[Mapping[str, Any]], query: str = "",
                                recall_mode: str | None = None) -> str:
-        """Render recalled memories for a prompt (see the module function ``build_recalled_context``)."""
+        """Render recalled memories for a prompt (see the module function ``build_recalled_context``).
+        ``recall_mode`` (default the manager's) is checked and accepted for upstream's callers; both modes
+        render each memory's title and content (our memories are their summaries)."""
+        mode = recall_mode or self.recall_mode
+        if mode not in ("summarized", "full"):
+            raise InvalidArgumentError(f"recall_mode must be 'summarized' or 'full', not {mode!r}")
         return build_recalled_context(memories, query)
 
     async def close(self) -> None:

@@ -16,6 +16,16 @@ import kumiho_memory as km  # noqa: E402
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 
 
+@pytest.fixture(autouse=True)
+def _private_default_store(tmp_path_factory, monkeypatch):
+    """Every test's default memory (``default_memory``, a bare ``UniversalMemoryManager()``) is a fresh
+    file of its own, never the user's real per-user store."""
+    if "KUMIHO_MEMORY_PATH" not in os.environ:
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg")))
+    for name in ("KUMIHO_REDIS_URL", "REDIS_URL", "KUMIHO_MEMORY_ARTIFACT_ROOT"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def clock() -> km.ManualClock:
     """A clock at 2026-01-01T00:00:00Z that moves one second after every reading."""
