@@ -66,6 +66,7 @@ import concurrent.futures
 import copy
 import dataclasses
 import datetime as _dt
+import enum
 import functools
 import hashlib
 import html
@@ -137,7 +138,7 @@ __all__ = [
     "anonymize_pii_text", "PII_KINDS", "adapter_chat", "normalize_statement", "statement_subjects", "belief_similarity",
     "canonical_source", "statement_subject", "same_belief", "MULTI_VALUED_PREDICATES", "BELIEF_RELATIONS",
     "belief_relations", "RelationMatcher", "REVISION_OUTCOMES", "ExtractiveSummarizer", "MemorySummarizer", "render_summary",
-    "RetryQueue", "MemoryAssessResult", "AutoAssessFn", "get_memory_space", "EvidencePolicy", "DEFAULT_STORAGE_POLICY", "heuristic_prefilter",
+    "RetryQueue", "FailureClass", "classify_failure", "retry_with_backoff", "MemoryAssessResult", "AutoAssessFn", "get_memory_space", "EvidencePolicy", "DEFAULT_STORAGE_POLICY", "heuristic_prefilter",
     "create_llm_assessor", "grade_evidence", "create_evidence_assessor",
     # space profiles, skill ingest and Dream State
     "SPACE_CLASSES", "SpaceSignals", "SpaceProfile", "SpaceProfiler", "get_space_profile", "classify_space",
@@ -6478,6 +6479,16 @@ class _KeySchema:
         return f"{self.root}:active_session:{context}:{user_id}"
 
 
+def _one_of(ours: Any, upstream: Any, name: str, upstream_name: str) -> Any:
+    """An argument given under our name or upstream's (not both, differently)."""
+    if ours is not None and upstream is not None and ours != upstream:
+        raise InvalidArgumentError(f"give {name} or {upstream_name}, not both")
+    value = ours if ours is not None else upstream
+    if value is None:
+        raise InvalidArgumentError(f"{name} is missing")
+    return value
+
+
 class WorkingMemoryBuffer(abc.ABC):
     """Per-session message buffers, session metadata, session pointers and counters, all with expiry.
 
@@ -6569,7 +6580,7 @@ class WorkingMemoryBuffer(abc.ABC):
         return {"messages": [_decode_message(record, session_id) for record in records],
                 "message_count": count, "ttl_remaining": ttl_remaining if count else None}
 
-    async def clear_session(self, *, project: str, session_id: str) -> int:
+    async def clear_session(self, project: str, session_id: str) -> int:
         """Delete a session's messages and metadata.
 
         Args:
@@ -6658,7 +6669,7 @@ class WorkingMemoryBuffer(abc.ABC):
 
     # -- session metadata -------------------------------------------------------------------------------
 
-    async def set_session_metadata(self, *, project: str, session_id: str, metadata: Mapping[str, str]) -> None:
+    async def set_session_metadata(self, project: str, session_id: str, metadata: Mapping[str, str]) -> None:
         """Merge fields into a session's metadata (like Redis HSET) and slide the session's expiry.
 
         Args:
@@ -6687,7 +6698,7 @@ class WorkingMemoryBuffer(abc.ABC):
             await self._merge_hash(self._keys.metadata(project, session_id),
                                    self._keys.messages(project, session_id), fields, self.default_ttl)
 
-    async def get_session_metadata(self, *, project: str, session_id: str) -> dict[str, str]:
+    async def get_session_metadata(self, project: str, session_id: str) -> dict[str, str]:
         """Return a session's metadata fields (``{}`` when it has none).
 
         Raises:
@@ -6715,37 +6726,46 @@ class WorkingMemoryBuffer(abc.ABC):
             raise InvalidArgumentError(f"date_str must be YYYYMMDD, not {date_str!r}")
         return await self._increment(self._keys.sequence(user, date_str), _wm_seconds(ttl_seconds, "ttl_seconds"))
 
-    async def get_session_generation(self, base: str) -> int:
+    async def get_session_generation(self, base: str | None = None, *, base_session_id: str | None = None) -> int:
         """Return how many times the session ``base`` was consolidated lately (0 if never, or 24 h ago).
+        ``base_session_id`` is upstream's name for ``base``.
 
         Raises:
             InvalidArgumentError: a malformed base. ServiceError / StoreError: the backend failed.
         """
+        base = _one_of(base, base_session_id, "base", "base_session_id")
         value = await self._get_string(self._keys.generation(_wm_identifier(base, "base")))
         return int(value) if value is not None else 0
 
-    async def bump_session_generation(self, base: str) -> int:
-        """Count one more consolidation of the session ``base`` and return the new generation.
+    async def bump_session_generation(self, base: str | None = None, *, base_session_id: str | None = None) -> int:
+        """Count one more consolidation of the session ``base`` (upstream: ``base_session_id``) and return the
+        new generation.
 
         Raises:
             InvalidArgumentError: a malformed base. ServiceError / StoreError: the backend failed.
         """
+        base = _one_of(base, base_session_id, "base", "base_session_id")
         return await self._increment(self._keys.generation(_wm_identifier(base, "base")), SESSION_GENERATION_TTL)
 
-    async def get_active_session(self, *, context: str, user_id: str) -> str | None:
-        """Return the session id a user's pointer names in a context, or None.
+    async def get_active_session(self, *, context: str, user_id: str | None = None,
+                                 user_canonical_id: str | None = None) -> str | None:
+        """Return the session id a user's pointer names in a context, or None (``user_canonical_id`` is
+        upstream's name for ``user_id``).
 
         Raises:
             InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
         """
+        user_id = _one_of(user_id, user_canonical_id, "user_id", "user_canonical_id")
         return await self._get_string(self._keys.active(_wm_context(context), _wm_identifier(user_id, "user_id")))
 
-    async def set_active_session(self, *, context: str, user_id: str, session_id: str,
-                                 ttl_seconds: int = ACTIVE_SESSION_TTL, nx: bool = False) -> bool:
+    async def set_active_session(self, *, context: str, session_id: str, user_id: str | None = None,
+                                 ttl_seconds: int = ACTIVE_SESSION_TTL, nx: bool = False,
+                                 user_canonical_id: str | None = None) -> bool:
         """Point a user's active session in a context at ``session_id``.
 
         Args:
-            context: e.g. ``mcp`` or ``personal``. user_id: the user. session_id: the session.
+            context: e.g. ``mcp`` or ``personal``. user_id: the user (upstream: ``user_canonical_id``).
+            session_id: the session.
             ttl_seconds: how long the pointer lives.
             nx: claim only if no pointer exists (atomic: of racing claims exactly one wins).
 
@@ -6755,15 +6775,17 @@ class WorkingMemoryBuffer(abc.ABC):
         Raises:
             InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
         """
+        user_id = _one_of(user_id, user_canonical_id, "user_id", "user_canonical_id")
         key = self._keys.active(_wm_context(context), _wm_identifier(user_id, "user_id"))
         return await self._set_string(key, _wm_identifier(session_id, "session_id"),
                                       _wm_seconds(ttl_seconds, "ttl_seconds"), bool(nx))
 
-    async def clear_active_session(self, *, context: str, user_id: str, only_if: str | None = None) -> bool:
+    async def clear_active_session(self, *, context: str, user_id: str | None = None, only_if: str | None = None,
+                                   user_canonical_id: str | None = None) -> bool:
         """Remove a user's active-session pointer in a context.
 
         Args:
-            context: the context. user_id: the user.
+            context: the context. user_id: the user (upstream: ``user_canonical_id``).
             only_if: remove it only while it still names this session (atomic compare-and-delete).
 
         Returns:
@@ -6772,6 +6794,7 @@ class WorkingMemoryBuffer(abc.ABC):
         Raises:
             InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
         """
+        user_id = _one_of(user_id, user_canonical_id, "user_id", "user_canonical_id")
         key = self._keys.active(_wm_context(context), _wm_identifier(user_id, "user_id"))
         expected = None if only_if is None else _wm_identifier(only_if, "only_if")
         return await self._delete_string(key, expected)
@@ -7311,6 +7334,8 @@ class _RedisCommands:
                     return await asyncio.to_thread(self._run_sync, client, commands, transaction)
                 if len(commands) == 1 and not transaction:
                     return [await client.execute_command(*commands[0])]
+                if not hasattr(client, "pipeline"):      # a minimal injected client: one command at a time
+                    return [await client.execute_command(*command) for command in commands]
                 async with client.pipeline(transaction=transaction) as pipe:
                     for command in commands:
                         pipe.execute_command(*command)
@@ -7334,6 +7359,8 @@ class _RedisCommands:
     def _run_sync(client: Any, commands: Sequence[tuple[Any, ...]], transaction: bool) -> list[Any]:
         if len(commands) == 1 and not transaction:
             return [client.execute_command(*commands[0])]
+        if not hasattr(client, "pipeline"):
+            return [client.execute_command(*command) for command in commands]
         pipe = client.pipeline(transaction=transaction)
         try:
             for command in commands:
@@ -7361,6 +7388,21 @@ def _glob_escape(text: str) -> str:
     return re.sub(r"([*?\[\]\\])", r"\\\1", text)
 
 
+class _UnconfiguredRedis:
+    """Stands in for a Redis connection no one configured: every command says how to configure one."""
+
+    where = "(not configured)"
+
+    async def run(self, *commands: tuple[Any, ...], transaction: bool = False) -> list[Any]:
+        raise InvalidArgumentError("no Redis URL: pass redis_url= or client=, or set KUMIHO_REDIS_URL (or REDIS_URL)")
+
+    def scrub(self, text: str) -> str:
+        return text
+
+    async def close(self) -> None:
+        return None
+
+
 class RedisMemoryBuffer(WorkingMemoryBuffer):
     """Working memory on Redis (redis-py, imported here), under the reference's key schema.
 
@@ -7382,19 +7424,23 @@ class RedisMemoryBuffer(WorkingMemoryBuffer):
 
     Raises:
         BackendUnavailableError: redis-py is not installed (the message names the pip line).
-        InvalidArgumentError: no URL anywhere, a URL that is not Redis's, or both a URL and a client.
+        InvalidArgumentError: a URL that is not Redis's; with no URL anywhere, the first call raises it.
+
+    ``control_plane_url``, ``discovery_timeout``, ``force_refresh``, ``prefer_discovery`` and ``proxy_url``
+    are upstream's hosted-discovery options: accepted, and they change nothing here. An injected client
+    without ``pipeline()`` works too; its multi-command steps then run one command at a time (not atomic).
     """
 
     def __init__(self, redis_url: str | None = None, *, default_ttl: int | None = None,
                  tenant_hint: str | None = None, tenant_id: str | None = None, client: Any = None,
                  clock: Clock | None = None, environ: Mapping[str, str] | None = None,
-                 connection_options: Mapping[str, Any] | None = None) -> None:
+                 connection_options: Mapping[str, Any] | None = None, control_plane_url: str | None = None,
+                 discovery_timeout: float = 10.0, force_refresh: bool = False, prefer_discovery: bool = True,
+                 proxy_url: str | None = None) -> None:
         super().__init__(clock=clock, default_ttl=WORKING_MEMORY_TTL if default_ttl is None else default_ttl,
                          tenant=tenant_id or tenant_hint)
         redis_module = _require("redis", extra="redis")
-        if client is not None and redis_url is not None:
-            raise InvalidArgumentError("give either redis_url or client, not both")
-        if client is not None:
+        if client is not None:                    # upstream's order: an explicit client wins over any URL
             kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
             where = (f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
                      if "host" in kwargs else str(kwargs.get("path") or "the given client"))
@@ -7403,9 +7449,9 @@ class RedisMemoryBuffer(WorkingMemoryBuffer):
             return
         environ = os.environ if environ is None else environ
         url = redis_url or environ.get("KUMIHO_REDIS_URL") or environ.get("REDIS_URL")
-        if not url:
-            raise InvalidArgumentError("no Redis URL: pass redis_url= or client=, or set KUMIHO_REDIS_URL "
-                                       "(or REDIS_URL)")
+        if not url:                               # upstream builds lazily: the first command says what is missing
+            self._commands = _UnconfiguredRedis()
+            return
         hidden = _url_secrets(url)
         where = _redact_url(url)
         for secret in hidden:
@@ -10679,6 +10725,71 @@ def _is_transient(error: BaseException) -> bool:
     if isinstance(error, ServiceError):
         return error.transient
     return isinstance(error, (StoreError, OSError)) and not isinstance(error, (CorruptStoreError, SchemaVersionError))
+
+
+class FailureClass(str, enum.Enum):
+    """What kind of failure an error is, for deciding whether to try again (upstream's names)."""
+
+    TRANSIENT = "transient"           # a timeout, a dropped connection, 408/429/5xx: later may work
+    DETERMINISTIC = "deterministic"   # bad input, another 4xx, a refused credential: it will fail again
+    UNKNOWN = "unknown"               # anything else: retried, but fewer times
+
+
+def classify_failure(error: BaseException) -> FailureClass:
+    """Sort an error into ``FailureClass``: our own errors by their kind, others by an HTTP status
+    (``status_code``/``status``) or their builtin type.
+
+    Examples:
+        ``TimeoutError``, ``ConnectionError``, HTTP 408/429/5xx, a transient ``ServiceError`` -> transient;
+        ``ValueError``, ``TypeError``, other HTTP 4xx -> deterministic; the rest -> unknown.
+    """
+    if isinstance(error, ServiceError):
+        return FailureClass.TRANSIENT if error.transient else FailureClass.DETERMINISTIC
+    if isinstance(error, StoreError):
+        return FailureClass.TRANSIENT if _is_transient(error) else FailureClass.DETERMINISTIC
+    status = getattr(error, "status_code", None) or getattr(error, "status", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        if status in (408, 429) or status >= 500:
+            return FailureClass.TRANSIENT
+        if 400 <= status < 500:
+            return FailureClass.DETERMINISTIC
+    if isinstance(error, (TimeoutError, ConnectionError, asyncio.TimeoutError)):
+        return FailureClass.TRANSIENT
+    if isinstance(error, (ValueError, TypeError, KeyError)):
+        return FailureClass.DETERMINISTIC
+    return FailureClass.UNKNOWN
+
+
+async def retry_with_backoff(function: Callable[[], Any], *, max_retries: int = 3, base_delay: float = 1.0,
+                             max_delay: float = 30.0, unknown_max_retries: int = 2,
+                             sleep: Callable[[float], Any] = asyncio.sleep,
+                             jitter: Callable[[], float] | None = None) -> Any:
+    """Call ``function()`` (sync or async) until it succeeds: a transient failure is retried up to
+    ``max_retries`` times, an unknown one up to ``unknown_max_retries``, a deterministic one never.
+
+    The wait doubles from ``base_delay`` up to ``max_delay``, plus up to 25% jitter (``jitter()`` in [0, 1);
+    default random).
+
+    Returns:
+        What ``function`` returned.
+
+    Raises:
+        The last error, once retrying stops.
+    """
+    draw = jitter or (lambda: secrets.randbelow(1000) / 1000.0)
+    attempt = 0
+    while True:
+        try:
+            result = function()
+            return await result if inspect.isawaitable(result) else result
+        except Exception as error:  # noqa: BLE001 - classified, then re-raised when retrying stops
+            kind = classify_failure(error)
+            allowed = {FailureClass.TRANSIENT: max_retries, FailureClass.UNKNOWN: unknown_max_retries}.get(kind, 0)
+            if attempt >= allowed:
+                raise
+            delay = min(max_delay, base_delay * 2 ** attempt)
+            await sleep(delay * (1.0 + 0.25 * draw()))
+            attempt += 1
 
 
 # -- space attributes --------------------------------------------------------------------

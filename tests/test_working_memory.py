@@ -849,7 +849,7 @@ def test_config_reads_the_environment_only_when_asked(tmp_path):
 
 def test_missing_redis_py_names_the_pip_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "redis", None)
-    with pytest.raises(km.BackendUnavailableError, match=r"pip install 'kumiho-memory-onefile\[redis\]'"):
+    with pytest.raises(km.BackendUnavailableError, match=r"pip install 'redis' \(in a checkout of kumiho_memory: pip install -e '\.\[redis\]'\)"):
         km.RedisMemoryBuffer("redis://127.0.0.1:1/0")
 
 
@@ -870,12 +870,11 @@ def test_redis_url_comes_from_the_argument_then_the_environment(redis_server):
     with_ttl = km.RedisMemoryBuffer.from_env({"KUMIHO_REDIS_URL": url, "KUMIHO_WORKING_MEMORY_TTL": "120"})
     assert with_ttl.default_ttl == 120
     run(with_ttl.close())
+    unconfigured = km.RedisMemoryBuffer(environ={})       # upstream builds lazily: the first call says why
     with pytest.raises(km.InvalidArgumentError, match="KUMIHO_REDIS_URL"):
-        km.RedisMemoryBuffer(environ={})
+        run(add(unconfigured, "env", "hello"))
     with pytest.raises(km.InvalidArgumentError, match="not a Redis URL"):
         km.RedisMemoryBuffer("http://:hunter2-pass@127.0.0.1:1/")
-    with pytest.raises(km.InvalidArgumentError, match="either"):
-        km.RedisMemoryBuffer(url, client=object())
 
 
 def test_redis_keys_follow_the_reference_schema(redis_server, wm_clock):
