@@ -7962,8 +7962,26 @@ def cosine(left: Sequence[float], right: Sequence[float]) -> float:
 class EmbeddingAdapter(Protocol):
     """Anything that turns texts into vectors. A plain callable ``texts -> vectors`` works as well."""
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        """Return one vector per text, in order."""
+    def embed(self, texts: list[str], *, model: str = "") -> list[list[float]]:
+        """Return one vector per text, in order (``model`` overrides the adapter's, when it has several)."""
+
+
+def _sdk_payload(response: Any) -> Any:
+    """An SDK response object (pydantic model, attribute object or dict) as plain JSON-like data."""
+    if isinstance(response, Mapping):
+        return dict(response)
+    dump = getattr(response, "model_dump", None)
+    if callable(dump):
+        return dump()
+    if isinstance(response, (list, tuple)):
+        return [_sdk_payload(item) for item in response]
+    if isinstance(response, (str, int, float, bool)) or response is None:
+        return response
+    return {key: _sdk_payload(value) for key, value in vars(response).items() if not key.startswith("_")}
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
 
 
 def unit_vector(vector: Sequence[float]) -> tuple[float, ...]:
@@ -8444,13 +8462,17 @@ class OpenAICompatAdapter:
 
     DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
-    def __init__(self, base_url: str, api_key: str | None = None, model: str = "gpt-4o-mini", *,
+    def __init__(self, base_url: Any, api_key: str | None = None, model: str = "gpt-4o-mini", *,
                  timeout: float = 60.0, retries: int = 2, sleep: Callable[[float], None] = time.sleep) -> None:
         if api_key is not None and not isinstance(api_key, str):
             raise InvalidArgumentError("api_key must be a string or None")
         if not isinstance(model, str) or not model:
             raise InvalidArgumentError("model must be a non-empty string")
-        self.base_url = _http_root(base_url)
+        # upstream's form: OpenAICompatAdapter(client), an ``openai``-shaped SDK client (sync or async)
+        self._client = None if isinstance(base_url, str) else base_url
+        if self._client is not None and not hasattr(getattr(self._client, "chat", None), "completions"):
+            raise InvalidArgumentError("give a base URL or an OpenAI-style client (client.chat.completions.create)")
+        self.base_url = "client" if self._client is not None else _http_root(base_url)
         self.model = model
         self.timeout, self.retries = _check_transport(timeout, retries)
         self._api_key = api_key or None
@@ -8508,6 +8530,8 @@ class OpenAICompatAdapter:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         while True:
             try:
+                if self._client is not None:
+                    return _sdk_payload(await _maybe_await(self._client.chat.completions.create(**body)))
                 return await asyncio.to_thread(
                     _post_json, f"{self.base_url}/chat/completions", body, headers, timeout=self.timeout,
                     retries=self.retries, sleep=self._sleep, secret=self._api_key, what="chat completion")
@@ -8570,9 +8594,15 @@ class AnthropicAdapter:
     API_VERSION = "2023-06-01"
     DEFAULT_BASE_URL = "https://api.anthropic.com"
 
-    def __init__(self, api_key: str, model: str = "claude-haiku-4-5-20251001", *,
+    def __init__(self, api_key: Any, model: str = "claude-haiku-4-5-20251001", *,
                  base_url: str = DEFAULT_BASE_URL, timeout: float = 60.0, retries: int = 2,
                  sleep: Callable[[float], None] = time.sleep) -> None:
+        # upstream's form: AnthropicAdapter(client), an ``anthropic``-shaped SDK client (client.messages.create)
+        self._client = None if isinstance(api_key, str) else api_key
+        if self._client is not None:
+            if not hasattr(getattr(self._client, "messages", None), "create"):
+                raise InvalidArgumentError("give an API key or an Anthropic-style client (client.messages.create)")
+            api_key = "client"
         if not isinstance(api_key, str) or not api_key.strip():
             raise InvalidArgumentError("api_key must be a non-empty string")
         if not isinstance(model, str) or not model:
@@ -8631,6 +8661,8 @@ class AnthropicAdapter:
         system_text = _join_text(*system_parts)
         if system_text:
             body["system"] = system_text
+        if self._client is not None:
+            return self._reply_text(_sdk_payload(await _maybe_await(self._client.messages.create(**body))))
         headers = {"x-api-key": self._api_key, "anthropic-version": self.API_VERSION}
         payload = await asyncio.to_thread(
             _post_json, f"{self.base_url}/v1/messages", body, headers, timeout=self.timeout,
@@ -8670,9 +8702,18 @@ class OpenAICompatEmbeddingAdapter:
         retries: extra attempts for transient failures (connection errors, 429, 5xx), with backoff.
     """
 
-    def __init__(self, base_url: str, api_key: str | None = None, model: str = "text-embedding-3-small", *,
+    def __init__(self, base_url: Any, api_key: str | None = None, model: str = "text-embedding-3-small", *,
                  timeout: float = 30.0, batch_size: int = 64, retries: int = 2,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, default_model: str | None = None) -> None:
+        # upstream's form: OpenAICompatEmbeddingAdapter(client, default_model=...), an ``openai``-shaped
+        # client (client.embeddings.create)
+        self._client = None if isinstance(base_url, str) else base_url
+        if default_model:
+            model = default_model
+        if self._client is not None:
+            if not hasattr(getattr(self._client, "embeddings", None), "create"):
+                raise InvalidArgumentError("give a base URL or an OpenAI-style client (client.embeddings.create)")
+            base_url = "http://client"
         if not isinstance(base_url, str) or not re.match(r"^https?://", base_url):
             shown = _redact_url(base_url) if isinstance(base_url, str) else type(base_url).__name__
             raise InvalidArgumentError(f"base_url must be an http(s) URL, not {shown!r}")
@@ -8685,6 +8726,12 @@ class OpenAICompatEmbeddingAdapter:
         self.retries = int(retries)
         self._api_key = api_key
         self._sleep = sleep
+
+    @classmethod
+    def create(cls, *, api_key: str | None = None, base_url: str | None = None,
+               model: str = "text-embedding-3-small", **options: Any) -> "OpenAICompatEmbeddingAdapter":
+        """An adapter for ``base_url`` (default OpenAI's ``https://api.openai.com/v1``)."""
+        return cls(base_url or OpenAICompatAdapter.DEFAULT_BASE_URL, api_key, model, **options)
 
     def __repr__(self) -> str:
         return f"OpenAICompatEmbeddingAdapter({_redact_url(self.base_url)!r}, model={self.model!r})"
@@ -8700,9 +8747,12 @@ class OpenAICompatEmbeddingAdapter:
 
     def _request(self, texts: list[str], model: str) -> list[list[float]]:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        payload = _post_json(self.base_url + "/embeddings", {"model": model, "input": texts}, headers,
-                             timeout=self.timeout, retries=self.retries, sleep=self._sleep, secret=self._api_key,
-                             what="embedding")
+        if self._client is not None:
+            payload = _sdk_payload(self._client.embeddings.create(model=model, input=texts))
+        else:
+            payload = _post_json(self.base_url + "/embeddings", {"model": model, "input": texts}, headers,
+                                 timeout=self.timeout, retries=self.retries, sleep=self._sleep,
+                                 secret=self._api_key, what="embedding")
         where = f"{_redact_url(self.base_url)}/embeddings"
         try:
             data = sorted(payload["data"], key=lambda entry: entry.get("index", 0))
@@ -10287,18 +10337,59 @@ _SUMMARY_SCHEMA = {
 class MemorySummarizer:
     """Summarize a conversation with an LLM adapter into the seed's structure, plus prospective questions.
 
+    The model is found in upstream's order: ``adapter``; else ``client`` (an ``openai``- or
+    ``anthropic``-shaped SDK client, by ``provider``); else ``api_key``/``base_url``; else the environment
+    (``KUMIHO_LLM_PROVIDER``, ``KUMIHO_LLM_API_KEY``, ``KUMIHO_LLM_BASE_URL``, ``KUMIHO_LLM_MODEL``,
+    ``KUMIHO_LLM_LIGHT_MODEL``, then ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``), read when it is built. With
+    none, every call gives the offline extractive summary.
+
     Args:
         adapter: an LLM adapter (``async chat(...)``).
-        model: the model for summaries; light_model: the model for implications (default ``model``).
+        provider: ``"openai"`` (any OpenAI-compatible server, the default) or ``"anthropic"``.
+        api_key, base_url, client: how to reach the model when no adapter is given.
+        model: the model for summaries; light_model: the model for implications and topics (default
+            ``model``).
         fallback: what to use when the LLM fails (default an ``ExtractiveSummarizer``).
     """
 
-    def __init__(self, adapter: Any, *, model: str = "", light_model: str = "",
-                 fallback: ExtractiveSummarizer | None = None) -> None:
-        if adapter is None or not hasattr(adapter, "chat"):
+    def __init__(self, adapter: Any = None, *, model: str = "", light_model: str = "",
+                 fallback: ExtractiveSummarizer | None = None, provider: str | None = None,
+                 api_key: str | None = None, base_url: str | None = None, client: Any = None) -> None:
+        if adapter is not None and not hasattr(adapter, "chat"):
             raise InvalidArgumentError("MemorySummarizer needs an adapter with async chat(...)")
+        if adapter is None:
+            adapter, model, light_model = self._resolve(provider, api_key, base_url, client, model, light_model)
         self.adapter, self.model, self.light_model = adapter, model, light_model or model
         self.fallback = fallback or ExtractiveSummarizer()
+
+    @staticmethod
+    def _resolve(provider: str | None, api_key: str | None, base_url: str | None, client: Any, model: str,
+                 light_model: str) -> tuple[Any, str, str]:
+        """An adapter from the keywords, else from the environment; None when nothing is configured."""
+        environ = os.environ
+        provider = (provider or environ.get("KUMIHO_LLM_PROVIDER") or "").strip().lower()
+        model = model or environ.get("KUMIHO_LLM_MODEL", "")
+        light_model = light_model or environ.get("KUMIHO_LLM_LIGHT_MODEL", "")
+        if client is None and api_key is None and base_url is None:
+            api_key = environ.get("KUMIHO_LLM_API_KEY") or None
+            base_url = environ.get("KUMIHO_LLM_BASE_URL") or None
+            if api_key is None and base_url is None:
+                if provider != "anthropic" and environ.get("OPENAI_API_KEY"):
+                    api_key, provider = environ["OPENAI_API_KEY"], provider or "openai"
+                elif environ.get("ANTHROPIC_API_KEY"):
+                    api_key, provider = environ["ANTHROPIC_API_KEY"], "anthropic"
+        if provider not in ("", "openai", "anthropic"):
+            raise InvalidArgumentError(f"provider must be 'openai' or 'anthropic', not {provider!r}")
+        if client is not None:
+            adapter = AnthropicAdapter(client) if provider == "anthropic" else OpenAICompatAdapter(client)
+        elif api_key is not None or base_url is not None:
+            if provider == "anthropic":
+                adapter = AnthropicAdapter.create(api_key=api_key or "", base_url=base_url)
+            else:
+                adapter = OpenAICompatAdapter.create(api_key=api_key, base_url=base_url)
+        else:
+            return None, model, light_model
+        return adapter, model, light_model
 
     @staticmethod
     def _transcript(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -10308,6 +10399,8 @@ class MemorySummarizer:
                                      context: str | None = None, strict: bool = False) -> dict[str, Any]:
         """The structured summary; on an LLM failure the extractive one, with ``error`` set (or raise when
         ``strict``)."""
+        if self.adapter is None:
+            return self.fallback.summarize(messages)
         system = ("You summarize a conversation for an agent's long-term memory. Reply with JSON: type, title "
                   "(<= 80 chars), summary (<= 3 sentences), events [{event, when, event_date (ISO date), "
                   "participants, consequence}], knowledge {facts [{claim, certainty}], decisions [{decision, "
@@ -10329,6 +10422,8 @@ class MemorySummarizer:
 
     async def generate_implications(self, messages: Sequence[Mapping[str, Any]]) -> list[str]:
         """3-5 questions a future user might ask that this conversation answers (prospective indexing)."""
+        if self.adapter is None:
+            return []
         prompt = ("List 3 to 5 short questions (<= 20 words each) that someone might ask later and that this "
                   "conversation answers. Reply with a JSON array of strings.\n\n" + self._transcript(messages))
         try:
@@ -10338,6 +10433,26 @@ class MemorySummarizer:
             return [q.strip() for q in questions if isinstance(q, str) and q.strip()][:5]
         except (KumihoMemoryError, ValueError, TypeError, OSError, asyncio.TimeoutError):
             return []
+
+    async def extract_topics(self, text: str, *, limit: int = 5) -> list[str]:
+        """A few short topic labels for ``text`` (upstream's method): the model's, else its most frequent
+        content words."""
+        text = _checked_text(text, "text", limit=MAX_CONTENT_CHARS)
+        if self.adapter is not None:
+            try:
+                reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": (
+                    f"Give up to {limit} short topic labels (1-3 words each) for this text, as a JSON array of "
+                    f"strings.\n\n{text[:8000]}")}], model=self.light_model, max_tokens=200, json_mode="array")
+                topics = [t.strip() for t in parse_llm_json(reply, expect=list) if isinstance(t, str) and t.strip()]
+                if topics:
+                    return topics[:limit]
+            except (KumihoMemoryError, ValueError, TypeError, OSError, asyncio.TimeoutError):
+                pass
+        counts: dict[str, int] = {}
+        for word in re.findall(r"[A-Za-z][A-Za-z'-]{3,}", text):
+            if word.lower() not in STOPWORDS:
+                counts[word.lower()] = counts.get(word.lower(), 0) + 1
+        return [word for word, _ in sorted(counts.items(), key=lambda pair: (-pair[1], pair[0]))][:limit]
 
 
 def render_summary(summary: Mapping[str, Any], implications: Sequence[str] = ()) -> str:
