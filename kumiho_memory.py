@@ -4044,12 +4044,15 @@ class SQLiteGraph(GraphBackend):
                     conn.execute("COMMIT")
 
     def close(self) -> None:
-        """Checkpoint the WAL into the main file and close; closing twice is harmless."""
+        """Checkpoint the WAL into the main file and close; closing twice is harmless. The checkpoint is
+        best effort: it waits at most a second for another connection (the next writer or closer folds the
+        WAL in), so closing never hangs on a reader someone left open."""
         with self._lock:
             if self._conn is None:
                 return
             with contextlib.suppress(sqlite3.Error):
                 if not self.in_memory:
+                    self._conn.execute("PRAGMA busy_timeout = 1000")
                     self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._conn.close()
             self._conn = None
@@ -12232,6 +12235,8 @@ class UniversalMemoryManager:
         store_max_retries: attempts to store a consolidation before queueing it.
         graph_augmentation: a ``GraphAugmentationConfig`` for ``recall_memories(graph_augmented=True)``.
         environ: where ``KUMIHO_SESSION_ID`` is read (default ``os.environ``, read at call time).
+        consolidation_lease_seconds: how long a consolidation's claim on its session lives unless renewed
+            (``CONSOLIDATION_LEASE_SECONDS``); one left behind by a lost connection is gone after this.
     """
 
     def __init__(self, *, project: str = DEFAULT_PROJECT, memory: Memory | None = None,
@@ -12249,7 +12254,7 @@ class UniversalMemoryManager:
                  entity_promotion: bool = True, sibling_strong_score: float = 0.40, sibling_char_budget: int = 20000,
                  sibling_similarity_threshold: float = 0.0, sibling_top_k: int = 0, sibling_llm_cap: int = 16,
                  sibling_score_fields: Any = None, embedding_adapter: Any = None, rerank: Any = None,
-                 reranker: Any = None) -> None:
+                 reranker: Any = None, consolidation_lease_seconds: int = CONSOLIDATION_LEASE_SECONDS) -> None:
         if recall_mode not in ("summarized", "full"):
             raise InvalidArgumentError(f"recall_mode must be 'summarized' or 'full', not {recall_mode!r}")
         for name, value in (("memory_store", memory_store), ("memory_retrieve", memory_retrieve)):
@@ -12266,6 +12271,10 @@ class UniversalMemoryManager:
         self.project = self.memory.project
         self.clock = clock or self.memory.clock
         self.consolidation_threshold = consolidation_threshold
+        if isinstance(consolidation_lease_seconds, bool) or not isinstance(consolidation_lease_seconds, int) \
+                or consolidation_lease_seconds < 3:
+            raise InvalidArgumentError("consolidation_lease_seconds must be a whole number of seconds >= 3")
+        self.consolidation_lease_seconds = consolidation_lease_seconds
         self.artifact_root = None if artifact_root is None else os.fspath(artifact_root)
         self.evidence_rank = evidence_rank
         self.recall_mode = recall_mode
@@ -12536,7 +12545,7 @@ class UniversalMemoryManager:
         here, or an attempt of this manager that has ended); wait for a live one, then a transient error."""
         waited, delay = 0.0, 0.05
         while not await self.buffer.acquire_session_lease(project=self.project, session_id=session_id,
-                                                          owner=owner, ttl_seconds=CONSOLIDATION_LEASE_SECONDS):
+                                                          owner=owner, ttl_seconds=self.consolidation_lease_seconds):
             holder = await self.buffer.session_lease_owner(project=self.project, session_id=session_id)
             left_behind = holder is not None and holder.startswith(self._lease_prefix + ":") \
                 and holder not in self._live_leases
@@ -12553,10 +12562,10 @@ class UniversalMemoryManager:
         """Renew the lease while the consolidation runs; stop when it is lost (the consolidation then
         consumes nothing) or the buffer fails (the lease then runs out by itself)."""
         while True:
-            await asyncio.sleep(CONSOLIDATION_LEASE_SECONDS / 3)
+            await asyncio.sleep(self.consolidation_lease_seconds / 3)
             try:
                 if not await self.buffer.renew_session_lease(project=self.project, session_id=session_id,
-                                                             owner=owner, ttl_seconds=CONSOLIDATION_LEASE_SECONDS):
+                                                             owner=owner, ttl_seconds=self.consolidation_lease_seconds):
                     return
             except KumihoMemoryError:
                 return

@@ -409,7 +409,7 @@ def note(name, value):
 
 async def main():
     memory = km.Memory(path)
-    manager = km.UniversalMemoryManager(memory=memory, redis_url=url, summarizer=KillsRedis())
+    manager = km.UniversalMemoryManager(memory=memory, redis_url=url, summarizer=KillsRedis(), consolidation_lease_seconds=6)
     for message in MESSAGES:
         await manager.ingest_message(user_id="ann", message=message, session_id="s-lease")
     try:
@@ -447,7 +447,7 @@ path, url, budget = sys.argv[2], sys.argv[3], float(sys.argv[4])
 
 async def main():
     memory = km.Memory(path)
-    manager = km.UniversalMemoryManager(memory=memory, redis_url=url)
+    manager = km.UniversalMemoryManager(memory=memory, redis_url=url, consolidation_lease_seconds=6)
     started, errors = time.monotonic(), []
     outcome = None
     while time.monotonic() - started < budget:
