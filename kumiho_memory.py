@@ -120,6 +120,7 @@ __all__ = [
     "Memory", "default_memory", "memory_or_default", "UniversalMemoryManager",
     # integrations
     "list_memories", "describe_memory", "MemoryBrowser", "BrowserServer", "langgraph_store", "agents_session",
+    "MEMORY_TOOLS", "MEMORY_TOOL_HANDLERS", "MemoryToolbox", "memory_tool_handlers", "tool_definitions",
     # recall
     "RecallSignals", "RecallQuery", "ScoredRevision", "FOLLOWS", "is_message", "thread_key", "parse_time_window",
     "validate_where", "matches_where", "validate_prefer", "EvidenceRankConfig", "apply_evidence_weights",
@@ -14912,6 +14913,317 @@ def describe_memory(memory: Memory, kref: str, *, as_of: str | float | _dt.datet
             "contradicts": [edge["target_kref"] for edge in outgoing if edge["edge_type"] == CONTRADICTS],
             "deprecated": bool(history[-1]["deprecated"]) if history else False,
             "as_of": None if moment is None else format_instant(moment), "current_at_as_of": then}
+
+
+# -- the tool table: the seed's memory tools (and ours) as plain JSON schemas with sync handlers ---------------
+#
+# ``MEMORY_TOOLS`` is what any function-calling API takes (``tool_definitions`` reshapes it for OpenAI and
+# Anthropic); ``MEMORY_TOOL_HANDLERS`` runs each tool over the default memory; ``kumiho_memory_mcp.py`` serves
+# the same names with the same descriptions and arguments (a test holds the two to one contract).
+
+def _schema(properties: Mapping[str, Mapping[str, Any]], required: Sequence[str] = ()) -> dict[str, Any]:
+    return {"type": "object", "properties": {name: dict(spec) for name, spec in properties.items()},
+            "required": list(required), "additionalProperties": False}
+
+
+_STRING = {"type": "string"}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_LEVEL = {"type": ["string", "null"], "enum": [*EVIDENCE_LEVELS, None],
+          "description": "Evidence grade: official, corroborated, single_source or unverified."}
+_SESSION = {"project": {"type": "string", "description": "The working-memory project (the server's own)."},
+            "session_id": {"type": "string", "description": "The session; default the user's active session."},
+            "user_id": {"type": "string", "description": "Whose session, when session_id is not given."},
+            "context": {"type": "string", "description": "The session's context, e.g. 'personal' or 'work'."}}
+_RECALL = {"query": {"type": "string", "description": "What to remember, in plain words."},
+           "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 5},
+           "min_score": {"type": "number", "minimum": 0, "maximum": 1},
+           "space_paths": {**_STRINGS, "description": "Only these spaces (and below)."},
+           "memory_types": {**_STRINGS, "description": "Only these memory types."},
+           "graph_augmented": {"type": "boolean", "default": False},
+           "recall_mode": {"type": "string", "enum": ["summarized", "full"], "default": "summarized"}}
+_CAPTURE = {"type": "object", "required": ["type", "title", "content"], "properties": {
+    "type": {"type": "string", "enum": ["decision", "preference", "fact", "correction", "architecture",
+                                        "implementation", "synthesis", "reflection", "summary", "skill"]},
+    "title": _STRING, "content": _STRING, "tags": _STRINGS, "space_hint": _STRING,
+    "revises": {"type": "string", "description": "Kref of the memory this updates."},
+    "event_date": {"type": "string", "description": "ISO 8601 date the event happened."}}}
+
+MEMORY_TOOLS: list[dict[str, Any]] = [
+    {"name": "kumiho_chat_add", "description": "Add a message to working memory (the session's short-term buffer).",
+     "inputSchema": _schema({**_SESSION, "message": _STRING,
+                             "role": {"type": "string", "enum": ["user", "assistant"], "default": "user"}}, ["message"])},
+    {"name": "kumiho_chat_get", "description": "Retrieve a session's recent messages from working memory.",
+     "inputSchema": _schema({**_SESSION, "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}})},
+    {"name": "kumiho_chat_clear", "description": "Clear a session's working memory.",
+     "inputSchema": _schema(_SESSION)},
+    {"name": "kumiho_memory_ingest",
+     "description": "Buffer a user message in working memory and recall the long-term memories it relates to.",
+     "inputSchema": _schema({"user_id": _STRING, "message": _STRING,
+                             "context": {"type": "string", "default": "personal"},
+                             "session_id": _STRING, "working_memory_limit": {"type": "integer", "default": 10},
+                             "recall_limit": {"type": "integer", "default": 5}, "evidence_level": _LEVEL,
+                             "source": _STRING}, ["user_id", "message"])},
+    {"name": "kumiho_memory_add_response", "description": "Add the assistant's response to working memory.",
+     "inputSchema": _schema({"session_id": _STRING, "response": _STRING, "user_id": _STRING, "context": _STRING},
+                            ["response"])},
+    {"name": "kumiho_memory_consolidate",
+     "description": "Summarize a session, redact it, and store it in long-term memory; then clear the session.",
+     "inputSchema": _schema({**_SESSION, "summary": {"type": ["string", "object"]}, "implications": _STRINGS,
+                             "space_path": _STRING, "evidence_level": _LEVEL, "source": _STRING})},
+    {"name": "kumiho_memory_recall", "description": "Search long-term memory (best first, one revision per memory).",
+     "inputSchema": _schema(_RECALL, ["query"])},
+    {"name": "kumiho_memory_discover_edges", "description": "Link a new memory to related memories with typed edges.",
+     "inputSchema": _schema({"revision_kref": _STRING, "summary": _STRING,
+                             "max_queries": {"type": "integer", "default": 5}, "max_edges": {"type": "integer", "default": 3},
+                             "min_score": {"type": "number", "default": 0.3},
+                             "edge_type": {"type": "string", "default": REFERENCED}, "space_paths": _STRINGS},
+                            ["revision_kref", "summary"])},
+    {"name": "kumiho_memory_store_execution", "description": "Store what a tool or command run did and how it ended.",
+     "inputSchema": _schema({"task": _STRING, "status": {"type": "string", "enum": ["done", "failed", "error", "blocked"],
+                                                          "default": "done"},
+                             "exit_code": {"type": ["integer", "null"]}, "duration_ms": {"type": ["integer", "null"]},
+                             "stdout": _STRING, "stderr": _STRING, "tools": _STRINGS, "topics": _STRINGS,
+                             "space_hint": _STRING}, ["task"])},
+    {"name": "kumiho_memory_engage", "description": "Recall and build prompt-ready context in one call.",
+     "inputSchema": _schema(_RECALL, ["query"])},
+    {"name": "kumiho_memory_reflect", "description": "Buffer the assistant's response and store what is worth keeping.",
+     "inputSchema": _schema({"session_id": _STRING, "response": _STRING,
+                             "captures": {"type": "array", "items": _CAPTURE}, "source_krefs": _STRINGS,
+                             "space_path": _STRING, "discover_edges": {"type": "boolean", "default": True}},
+                            ["response"])},
+    {"name": "kumiho_memory_dream_state", "description": "Run a Dream State cycle: tidy memory behind guardrails.",
+     "inputSchema": _schema({"project": _STRING, "dry_run": {"type": "boolean", "default": False},
+                             "batch_size": {"type": "integer", "minimum": 1, "default": 20},
+                             "max_deprecation_ratio": {"type": "number", "minimum": 0.1, "maximum": 0.9, "default": 0.5},
+                             "allow_published_deprecation": {"type": "boolean", "default": False},
+                             "extra_instructions": _STRING})},
+    {"name": "kumiho_memory_space_profile", "description": "Profile each space's knowledge dynamics.",
+     "inputSchema": _schema({"project": _STRING, "window_days": {"type": "integer", "minimum": 1, "default": 30},
+                             "dry_run": {"type": "boolean", "default": False}})},
+    {"name": "kumiho_memory_get", "description": "Read one memory by kref (any revision, tag or time form).",
+     "inputSchema": _schema({"kref": _STRING}, ["kref"])},
+    {"name": "kumiho_memory_history", "description": "Every revision of a memory, oldest first.",
+     "inputSchema": _schema({"item_kref": _STRING}, ["item_kref"])},
+    {"name": "kumiho_memory_list", "description": "List memories newest first, with their tags and evidence.",
+     "inputSchema": _schema({"space": _STRING, "kind": _STRING, "tag": _STRING, "evidence": _LEVEL,
+                             "include_deprecated": {"type": "boolean", "default": False}, "as_of": _STRING,
+                             "limit": {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
+                             "offset": {"type": "integer", "minimum": 0, "default": 0}})},
+    {"name": "kumiho_memory_forget", "description": "Erase a memory (item) or one revision for good.",
+     "inputSchema": _schema({"kref": _STRING}, ["kref"])},
+]
+
+_JSON_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": list,
+               "object": dict, "null": type(None)}
+
+
+def _checked_tool_arguments(tool: Mapping[str, Any], arguments: Any) -> dict[str, Any]:
+    """The arguments of a tool call, checked against its ``inputSchema`` (required, unknown, JSON types)."""
+    if not isinstance(arguments, Mapping):
+        raise InvalidArgumentError(f"{tool['name']} takes a JSON object of arguments")
+    schema = tool["inputSchema"]
+    missing = [name for name in schema["required"] if arguments.get(name) is None]
+    unknown = sorted(set(arguments) - set(schema["properties"]))
+    if missing or unknown:
+        raise InvalidArgumentError(f"{tool['name']}: " + "; ".join(
+            ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(unknown)}"] if unknown else [])))
+    for name, value in arguments.items():
+        kinds = schema["properties"][name].get("type")
+        kinds = kinds if isinstance(kinds, list) else [kinds] if kinds else []
+        allowed = tuple(_JSON_TYPES[kind] for kind in kinds)
+        if allowed and (not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)):
+            raise InvalidArgumentError(f"{tool['name']}: {name} must be {' or '.join(kinds)}")
+    return dict(arguments)
+
+
+class MemoryToolbox:
+    """The tools of ``MEMORY_TOOLS`` over one ``UniversalMemoryManager`` (its memory and working memory).
+
+    ``await toolbox.call(name, arguments)`` runs one tool and returns its result dict; bad arguments raise
+    ``InvalidArgumentError`` naming the field, before anything is written.
+    """
+
+    def __init__(self, manager: "UniversalMemoryManager") -> None:
+        self.manager = manager
+        self.memory = manager.memory
+
+    async def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Run the tool ``name`` with ``arguments`` (a JSON object)."""
+        tool = next((tool for tool in MEMORY_TOOLS if tool["name"] == name), None)
+        if tool is None:
+            raise NotFoundError(f"no tool named {name!r}; see MEMORY_TOOLS")
+        args = _checked_tool_arguments(tool, arguments or {})
+        return await getattr(self, "_" + name.removeprefix("kumiho_").removeprefix("memory_"))(**args)
+
+    async def _session(self, session_id: str | None, user_id: str | None, context: str | None) -> str:
+        if session_id is not None:
+            return session_id
+        return (await self.manager.resolve_session_id(user_id, context))[0]
+
+    def _project(self, project: str | None) -> str:
+        if project is not None and project != self.manager.project:
+            raise NotFoundError(f"this memory serves project {self.manager.project!r}, not {project!r}")
+        return self.manager.project
+
+    async def _chat_add(self, message: str, role: str = "user", project: str | None = None,
+                        session_id: str | None = None, user_id: str | None = None,
+                        context: str | None = None) -> dict[str, Any]:
+        session_id = await self._session(session_id, user_id, context)
+        added = await self.manager.buffer.add_message(project=self._project(project), session_id=session_id,
+                                                      role=role, content=message, metadata={"channel": "tools"})
+        return {"success": True, **added, "session_id": session_id}
+
+    async def _chat_get(self, project: str | None = None, session_id: str | None = None, user_id: str | None = None,
+                        context: str | None = None, limit: int = 50) -> dict[str, Any]:
+        session_id = await self._session(session_id, user_id, context)
+        window = await self.manager.buffer.get_messages(project=self._project(project), session_id=session_id,
+                                                        limit=limit)
+        return {**window, "session_id": session_id}
+
+    async def _chat_clear(self, project: str | None = None, session_id: str | None = None,
+                          user_id: str | None = None, context: str | None = None) -> dict[str, Any]:
+        session_id = await self._session(session_id, user_id, context)
+        cleared = await self.manager.buffer.clear_session(self._project(project), session_id)
+        return {"success": True, "cleared_count": cleared, "session_id": session_id}
+
+    async def _ingest(self, **arguments: Any) -> dict[str, Any]:
+        return await self.manager.handle_user_message(channel="tools", **arguments)
+
+    async def _add_response(self, response: str, session_id: str | None = None, user_id: str | None = None,
+                            context: str | None = None) -> dict[str, Any]:
+        session_id = await self._session(session_id, user_id, context)
+        added = await self.manager.add_assistant_response(session_id=session_id, response=response, channel="tools")
+        return {**added, "session_id": session_id}
+
+    async def _consolidate(self, project: str | None = None, session_id: str | None = None,
+                           user_id: str | None = None, context: str | None = None, **options: Any) -> dict[str, Any]:
+        self._project(project)
+        session_id = await self._session(session_id, user_id, context)
+        result = await self.manager.consolidate_session(session_id=session_id, user_id=user_id, context=context,
+                                                        **options)
+        return {**result, "session_id": session_id}
+
+    async def _recall(self, query: str, limit: int = 5, min_score: float | None = None,
+                      space_paths: list[str] | None = None, memory_types: list[str] | None = None,
+                      graph_augmented: bool = False, recall_mode: str = "summarized") -> dict[str, Any]:
+        results = await self.manager.recall_memories(query, limit=limit, space_paths=space_paths,
+                                                     memory_types=memory_types, graph_augmented=graph_augmented)
+        results = [r for r in results if min_score is None or (r.get("score") or 0.0) >= min_score]
+        return {"results": results, "count": len(results), "recall_mode": recall_mode}
+
+    async def _engage(self, query: str, **options: Any) -> dict[str, Any]:
+        recalled = await self._recall(query, **options)
+        context = self.manager.build_recalled_context(recalled["results"], query, recalled["recall_mode"])
+        return {**recalled, "context": context, "source_krefs": [r["kref"] for r in recalled["results"]],
+                "approx_tokens": len(context) // 4}
+
+    async def _discover_edges(self, revision_kref: str, summary: str, **options: Any) -> dict[str, Any]:
+        await asyncio.to_thread(self.memory.get, revision_kref)
+        edges = await self.manager.discover_edges_post_consolidation(revision_kref, summary, **options)
+        return {"edges": edges, "count": len(edges)}
+
+    async def _store_execution(self, **arguments: Any) -> dict[str, Any]:
+        return await self.manager.store_tool_execution(**arguments)
+
+    async def _reflect(self, response: str, session_id: str | None = None, captures: list[Any] | None = None,
+                       source_krefs: list[str] | None = None, space_path: str | None = None,
+                       discover_edges: bool = True) -> dict[str, Any]:
+        if not response.strip():
+            raise InvalidArgumentError("response must not be empty")
+        for index, capture in enumerate(captures or []):
+            if not isinstance(capture, Mapping) or not all(isinstance(capture.get(k), str) and capture.get(k)
+                                                           for k in ("type", "title", "content")):
+                raise InvalidArgumentError(f"captures[{index}] needs type, title and content")
+        buffered = False
+        if session_id is not None:
+            await self.manager.add_assistant_response(session_id=session_id, response=response, channel="tools")
+            buffered = True
+        stored = []
+        for capture in captures or []:
+            space = capture.get("space_hint") or space_path or f"reflections/{capture['type']}"
+            metadata = {"memory_type": capture["type"], "captured_by": "reflect"}
+            if capture.get("event_date"):
+                metadata["event_date"] = capture["event_date"]
+            options = {"title": capture["title"], "kind": capture["type"], "metadata": metadata,
+                       "tags": capture.get("tags") or None}
+            if capture.get("revises"):
+                item = str(parse_item_kref(capture["revises"]).item_kref())
+                kref = await asyncio.to_thread(self.memory.remember, capture["content"], item=item, **options)
+            else:
+                kref = await asyncio.to_thread(self.memory.remember, capture["content"], space=space, **options)
+            for source in source_krefs or []:
+                await asyncio.to_thread(self.memory.link, kref, source, DERIVED_FROM)
+            stored.append(kref)
+        return {"buffered": buffered, "captures_stored": len(stored), "stored_krefs": stored}
+
+    async def _dream_state(self, project: str | None = None, **options: Any) -> dict[str, Any]:
+        self._project(project)
+        dream = DreamState(self.memory, llm_adapter=self.manager.llm_adapter, **options)
+        return await dream.run()
+
+    async def _space_profile(self, project: str | None = None, window_days: int = 30,
+                             dry_run: bool = False) -> dict[str, Any]:
+        self._project(project)
+        return await SpaceProfiler(self.memory, window_days=window_days, dry_run=dry_run).run()
+
+    async def _get(self, kref: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self.memory.get, kref)
+
+    async def _history(self, item_kref: str) -> dict[str, Any]:
+        revisions = await asyncio.to_thread(self.memory.history, item_kref)
+        return {"item_kref": str(parse_item_kref(item_kref).item_kref()), "revisions": revisions,
+                "count": len(revisions)}
+
+    async def _list(self, **options: Any) -> dict[str, Any]:
+        return await asyncio.to_thread(list_memories, self.memory, **options)
+
+    async def _forget(self, kref: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self.memory.forget, kref)
+
+
+def memory_tool_handlers(manager: "UniversalMemoryManager | None" = None) -> dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]]:
+    """Sync handlers for every tool of ``MEMORY_TOOLS``: ``handlers[name](arguments) -> result``.
+
+    Each call runs the tool to completion on its own event loop (call them from synchronous code, not from
+    inside a running loop). Without ``manager`` a manager over the default memory (``default_memory``) is
+    made on the first call.
+    """
+    made: list[UniversalMemoryManager] = [] if manager is None else [manager]
+
+    def handler_for(name: str) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
+        def handle(arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            if not made:
+                made.append(UniversalMemoryManager())
+            return asyncio.run(MemoryToolbox(made[0]).call(name, arguments or {}))
+        handle.__name__ = name
+        handle.__doc__ = next(tool["description"] for tool in MEMORY_TOOLS if tool["name"] == name)
+        return handle
+    return {tool["name"]: handler_for(tool["name"]) for tool in MEMORY_TOOLS}
+
+
+MEMORY_TOOL_HANDLERS = memory_tool_handlers()
+
+
+def tool_definitions(api: str = "openai", tools: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """``MEMORY_TOOLS`` as a function-calling API's tool list.
+
+    Args:
+        api: ``"openai"`` (Chat Completions ``{"type": "function", "function": {name, description,
+            parameters}}``), ``"responses"`` (OpenAI Responses ``{"type": "function", name, ...}``) or
+            ``"anthropic"`` (Messages ``{name, description, input_schema}``).
+        tools: a subset of ``MEMORY_TOOLS`` (default all).
+    """
+    chosen = list(MEMORY_TOOLS if tools is None else tools)
+    if api == "openai":
+        return [{"type": "function", "function": {"name": t["name"], "description": t["description"],
+                                                  "parameters": copy.deepcopy(t["inputSchema"])}} for t in chosen]
+    if api == "responses":
+        return [{"type": "function", "name": t["name"], "description": t["description"],
+                 "parameters": copy.deepcopy(t["inputSchema"])} for t in chosen]
+    if api == "anthropic":
+        return [{"name": t["name"], "description": t["description"], "input_schema": copy.deepcopy(t["inputSchema"])}
+                for t in chosen]
+    raise InvalidArgumentError(f"api must be 'openai', 'responses' or 'anthropic', not {api!r}")
 
 
 # -- the memory browser: one self-contained page over http.server, loopback only --------------------------
