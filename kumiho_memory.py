@@ -12922,32 +12922,36 @@ class SpaceSignals:
     """What the profiler measured in one space (bookkeeping kinds in ``SYSTEM_KINDS`` are not counted).
 
     Attributes:
-        item_count, live_item_count: items, and those not deprecated.
-        revision_count, live_revision_count: revisions, and those neither deprecated nor in a deprecated item.
-        revisions_per_item_mean: ``revision_count / item_count``.
+        items_count, live_item_count: items, and those not deprecated.
+        revisions_count, live_revisions_count: revisions, and those neither deprecated nor in a deprecated
+            item.
+        revisions_per_item_mean: ``revisions_count / items_count``.
         revisions_in_window, revision_rate_per_day: revisions created in the window, and per day of it.
         supersedes_edge_count, supersedes_max_depth: SUPERSEDES edges leaving the space's revisions, and the
             longest chain of them (capped at the profiler's ``max_supersedes_depth``).
         evidence_histogram: live revisions per evidence level, plus ``ungraded``.
-        deprecated_item_count, deprecated_revision_count: deprecated items; revisions that are not live.
-        deprecation_ratio: ``deprecated_revision_count / revision_count``.
+        deprecated_items, deprecated_revisions: deprecated items; revisions that are not live.
+        deprecation_ratio: ``deprecated_revisions / revisions_count``.
+
+    The names are upstream's; the earlier ``item_count``, ``revision_count``, ``live_revision_count``,
+    ``deprecated_item_count`` and ``deprecated_revision_count`` still read (and ``from_dict`` takes them).
         published_share: share of live revisions tagged ``published``.
         median_revision_age_days: median age of the live revisions at ``window_end``.
         window_start, window_end: the window, as ISO 8601 instants.
     """
 
-    item_count: int = 0
+    items_count: int = 0
     live_item_count: int = 0
-    revision_count: int = 0
-    live_revision_count: int = 0
+    revisions_count: int = 0
+    live_revisions_count: int = 0
     revisions_per_item_mean: float = 0.0
     revisions_in_window: int = 0
     revision_rate_per_day: float = 0.0
     supersedes_edge_count: int = 0
     supersedes_max_depth: int = 0
     evidence_histogram: dict[str, int] = dataclasses.field(default_factory=dict)
-    deprecated_item_count: int = 0
-    deprecated_revision_count: int = 0
+    deprecated_items: int = 0
+    deprecated_revisions: int = 0
     deprecation_ratio: float = 0.0
     published_share: float = 0.0
     median_revision_age_days: float = 0.0
@@ -12960,14 +12964,30 @@ class SpaceSignals:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "SpaceSignals":
-        """Rebuild signals from ``to_dict`` output (unknown keys are ignored, missing ones default)."""
+        """Rebuild signals from ``to_dict`` output, this version's or an earlier one's (unknown keys are
+        ignored, missing ones default)."""
         names = {field.name for field in dataclasses.fields(cls)}
-        return cls(**{key: value for key, value in data.items() if key in names})
+        renamed = {_SIGNAL_RENAMES.get(key, key): value for key, value in data.items()}
+        return cls(**{key: value for key, value in renamed.items() if key in names})
+
+    item_count = property(lambda self: self.items_count, doc="Earlier name of ``items_count``.")
+    revision_count = property(lambda self: self.revisions_count, doc="Earlier name of ``revisions_count``.")
+    live_revision_count = property(lambda self: self.live_revisions_count,
+                                   doc="Earlier name of ``live_revisions_count``.")
+    deprecated_item_count = property(lambda self: self.deprecated_items, doc="Earlier name of ``deprecated_items``.")
+    deprecated_revision_count = property(lambda self: self.deprecated_revisions,
+                                         doc="Earlier name of ``deprecated_revisions``.")
+
 
     @property
     def graded(self) -> bool:
         """True when at least one live revision carries an evidence level."""
         return any(count for level, count in self.evidence_histogram.items() if level != UNGRADED)
+
+
+_SIGNAL_RENAMES = {"item_count": "items_count", "revision_count": "revisions_count",
+                   "live_revision_count": "live_revisions_count", "deprecated_item_count": "deprecated_items",
+                   "deprecated_revision_count": "deprecated_revisions"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -13223,15 +13243,15 @@ class SpaceProfiler:
                 successors.setdefault(edge["source_kref"], []).append(edge["target_kref"])
         edge_count = sum(len(set(targets)) for targets in successors.values())
         return SpaceSignals(
-            item_count=len(counted), live_item_count=len(counted) - deprecated_items, revision_count=revisions,
-            live_revision_count=live,
+            items_count=len(counted), live_item_count=len(counted) - deprecated_items, revisions_count=revisions,
+            live_revisions_count=live,
             revisions_per_item_mean=round(revisions / len(counted), SCORE_DECIMALS) if counted else 0.0,
             revisions_in_window=in_window,
             revision_rate_per_day=round(in_window / self.window_days, SCORE_DECIMALS),
             supersedes_edge_count=edge_count,
             supersedes_max_depth=_longest_chain(successors, self.max_supersedes_depth),
-            evidence_histogram=histogram, deprecated_item_count=deprecated_items,
-            deprecated_revision_count=revisions - live,
+            evidence_histogram=histogram, deprecated_items=deprecated_items,
+            deprecated_revisions=revisions - live,
             deprecation_ratio=round((revisions - live) / revisions, SCORE_DECIMALS) if revisions else 0.0,
             published_share=round(published / live, SCORE_DECIMALS) if live else 0.0,
             median_revision_age_days=round(_median(ages), SCORE_DECIMALS),
@@ -13313,9 +13333,11 @@ class ParsedSkill:
     """A parsed skill file.
 
     Attributes:
-        name: frontmatter ``name``; else the folder name for ``SKILL.md``, else the file name without ``.md``.
+        name: frontmatter ``name`` ("" without one, as upstream has it).
+        key_name: what the skill's items are named by: ``name``, else the folder name for ``SKILL.md``, else
+            the file name without ``.md``.
         description: frontmatter ``description``, else the first paragraph of the preamble.
-        tags: frontmatter ``tags`` (a list or a comma-separated string).
+        tags: frontmatter ``tags`` (a list or a comma-separated string), as a list.
         preamble: the text before the first ``##`` heading. title: its ``#`` heading, if any.
         sections: the ``##`` sections in order. frontmatter: every frontmatter key as read.
         path: the file read (resolved). body: the whole text after the frontmatter.
@@ -13323,10 +13345,11 @@ class ParsedSkill:
 
     name: str
     description: str
-    tags: tuple[str, ...]
+    tags: list[str]
     preamble: str
-    sections: tuple[SkillSection, ...]
+    sections: list[SkillSection]
     title: str = ""
+    key_name: str = ""
     frontmatter: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     path: str = ""
     body: str = ""
@@ -13677,9 +13700,10 @@ def _parse_skill_text(text: str, path: str) -> ParsedSkill:
         current = chunks[-1][2]
     default_name = os.path.basename(os.path.dirname(path)) if os.path.basename(path).lower() == "skill.md" else \
         os.path.splitext(os.path.basename(path))[0]
-    name = str(frontmatter.get("name") or default_name).strip()
-    if not _skill_slug(name):
-        raise InvalidArgumentError(f"{path}: the skill name {name!r} has no letters or digits to name items by")
+    name = str(frontmatter.get("name") or "").strip()
+    key_name = name or default_name.strip()
+    if not _skill_slug(key_name):
+        raise InvalidArgumentError(f"{path}: the skill name {key_name!r} has no letters or digits to name items by")
     preamble_text = "\n".join(_strip_trailing_blank(preamble)).strip("\n")
     title = next((match.group(1) for match in map(_TITLE_HEADING.match, preamble) if match), "")
     sections, used = [], {}
@@ -13696,9 +13720,9 @@ def _parse_skill_text(text: str, path: str) -> ParsedSkill:
     description = frontmatter.get("description")
     description = str(description).strip() if description else _first_paragraph(preamble_text)
     body_text = "\n".join(lines[start:]).strip("\n")
-    return ParsedSkill(name=name, description=description, tags=_tag_list(frontmatter.get("tags"), path),
-                       preamble=preamble_text, sections=tuple(sections), title=title, frontmatter=frontmatter,
-                       path=path, body=body_text)
+    return ParsedSkill(name=name, description=description, tags=list(_tag_list(frontmatter.get("tags"), path)),
+                       preamble=preamble_text, sections=sections, title=title, frontmatter=frontmatter,
+                       path=path, body=body_text, key_name=key_name)
 
 
 def parse_skill(path: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> ParsedSkill:
@@ -13816,17 +13840,17 @@ def _plan_skill(memory: Any, parsed: ParsedSkill, index: Mapping[str, dict[str, 
         if unknown:
             raise InvalidArgumentError(f"{parsed.path}: no ingestible section {', '.join(map(repr, unknown))}; "
                                        f"sections: {', '.join(sorted(known)) or '(none)'}")
-    skill_slug = _skill_slug(parsed.name)
-    skill_level = "\n".join(part for part in (parsed.name, parsed.description, " ".join(parsed.tags),
+    skill_slug = _skill_slug(parsed.key_name)
+    skill_level = "\n".join(part for part in (parsed.key_name, parsed.description, " ".join(parsed.tags),
                                               parsed.preamble) if part)
     plans = []
     for section in parsed.sections:
         if section.inline or (wanted is not None and section.name not in wanted):
             continue
         plans.append(_plan(memory, index, key=f"{_SKILL_KEY_PREFIX}{skill_slug}/{section.name}", section=section.name,
-                           title=f"{parsed.name}: {section.title}", content=section.content,
+                           title=f"{parsed.key_name}: {section.title}", content=section.content,
                            summary=_first_paragraph(section.content), description=parsed.description,
-                           tags=parsed.tags, source_skill=parsed.name, real=parsed.path,
+                           tags=tuple(parsed.tags), source_skill=parsed.key_name, real=parsed.path,
                            line_start=section.line_start, evidence_level=evidence_level, scan_prefix=skill_level))
     return plans
 
@@ -13839,7 +13863,7 @@ def _plan_file(memory: Any, parsed: ParsedSkill, index: Mapping[str, dict[str, A
     body = parsed.body if parsed.body.strip() else name
     return _plan(memory, index, key=f"{_SKILL_KEY_PREFIX}{_skill_slug(name)}", section=None,
                  title=parsed.title or name, content=body, summary=_first_paragraph(parsed.preamble or body),
-                 description=parsed.description, tags=tuple(dict.fromkeys(parsed.tags + tags)),
+                 description=parsed.description, tags=tuple(dict.fromkeys([*parsed.tags, *tags])),
                  source_skill=name, real=parsed.path, line_start=1, evidence_level=evidence_level)
 
 

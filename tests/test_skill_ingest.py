@@ -83,7 +83,7 @@ def skill_file(tmp_path) -> str:
 def test_parse_reads_frontmatter_sections_and_inline_markers(skill_file):
     parsed = km.parse_skill(skill_file)
     assert (parsed.name, parsed.description, parsed.tags) == ("pdf-tools", "Work with PDF files from the shell",
-                                                              ("pdf", "documents"))
+                                                              ["pdf", "documents"])
     assert parsed.title == "PDF tools" and parsed.preamble.endswith("Convert and inspect PDF files.")
     assert [(s.name, s.title, s.inline, s.level) for s in parsed.sections] == [
         ("usage", "Usage", False, 2), ("quick-reference", "Quick reference", True, 2),
@@ -101,12 +101,12 @@ def test_parse_defaults_and_list_forms(tmp_path):
                  "---\ntags:\n  - ops\n  - 'release'\nnote: |\n  line one\n  line two\n---\n"
                  "First paragraph\ncontinues here.\n\n## Steps\n\nDo it.\n\n## Steps\n\nAgain.\n")
     parsed = km.parse_skill(path)
-    assert parsed.name == "deploy"                                   # the folder of a SKILL.md
+    assert parsed.name == "" and parsed.key_name == "deploy"          # no frontmatter name: the folder names items
     assert parsed.description == "First paragraph continues here."
-    assert parsed.tags == ("ops", "release") and parsed.frontmatter["note"] == "line one\nline two"
+    assert parsed.tags == ["ops", "release"] and parsed.frontmatter["note"] == "line one\nline two"
     assert [s.name for s in parsed.sections] == ["steps", "steps-2"]
     other = write(tmp_path / "notes.md", "---\ntags: a, b\n---\nBody only.\n")
-    assert km.parse_skill(other).name == "notes" and km.parse_skill(other).tags == ("a", "b")
+    assert km.parse_skill(other).key_name == "notes" and km.parse_skill(other).tags == ["a", "b"]
 
 
 @pytest.mark.parametrize("text", ["---\nname: x\nno closing line\n", "---\njust words\n---\n## A\n"])

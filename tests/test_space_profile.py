@@ -141,7 +141,7 @@ def test_weak_evidence_keeps_a_stable_graded_space_out_of_canonical(memory, stil
 
 
 def test_scores_are_rounded_to_four_places():
-    signals = km.SpaceSignals(item_count=3, revision_count=7, live_revision_count=3,
+    signals = km.SpaceSignals(items_count=3, revisions_count=7, live_revisions_count=3,
                               revisions_per_item_mean=7 / 3, revision_rate_per_day=1 / 7,
                               evidence_histogram={"corroborated": 1, "ungraded": 2},
                               published_share=1 / 3, median_revision_age_days=10 / 3)
@@ -258,7 +258,7 @@ def test_get_space_profile_takes_upstream_style_paths(memory, still_clock):
     assert by_space is not None and by_space.space_path == "work/leads"
     assert km.get_space_profile(memory, "/CognitiveMemory/work/leads") == by_space
     assert km.get_space_profile(memory, "work") is None
-    assert by_space.to_dict()["signals"]["item_count"] == 1
+    assert by_space.to_dict()["signals"]["items_count"] == 1
     with pytest.raises(km.InvalidArgumentError):
         km.get_space_profile(memory, "bad space!")
 
