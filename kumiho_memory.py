@@ -12816,7 +12816,7 @@ class UniversalMemoryManager:
         else:
             hits = await asyncio.to_thread(self.memory.recall, query, limit=limit, space_paths=space_paths,
                                            memory_types=memory_types, query_time=query_time, **options)
-        return [self._shaped(hit) for hit in hits]
+        return [self.shape_result(hit) for hit in hits]
 
     async def _retrieved(self, query: str, limit: int, space_paths: Sequence[str] | None,
                          memory_types: Sequence[str] | None) -> list[dict[str, Any]]:
@@ -12851,7 +12851,7 @@ class UniversalMemoryManager:
         return results[:limit]
 
     @staticmethod
-    def _shaped(hit: dict[str, Any]) -> dict[str, Any]:
+    def shape_result(hit: dict[str, Any]) -> dict[str, Any]:
         """A recall hit in upstream's shape: ``_item_kref``, ``summary``, ``type``, and at the top level the
         ``evidence_level`` and ``source`` its metadata holds."""
         metadata = hit.get("metadata", {})
@@ -14973,67 +14973,82 @@ _CAPTURE = {"type": "object", "required": ["type", "title", "content"], "propert
     "event_date": {"type": "string", "description": "ISO 8601 date the event happened."}}}
 
 MEMORY_TOOLS: list[dict[str, Any]] = [
-    {"name": "kumiho_chat_add", "description": "Add a message to working memory (the session's short-term buffer).",
+    {"name": "kumiho_chat_add", "description": "Append one message to a working-memory session (short-term, expires after an hour idle).\n\nUse kumiho_memory_ingest instead when you also want related long-term memories back.\nReturns {success, message_id, message_count, created_bucket, session_id, session_id_source}.",
      "inputSchema": _schema({**_SESSION, "message": _STRING,
                              "role": {"type": "string", "enum": ["user", "assistant"], "default": "user"}}, ["message"])},
-    {"name": "kumiho_chat_get", "description": "Retrieve a session's recent messages from working memory.",
+    {"name": "kumiho_chat_get", "description": "Read the most recent messages of a working-memory session, oldest first.\n\nReturns {messages: [{role, content, timestamp, metadata}], session_id, message_count, ttl_remaining}.",
      "inputSchema": _schema({**_SESSION, "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}})},
-    {"name": "kumiho_chat_clear", "description": "Clear a session's working memory.",
+    {"name": "kumiho_chat_clear", "description": "Delete every message of a working-memory session (long-term memories are not touched).\n\nReturns {success, cleared_count}.",
      "inputSchema": _schema(_SESSION)},
     {"name": "kumiho_memory_ingest",
-     "description": "Buffer a user message in working memory and recall the long-term memories it relates to.",
+     "description": "Record a user message in working memory and get back the session's recent messages plus the\nlong-term memories it recalls. Call it for every user message; consolidate the session later.\n\nReturns {session_id, session_id_source, working_memory, long_term_memory, should_consolidate}.",
      "inputSchema": _schema({"user_id": _STRING, "message": _STRING,
                              "context": {"type": "string", "default": "personal"},
                              "session_id": _STRING, "working_memory_limit": {"type": "integer", "default": 10},
                              "recall_limit": {"type": "integer", "default": 5}, "evidence_level": _LEVEL,
                              "source": _STRING}, ["user_id", "message"])},
-    {"name": "kumiho_memory_add_response", "description": "Add the assistant's response to working memory.",
+    {"name": "kumiho_memory_add_response", "description": "Record your (the assistant's) reply in the session's working memory, after kumiho_memory_ingest.\n\nReturns {success, message_count, created_bucket, session_id}.",
      "inputSchema": _schema({"session_id": _STRING, "response": _STRING, "user_id": _STRING, "context": _STRING},
                             ["response"])},
     {"name": "kumiho_memory_consolidate",
-     "description": "Summarize a session, redact it, and store it in long-term memory; then clear the session.",
-     "inputSchema": _schema({**_SESSION, "summary": {"type": ["string", "object"]}, "implications": _STRINGS,
-                             "space_path": _STRING, "evidence_level": _LEVEL, "source": _STRING})},
-    {"name": "kumiho_memory_recall", "description": "Search long-term memory (best first, one revision per memory).",
+     "description": "Turn a session's working memory into one long-term memory (summary + transcript), then clear the\nsession. Call it when a conversation or task ends. Credentials are refused; PII is anonymized.\n\nReturns {success, buffer_was_empty, summary, store_result: {revision_kref, item_kref, space_path}},\nor {success: false, error} when the session is empty.",
+     "inputSchema": _schema({"session_id": _SESSION["session_id"], "user_id": _SESSION["user_id"],
+                             "context": _SESSION["context"], "summary": {"type": ["string", "object", "null"]},
+                             "implications": _STRINGS, "space_path": _STRING, "evidence_level": _LEVEL,
+                             "source": _STRING})},
+    {"name": "kumiho_memory_recall", "description": "Search long-term memory. Results are best first, each with kref, score, title, summary, type,\nspace, created_at, tags and evidence. Use kumiho_memory_engage to get prompt-ready context instead.\n\nReturns {results, count, recall_mode}.",
      "inputSchema": _schema(_RECALL, ["query"])},
-    {"name": "kumiho_memory_discover_edges", "description": "Link a new memory to related memories with typed edges.",
+    {"name": "kumiho_memory_discover_edges", "description": "Find memories related to a memory and link it to them with typed edges. Needs an LLM endpoint\n(KUMIHO_LLM_BASE_URL) to think of related questions; without one it finds nothing and writes nothing.\n\nReturns {edges: [{source, target, edge_type, query, score}], count}.",
      "inputSchema": _schema({"revision_kref": _STRING, "summary": _STRING,
                              "max_queries": {"type": "integer", "default": 5}, "max_edges": {"type": "integer", "default": 3},
                              "min_score": {"type": "number", "default": 0.3},
                              "edge_type": {"type": "string", "default": REFERENCED}, "space_paths": _STRINGS},
                             ["revision_kref", "summary"])},
-    {"name": "kumiho_memory_store_execution", "description": "Store what a tool or command run did and how it ended.",
+    {"name": "kumiho_memory_store_execution", "description": "Remember what a tool or command run did, so a later session can reuse what worked and avoid\nwhat failed. Stored as an 'action' memory, or 'error' when it failed.\n\nReturns {success, memory_type, store_result: {revision_kref, item_kref, space_path}}.",
      "inputSchema": _schema({"task": _STRING, "status": {"type": "string", "enum": ["done", "failed", "error", "blocked"],
                                                           "default": "done"},
                              "exit_code": {"type": ["integer", "null"]}, "duration_ms": {"type": ["integer", "null"]},
                              "stdout": _STRING, "stderr": _STRING, "tools": _STRINGS, "topics": _STRINGS,
                              "space_hint": _STRING}, ["task"])},
-    {"name": "kumiho_memory_engage", "description": "Recall and build prompt-ready context in one call.",
-     "inputSchema": _schema(_RECALL, ["query"])},
-    {"name": "kumiho_memory_reflect", "description": "Buffer the assistant's response and store what is worth keeping.",
+    {"name": "kumiho_memory_engage", "description": "Recall and render what memory knows about the query as context to read before answering.\nCite source_krefs when you store what you conclude (kumiho_memory_reflect).\n\nReturns {context, results, source_krefs, count, recall_mode, approx_tokens, approx_payload_tokens,\ncontext_was_prefetched, state, predictions: [{state, p}]}.",
+     "inputSchema": _schema({**_RECALL, "session_id": {"type": "string", "description": "The pipeline run or "
+                                                       "session this step belongs to (anticipatory recall)."},
+                             "agent": {"type": "string", "description": "Who is asking."}}, ["query"])},
+    {"name": "kumiho_memory_reflect", "description": "Record your reply and store what is worth remembering from it. A capture with `revises` updates\nthat memory (new revision, SUPERSEDES edge); every capture gets DERIVED_FROM edges to source_krefs.\nEverything is checked before anything is written.\n\nReturns {buffered, captures_stored, edges_discovered, stored_krefs, created_bucket, capture_results,\ndropped_event_dates}.",
      "inputSchema": _schema({"session_id": _STRING, "response": _STRING,
                              "captures": {"type": "array", "items": _CAPTURE}, "source_krefs": _STRINGS,
-                             "space_path": _STRING, "discover_edges": {"type": "boolean", "default": True}},
+                             "space_path": _STRING, "discover_edges": {"type": "boolean", "default": True},
+                             "idempotency_prefix": {"type": "string", "description": "A capture with the same "
+                                                    "prefix and position is stored once (safe retries)."}},
                             ["response"])},
-    {"name": "kumiho_memory_dream_state", "description": "Run a Dream State cycle: tidy memory behind guardrails.",
+    {"name": "kumiho_memory_dream_state", "description": "Tidy long-term memory between sessions (Dream State): deprecate duplicates and leftovers, tag and\nlink related memories, behind hard guardrails (never official or published memories, never anything\nyounger than the minimum age, a cap on how much one run may deprecate). Deprecation is soft and\nreversible. Uses the server's LLM endpoint when one is configured, else heuristics.\n\nReturns {success, dry_run, deprecated, actions: [{action, kref, reason}], report, report_kref, ...}.",
      "inputSchema": _schema({"project": _STRING, "dry_run": {"type": "boolean", "default": False},
                              "batch_size": {"type": "integer", "minimum": 1, "default": 20},
                              "max_deprecation_ratio": {"type": "number", "minimum": 0.1, "maximum": 0.9, "default": 0.5},
                              "allow_published_deprecation": {"type": "boolean", "default": False},
                              "extra_instructions": _STRING})},
-    {"name": "kumiho_memory_space_profile", "description": "Profile each space's knowledge dynamics.",
+    {"name": "kumiho_memory_space_profile", "description": "Classify each space by how its knowledge behaves: canonical (stable, well-sourced), working\n(changing) or correspondence (claims that churn). Profiles are stored as versioned space-profile\nmemories; a pinned label (space attribute space_class) that disagrees is reported as drift.\n\nReturns {success, spaces_profiled, labels, drift, profiles: {space: {label, scores, ...}}, errors}.",
      "inputSchema": _schema({"project": _STRING, "window_days": {"type": "integer", "minimum": 1, "default": 30},
                              "dry_run": {"type": "boolean", "default": False}})},
-    {"name": "kumiho_memory_get", "description": "Read one memory by kref (any revision, tag or time form).",
+    {"name": "kumiho_memory_get", "description": "Read one memory revision by any kref form: item kref (latest), ?r=N, ?t=TAG, ?t=TAG&time=ISO.\n\nReturns {kref, item_kref, revision, space, kind, title, content, metadata, tags, created_at,\ndeprecated}.",
      "inputSchema": _schema({"kref": _STRING}, ["kref"])},
-    {"name": "kumiho_memory_history", "description": "Every revision of a memory, oldest first.",
+    {"name": "kumiho_memory_history", "description": "List every revision of a memory item, oldest first, to see how a belief changed over time.\n\nReturns {item_kref, revisions, count}.",
      "inputSchema": _schema({"item_kref": _STRING}, ["item_kref"])},
-    {"name": "kumiho_memory_list", "description": "List memories newest first, with their tags and evidence.",
+    {"name": "kumiho_memory_tag", "description": "Point a tag at a revision (moving it off the item's other revisions; every move is recorded, so\n?t=TAG&time=ISO can read where it pointed before). 'latest' is maintained by the store.\n\nReturns the tagged revision, as kumiho_memory_get returns it.",
+     "inputSchema": _schema({"kref": _STRING, "tag": _STRING}, ["kref", "tag"])},
+    {"name": "kumiho_memory_link", "description": "Create a typed edge between two memory revisions (an item kref means its latest revision).\nLinking the same pair with the same type again returns the existing edge.\n\nReturns {source_kref, target_kref, edge_type, metadata, created_at}.",
+     "inputSchema": _schema({"source_kref": _STRING, "target_kref": _STRING, "edge_type": _STRING,
+                             "metadata": {"type": ["object", "null"]}}, ["source_kref", "target_kref", "edge_type"])},
+    {"name": "kumiho_memory_edges", "description": "List the typed edges of a memory revision (or of all revisions of an item), oldest first.\n\nReturns {kref, edges: [{source_kref, target_kref, edge_type, metadata, created_at}], count}.",
+     "inputSchema": _schema({"kref": _STRING, "direction": {"type": "string", "enum": ["outgoing", "incoming", "both"],
+                                                            "default": "both"},
+                             "edge_type": {"type": ["string", "null"]}}, ["kref"])},
+    {"name": "kumiho_memory_list", "description": "Browse long-term memory without a query: items newest first, each with its current revision, space,\nkind, tags, evidence grade and deprecated/contested marks. Use kumiho_memory_recall to search by meaning.\n\nReturns {memories: [{item_kref, kref, title, content, space, kind, tags, evidence_level, deprecated,\ncontested, ...}], total_items, next_offset, ...}.",
      "inputSchema": _schema({"space": _STRING, "kind": _STRING, "tag": _STRING, "evidence": _LEVEL,
                              "include_deprecated": {"type": "boolean", "default": False}, "as_of": _STRING,
                              "limit": {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
                              "offset": {"type": "integer", "minimum": 0, "default": 0}})},
-    {"name": "kumiho_memory_forget", "description": "Erase a memory (item) or one revision for good.",
+    {"name": "kumiho_memory_forget", "description": "Erase a memory for good: its content, edges, tags and artifacts are removed from the store's bytes.\nCannot be undone. Only when the user asks to forget something or it must not be kept.\n\nReturns {kref, items, revisions, edges, scrubbed}.",
      "inputSchema": _schema({"kref": _STRING}, ["kref"])},
 ]
 
@@ -15135,7 +15150,15 @@ class MemoryToolbox:
         results = [r for r in results if min_score is None or (r.get("score") or 0.0) >= min_score]
         return {"results": results, "count": len(results), "recall_mode": recall_mode}
 
-    async def _engage(self, query: str, **options: Any) -> dict[str, Any]:
+    async def _engage(self, query: str, session_id: str | None = None, agent: str | None = None,
+                      **options: Any) -> dict[str, Any]:
+        if session_id is not None and not options.get("graph_augmented"):
+            engaged = await asyncio.to_thread(
+                self.memory.engage, query, session_id=session_id, agent=agent, limit=options.get("limit", 5),
+                min_score=options.get("min_score"), space_paths=options.get("space_paths"),
+                memory_types=options.get("memory_types"))
+            return {**engaged, "results": [self.manager.shape_result(hit) for hit in engaged["results"]],
+                    "recall_mode": options.get("recall_mode", "summarized")}
         recalled = await self._recall(query, **options)
         context = self.manager.build_recalled_context(recalled["results"], query, recalled["recall_mode"])
         return {**recalled, "context": context, "source_krefs": [r["kref"] for r in recalled["results"]],
@@ -15151,7 +15174,7 @@ class MemoryToolbox:
 
     async def _reflect(self, response: str, session_id: str | None = None, captures: list[Any] | None = None,
                        source_krefs: list[str] | None = None, space_path: str | None = None,
-                       discover_edges: bool = True) -> dict[str, Any]:
+                       discover_edges: bool = True, idempotency_prefix: str | None = None) -> dict[str, Any]:
         if not response.strip():
             raise InvalidArgumentError("response must not be empty")
         for index, capture in enumerate(captures or []):
@@ -15163,7 +15186,7 @@ class MemoryToolbox:
             await self.manager.add_assistant_response(session_id=session_id, response=response, channel="tools")
             buffered = True
         stored = []
-        for capture in captures or []:
+        for position, capture in enumerate(captures or []):
             space = capture.get("space_hint") or space_path or f"reflections/{capture['type']}"
             metadata = {"memory_type": capture["type"], "captured_by": "reflect"}
             if capture.get("event_date"):
@@ -15173,6 +15196,9 @@ class MemoryToolbox:
             if capture.get("revises"):
                 item = str(parse_item_kref(capture["revises"]).item_kref())
                 kref = await asyncio.to_thread(self.memory.remember, capture["content"], item=item, **options)
+            elif idempotency_prefix:
+                kref = await asyncio.to_thread(self.memory.remember, capture["content"], space=space,
+                                               key=f"{idempotency_prefix}:{position}", **options)
             else:
                 kref = await asyncio.to_thread(self.memory.remember, capture["content"], space=space, **options)
             for source in source_krefs or []:
@@ -15197,6 +15223,17 @@ class MemoryToolbox:
         revisions = await asyncio.to_thread(self.memory.history, item_kref)
         return {"item_kref": str(parse_item_kref(item_kref).item_kref()), "revisions": revisions,
                 "count": len(revisions)}
+
+    async def _tag(self, kref: str, tag: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self.memory.tag, kref, tag)
+
+    async def _link(self, source_kref: str, target_kref: str, edge_type: str,
+                    metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(self.memory.link, source_kref, target_kref, edge_type, metadata)
+
+    async def _edges(self, kref: str, direction: str = "both", edge_type: str | None = None) -> dict[str, Any]:
+        found = await asyncio.to_thread(self.memory.edges, kref, direction=direction, edge_type=edge_type)
+        return {"kref": kref, "edges": found, "count": len(found)}
 
     async def _list(self, **options: Any) -> dict[str, Any]:
         return await asyncio.to_thread(list_memories, self.memory, **options)

@@ -221,8 +221,10 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
     erasing = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False)
     clearing = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
 
+    descriptions = {entry["name"]: entry["description"] for entry in km.MEMORY_TOOLS}
+
     def tool(name: str, annotations: Any) -> Any:
-        """Register ``fn`` as tool ``name``; its docstring is the description, our errors become tool errors."""
+        """Register ``fn`` as tool ``name`` with the table's description; our errors become tool errors."""
         def register(fn: Any) -> Any:
             @functools.wraps(fn)
             async def guarded(**arguments: Any) -> Any:
@@ -233,7 +235,8 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
                 except km.KumihoMemoryError as exc:
                     raise ToolError(tool_error_message(exc)) from None
 
-            server.add_tool(guarded, name=name, description=inspect.cleandoc(fn.__doc__), annotations=annotations)
+            # the description is the module's tool table's, so this server and km.MEMORY_TOOLS never drift
+            server.add_tool(guarded, name=name, description=descriptions[name], annotations=annotations)
             return fn
         return register
 
@@ -567,11 +570,12 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         return {**window, "session_id": session_id, "session_id_source": origin}
 
     @tool("kumiho_chat_clear", clearing)
-    async def chat_clear(session_id: Annotated[str, Field(description="The session to clear.")],
-                         project: Project = None) -> ChatClearResult:
+    async def chat_clear(session_id: SessionId = None, project: Project = None, user_id: UserId = None,
+                         context: Context = None) -> ChatClearResult:
         """Delete every message of a working-memory session (long-term memories are not touched).
 
         Returns {success, cleared_count}."""
+        session_id, _origin = await session_for(session_id, user_id, context)
         cleared = await manager.buffer.clear_session(project=own_project(project), session_id=session_id)
         return {"success": True, "cleared_count": cleared}
 
@@ -668,7 +672,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
             with _argument("session_id"):
                 engaged = await run(memory.engage, query, session_id=session_id, agent=agent, limit=limit,
                                     min_score=min_score, space_paths=space_paths, memory_types=memory_types)
-            results = [manager._shaped(hit) for hit in engaged["results"]]
+            results = [manager.shape_result(hit) for hit in engaged["results"]]
             return {"context": engaged["context"], "results": results, "source_krefs": engaged["source_krefs"],
                     "count": engaged["count"], "recall_mode": recall_mode, "approx_tokens": engaged["approx_tokens"],
                     "approx_payload_tokens": len(km.canonical_json(results)) // 4,
@@ -951,7 +955,8 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
     tidying = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=False)
 
     @tool("kumiho_memory_dream_state", tidying)
-    async def dream_state(dry_run: Annotated[bool, Field(description="Report what would change; change nothing.")] = False,
+    async def dream_state(project: Project = None,
+                          dry_run: Annotated[bool, Field(description="Report what would change; change nothing.")] = False,
                           batch_size: Annotated[int, Field(ge=1, le=200, description="Memories per assessment batch.")] = 20,
                           max_deprecation_ratio: Annotated[float, Field(ge=0.1, le=0.9, description=
                               "At most this share of the assessed memories is deprecated in one run.")] = 0.5,
@@ -966,6 +971,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         reversible. Uses the server's LLM endpoint when one is configured, else heuristics.
 
         Returns {success, dry_run, deprecated, actions: [{action, kref, reason}], report, report_kref, ...}."""
+        own_project(project)
         options: dict[str, Any] = {"dry_run": dry_run, "batch_size": batch_size,
                                    "max_deprecation_ratio": max_deprecation_ratio,
                                    "allow_published_deprecation": allow_published_deprecation,
@@ -976,7 +982,8 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         return await run(dream.run_sync)
 
     @tool("kumiho_memory_space_profile", adding)
-    async def space_profile(window_days: Annotated[int, Field(ge=1, le=3650, description="Days of history for the revision rate.")] = 30,
+    async def space_profile(project: Project = None,
+                            window_days: Annotated[int, Field(ge=1, le=3650, description="Days of history for the revision rate.")] = 30,
                             dry_run: Annotated[bool, Field(description="Classify and report; store no profiles.")] = False
                             ) -> SpaceProfileResult:
         """Classify each space by how its knowledge behaves: canonical (stable, well-sourced), working
@@ -984,6 +991,7 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         memories; a pinned label (space attribute space_class) that disagrees is reported as drift.
 
         Returns {success, spaces_profiled, labels, drift, profiles: {space: {label, scores, ...}}, errors}."""
+        own_project(project)
         profiler = km.SpaceProfiler(memory, window_days=window_days, dry_run=dry_run)
         return await run(profiler.run_sync)
 

@@ -599,3 +599,21 @@ def test_chat_tools_stay_in_the_servers_project_and_redact_credentials(store):
     _run(scenario())
     with open(store[0], "rb") as stream:
         assert b"sk-abcdefghijklmnopqrstuvwxyz123456" not in stream.read()
+
+
+@needs_mcp
+def test_the_server_serves_the_module_tool_table(store):
+    """kumiho_memory_mcp.py and km.MEMORY_TOOLS are one contract: the same tools, each with the table's
+    description, the same required arguments, and every argument the table names."""
+    async def scenario() -> list[Any]:
+        async with _session(*store) as session:
+            return (await session.list_tools()).tools
+
+    served = {tool.name: tool for tool in _run(scenario())}
+    table = {tool["name"]: tool for tool in km.MEMORY_TOOLS}
+    assert set(served) == set(table)
+    for name, tool in table.items():
+        schema = _field(served[name], "input_schema", "inputSchema")
+        assert served[name].description == tool["description"], name
+        assert set(schema.get("required", [])) == set(tool["inputSchema"]["required"]), name
+        assert set(tool["inputSchema"]["properties"]) == set(schema.get("properties", {})), name
