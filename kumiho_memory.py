@@ -91,7 +91,7 @@ import urllib.parse
 import zlib
 from typing import IO, Any, Awaitable, Callable, Container, Iterable, Iterator, Mapping, Protocol, Sequence
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 DISTRIBUTION_NAME = "kumiho-memory-onefile"
 
