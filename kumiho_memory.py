@@ -14004,7 +14004,9 @@ def ingest_file(memory_or_path: Memory | str | os.PathLike[str], path: str | os.
     join the frontmatter tags. Versioning, the safety scan and quarantine work as in ``ingest_skill``.
 
     Args:
-        item_name: the item's name (default the file name without ``.md``). Other arguments as ``ingest_skill``.
+        item_name: the item's name (default the file name without ``.md``). Other arguments, and the two call
+            forms (``ingest_file(memory, path)``, upstream's ``ingest_file(path, project=...)``), as
+            ``ingest_skill``.
 
     Returns:
         The ``IngestResult``.
@@ -14078,6 +14080,8 @@ def clear_quarantine(memory_or_kref: Memory | str, revision_kref: str | None = N
     """Publish a quarantined skill revision after review: tag it ``published``, remove ``quarantine:flagged``.
 
     The revision's metadata keeps the scan's verdict (revisions are immutable); the tags say what is in force.
+    Both forms work: ``clear_quarantine(memory, kref)`` and upstream's ``clear_quarantine(kref)`` on the
+    default memory (or ``memory=``).
 
     Returns:
         ``{revision_kref, item_kref, published, quarantine_reasons}``.
