@@ -4476,11 +4476,17 @@ class SQLiteGraph(GraphBackend):
             wanted = {doc_id for doc_id, _, _ in ranked}
             for _, _, notes in ranked:
                 wanted.update(notes.get("contested_by_ids", ()))
+                if isinstance(notes.get("via"), dict) and "kref_id" in notes["via"]:
+                    wanted.add(notes["via"]["kref_id"])
             records = self._revisions_by_ids(conn, sorted(wanted))
             for _, _, notes in ranked:
                 if "contested_by_ids" in notes:
                     notes["contested_by"] = [str(records[other].kref) for other in notes.pop("contested_by_ids")
                                              if other in records]
+                via = notes.get("via")
+                if isinstance(via, dict) and "kref_id" in via:   # signals carry krefs, never an engine row id
+                    seed = records.get(via.pop("kref_id"))
+                    notes["via"] = {"kref": str(seed.kref), **via} if seed is not None else {**via}
         return [ScoredRevision(records[doc_id], score, notes) for doc_id, score, notes in ranked if doc_id in records]
 
     def change_token(self, project: str | None = None) -> int:

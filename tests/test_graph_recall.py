@@ -611,12 +611,15 @@ def test_manager_closes_only_a_memory_it_created(memory):
     async def scenario():
         async with km.UniversalMemoryManager(memory=memory) as manager:
             await manager.recall_memories("anything")
-        async with km.UniversalMemoryManager() as owned:
-            owned.memory.remember("alpha")
-            assert krefs(await owned.recall_memories("alpha"))
-        return owned
-    owned = asyncio.run(scenario())
+        async with km.UniversalMemoryManager() as shared:        # the default memory: shared, left open
+            shared.memory.remember("alpha")
+            assert krefs(await shared.recall_memories("alpha"))
+        async with km.UniversalMemoryManager(memory_store=lambda **payload: {}) as owned:   # a private one
+            owned.memory.remember("beta")
+        return shared, owned
+    shared, owned = asyncio.run(scenario())
     memory.remember("still open")                          # the caller's memory was not closed
+    assert shared.memory is km.default_memory() and shared.memory.remember("still open too")
     with pytest.raises(km.StoreClosedError):
         owned.memory.remember("closed")
 
