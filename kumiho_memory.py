@@ -3256,6 +3256,17 @@ class GraphBackend(abc.ABC):
               include_deprecated: bool = False) -> list[ItemRecord]:
         """List items of a project, optionally within a space (and its sub-spaces) or of one kind."""
 
+    def item_page(self, project: str, *, space: str | None = None, kind: str | None = None,
+                  include_deprecated: bool = False, exclude_kinds: Container[str] = (), limit: int = 50,
+                  offset: int = 0) -> tuple[list[ItemRecord], int]:
+        """One page of items, newest first (then by name), and how many items there are in all. This default
+        lists every item; a backend that can page in its store overrides it."""
+        everything = [item for item in self.items(project, space=space, kind=kind,
+                                                  include_deprecated=include_deprecated)
+                      if item.kref.kind not in exclude_kinds]
+        everything.sort(key=lambda item: (item.created_at, str(item.kref)), reverse=True)
+        return everything[offset:offset + limit], len(everything)
+
     @abc.abstractmethod
     def item_by_key(self, project: str, space: str, key: str) -> ItemRecord | None:
         """The item holding a supersession key in a space, or None."""
@@ -3769,6 +3780,7 @@ CREATE TABLE items (
     head_id INTEGER,                          -- the newest existing revision (what 'latest' points at)
     UNIQUE (project, space, name, kind));
 CREATE UNIQUE INDEX items_by_key ON items (project, space, key) WHERE key IS NOT NULL;
+CREATE INDEX items_by_created ON items (project, created_at);
 CREATE TABLE revisions (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     item_id INTEGER NOT NULL, number INTEGER NOT NULL,
@@ -3862,6 +3874,7 @@ class SQLiteGraph(GraphBackend):
         self._busy_timeout = float(busy_timeout)
         self._lock = threading.RLock()
         self._recall: _RecallState | None = None
+        self._page_index_checked = False
         self.signals = RecallSignals()
         self._conn: sqlite3.Connection | None = None
         self._conn = self._open()
@@ -4142,6 +4155,46 @@ class SQLiteGraph(GraphBackend):
         with self._read() as conn:
             rows = conn.execute(sql + " ORDER BY space, name, kind", params).fetchall()
         return [self._item_from_row(row) for row in rows]
+
+    def item_page(self, project: str, *, space: str | None = None, kind: str | None = None,
+                  include_deprecated: bool = False, exclude_kinds: Container[str] = (), limit: int = 50,
+                  offset: int = 0) -> tuple[list[ItemRecord], int]:
+        """One page of items, newest first, read with LIMIT/OFFSET (and the total by COUNT) along the
+        ``items_by_created`` index (added to a store made before it on first use)."""
+        self._ensure_page_index()
+        clause, params = _space_clause("space", space)
+        where = f" WHERE project = ? AND {clause}"
+        params = [project, *params]
+        if kind is not None:
+            where += " AND kind = ?"
+            params.append(kind)
+        excluded = sorted(exclude_kinds)
+        if excluded:
+            where += f" AND kind NOT IN ({','.join('?' * len(excluded))})"
+            params.extend(excluded)
+        if not include_deprecated:
+            where += " AND deprecated = 0"
+        with self._read() as conn:
+            total = conn.execute("SELECT count(*) FROM items" + where, params).fetchone()[0]
+            # the page's ids first (a sort over bare columns), then only those rows with their head numbers
+            ids = [row[0] for row in conn.execute(
+                "SELECT id FROM items" + where + " ORDER BY created_at DESC, space DESC, name DESC, kind DESC "
+                "LIMIT ? OFFSET ?", [*params, int(limit), int(offset)])]
+            marks = ",".join("?" * len(ids)) or "NULL"
+            rows = {row[0]: row for row in conn.execute(_ITEM_SELECT + f" WHERE id IN ({marks})", ids)}
+        return [self._item_from_row(rows[item_id]) for item_id in ids if item_id in rows], total
+
+    def _ensure_page_index(self) -> None:
+        if self._page_index_checked:
+            return
+        with self._read() as conn:
+            present = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'items_by_created'"
+                                   ).fetchone()
+        if not present:
+            with contextlib.suppress(StoreError):        # a read-only file pages without it, just slower
+                with self._write() as conn:
+                    conn.execute("CREATE INDEX IF NOT EXISTS items_by_created ON items (project, created_at)")
+        self._page_index_checked = True
 
     def item_by_key(self, project: str, space: str, key: str) -> ItemRecord | None:
         """The item holding ``key`` in ``project``/``space``, or None."""
@@ -11845,6 +11898,27 @@ class Memory:
         return [record.to_dict() for record in self._backend.items(
             self.project, space=checked_space, kind=checked_kind, include_deprecated=include_deprecated)]
 
+    def item_page(self, *, space: str | None = None, kind: str | None = None, include_deprecated: bool = False,
+                  exclude_kinds: Sequence[str] = (), limit: int = 50, offset: int = 0) -> dict[str, Any]:
+        """One page of this project's items, newest first, read a page at a time from the store.
+
+        Args:
+            space, kind, include_deprecated: as for ``items``. exclude_kinds: kinds to leave out.
+            limit: items on the page (1..1000). offset: how many newer items come before it.
+
+        Returns:
+            ``{items: [...as items() gives them], total, offset, limit}``.
+        """
+        checked_space = None if space is None else normalize_space(space)
+        checked_kind = None if kind is None else _check_pattern(kind, KIND_PATTERN, "kind", InvalidArgumentError)
+        for name, value, low, high in (("limit", limit, 1, 1000), ("offset", offset, 0, 10 ** 12)):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise InvalidArgumentError(f"{name} must be a whole number from {low} to {high}, not {value!r}")
+        records, total = self._backend.item_page(
+            self.project, space=checked_space, kind=checked_kind, include_deprecated=include_deprecated,
+            exclude_kinds=frozenset(exclude_kinds), limit=limit, offset=offset)
+        return {"items": [record.to_dict() for record in records], "total": total, "offset": offset, "limit": limit}
+
     def recall(self, query: str, *, limit: int = 5, space: str | None = None,
                space_paths: Sequence[str] | None = None, memory_types: Sequence[str] | None = None,
                where: Mapping[str, Any] | None = None, prefer: Any = None, prefer_max_boost: float = 0.5,
@@ -14862,15 +14936,21 @@ def list_memories(memory: Memory, *, space: str | None = None, kind: str | None 
     if isinstance(scan_limit, bool) or not isinstance(scan_limit, int) or scan_limit < limit:
         raise InvalidArgumentError(f"scan_limit must be a whole number >= limit, not {scan_limit!r}")
     moment = _instant(as_of)
-    items = [item for item in memory.items(space=space, kind=kind, include_deprecated=include_deprecated)
-             if kind is not None or item["kind"] not in SYSTEM_KINDS]
-    if moment is not None:
-        items = [item for item in items if parse_instant(item["created_at"]) <= moment]
-    items.sort(key=lambda item: (item["created_at"], item["item_kref"]), reverse=True)
     filtered = tag is not None or evidence is not None
+    excluded = () if kind is not None else tuple(sorted(SYSTEM_KINDS))
+    if moment is None:             # a page read from the store: bounded work however large the store is
+        page = memory.item_page(space=space, kind=kind, include_deprecated=include_deprecated,
+                                exclude_kinds=excluded, limit=min(scan_limit if filtered else limit, 1000),
+                                offset=offset)
+        items, total, first = page["items"], page["total"], offset
+    else:
+        items = [item for item in memory.items(space=space, kind=kind, include_deprecated=include_deprecated)
+                 if item["kind"] not in excluded and parse_instant(item["created_at"]) <= moment]
+        items.sort(key=lambda item: (item["created_at"], item["item_kref"]), reverse=True)
+        total, first = len(items), 0
     found, position, budget = [], offset, scan_limit if filtered else limit
-    while position < len(items) and len(found) < limit and budget > 0:
-        item = items[position]
+    while position - first < len(items) and len(found) < limit and budget > 0:
+        item = items[position - first]
         position, budget = position + 1, budget - 1
         revision = _revision_at(memory, item["item_kref"], moment)
         if revision is None:
@@ -14880,8 +14960,8 @@ def list_memories(memory: Memory, *, space: str | None = None, kind: str | None 
         if evidence is not None and parse_evidence(revision["metadata"], revision["tags"]) != evidence:
             continue
         found.append(_memory_summary(memory, item, revision))
-    return {"memories": found, "total_items": len(items), "offset": offset, "limit": limit,
-            "next_offset": position if position < len(items) else None, "scanned": position - offset}
+    return {"memories": found, "total_items": total, "offset": offset, "limit": limit,
+            "next_offset": position if position < total else None, "scanned": position - offset}
 
 
 def describe_memory(memory: Memory, kref: str, *, as_of: str | float | _dt.datetime | None = None) -> dict[str, Any]:
