@@ -147,7 +147,50 @@ def dream_table(document: dict) -> str:
         f"{len(f['runs']) + len(f['runs_after_aging'])} runs, {f['dream_s']:.1f} s, seed {params['seed']}.")
 
 
-TABLES = {"dream": ("dream_state", dream_table), "prefetch": ("prefetch", prefetch_table), "kumiho": ("kumiho_backend", kumiho_table),
+def browser_table(document: dict) -> str:
+    rows = ["| route | p50 | max |", "|---|---|---|"]
+    for name, figures in document["figures"]["routes"].items():
+        rows.append(f"| {name} | {figures['p50_ms']:.1f} ms | {figures['max_ms']:.1f} ms |")
+    return "\n".join(rows) + f"\n\n{document['parameters']['memories']:,} memories in one file store."
+
+
+def privacy_table(document: dict) -> str:
+    f = document["figures"]
+    dev, held = f["credentials_dev"], f["credentials_held_out"]
+    rows = ["| measure | dev | held-out |", "|---|---|---|",
+            f"| secrets removed, in a line of code or config | {dev['in_context']:.1%} | {held['in_context']:.1%} |",
+            f"| secrets removed, bare in a chat sentence | {dev['bare']:.1%} | {held['bare']:.1%} |",
+            f"| right family named | {dev['family_correct']:.1%} | {held['family_correct']:.1%} |",
+            f"| PII values anonymized | {f['pii_dev']['caught']:.1%} | {f['pii_held_out']['caught']:.1%} |"]
+    fp = f["false_positives"]
+    return ("\n".join(rows) + f"\n\n{f['families']} credential families, {dev['samples'] + held['samples']:,} samples. "
+            f"Known non-secrets changed: {fp['scanner_changed']:.1%} of {fp['scanner_texts']} scanner-style false "
+            f"positives, {fp['own_changed']:.1%} of {fp['own_texts']} placeholders; PII look-alikes changed: "
+            f"{f['pii_lookalikes']['changed']:.1%} of {f['pii_lookalikes']['texts']}. End to end "
+            f"({f['end_to_end']['messages']} messages ingested and consolidated into a file store): "
+            f"{f['end_to_end']['leaked_after_close']} of {f['end_to_end']['distinct_secrets']} secrets in the "
+            f"store's bytes. Screening a 2 KB message: {f['speed']['median_ms']:.2f} ms median, "
+            f"{f['speed']['p95_ms']:.2f} ms p95.")
+
+
+def redteam_table(document: dict) -> str:
+    f = document["figures"]
+    rows = ["| measure | result |", "|---|---|"]
+    for key, label in (("context", "secrets removed, in a line of code or config"),
+                       ("bare", "secrets removed, bare in chat (provider-prefixed)"),
+                       ("bare_random", "secrets removed, bare in chat (random-looking, no prefix)"),
+                       ("bare_keyword", "passwords in chat sentences")):
+        entry = f["placement"].get(key)
+        if isinstance(entry, dict) and entry.get("total"):
+            rows.append(f"| {label} | {entry['caught']:,} / {entry['total']:,} = {entry['rate']:.1%} |")
+    fp, pii = f["false_positives"], f["pii_overall"]
+    rows.append(f"| known non-secrets changed | {fp['changed']} / {fp['total']} = {fp['rate']:.1%} |")
+    rows.append(f"| PII anonymized | {pii['caught']} / {pii['total']} = {pii['rate']:.1%} |")
+    return "\n".join(rows) + f"\n\n{f['credential_samples']:,} credential samples in {f['families']} families."
+
+
+TABLES = {"browser": ("browser", browser_table), "privacy": ("privacy", privacy_table),
+          "redteam": ("privacy_redteam", redteam_table), "dream": ("dream_state", dream_table), "prefetch": ("prefetch", prefetch_table), "kumiho": ("kumiho_backend", kumiho_table),
           "locomo": ("locomo_retrieval", locomo_table), "scale": ("scale", scale_table),
           "store": ("store_basics", store_table), "belief": ("belief_updates", belief_table)}
 
