@@ -137,7 +137,8 @@ __all__ = [
     "CredentialDetectedError", "PIIRedactor", "screen_for_store", "CREDENTIAL_POLICIES", "CredentialFinding",
     "scan_credentials", "redact_credential_text", "CREDENTIAL_FAMILIES", "PIIFinding", "scan_pii",
     "anonymize_pii_text", "PII_KINDS", "adapter_chat", "normalize_statement", "statement_subjects", "belief_similarity",
-    "canonical_source", "statement_subject", "same_belief", "MULTI_VALUED_PREDICATES", "BELIEF_RELATIONS",
+    "canonical_source", "statement_subject", "same_belief", "first_person", "speaker_name", "resolved_statement",
+    "statement_identifiers", "belief_difference", "MULTI_VALUED_PREDICATES", "BELIEF_RELATIONS",
     "belief_relations", "RelationMatcher", "REVISION_OUTCOMES", "ExtractiveSummarizer", "MemorySummarizer", "render_summary",
     "RetryQueue", "FailureClass", "classify_failure", "retry_with_backoff", "MemoryAssessResult", "AutoAssessFn", "get_memory_space", "EvidencePolicy", "DEFAULT_STORAGE_POLICY", "heuristic_prefilter",
     "create_llm_assessor", "grade_evidence", "create_evidence_assessor",
@@ -9147,18 +9148,104 @@ client customer teacher doctor mentor assistant
 """.split())
 
 
-def statement_subject(text: str) -> str | None:
+# -- first person: "I", "my", "we" name the speaker ---------------------------------------------------------
+#
+# In a user's message "I live in Berlin" is about the user, not Berlin. Before statements are compared, first
+# person is rewritten into the speaker's name ("Ann lives in Berlin", "Ann's daughter is 7", "Ann-group's
+# office"), so a first-person statement and a third-person one about the same person are one subject, and "my
+# daughter" is a subject of its own (a relative of the speaker). Stored text is never rewritten.
+
+USER_ROLES = frozenset({"user", "human", "me", "customer", "client", "owner"})
+ASSISTANT_ROLES = frozenset({"assistant", "ai", "bot", "system", "agent", "model", "tool", "developer"})
+SPACE_USER = "User"          # who "I" is when nothing in the metadata says: the space's user
+_FIRST_PERSON = re.compile(
+    r"(?<![\w'’-])(?:(?P<i_is>I'm|I’m|I am)|(?P<i_has>I've|I’ve)|(?P<i_would>I'd|I’d)|(?P<i_will>I'll|I’ll)|"
+    r"(?P<i>I)|(?P<my>[Mm]y|[Mm]ine)|(?P<me>[Mm]e|[Mm]yself)|(?P<we_are>[Ww]e're|[Ww]e’re|[Ww]e are)|"
+    r"(?P<we_have>[Ww]e've|[Ww]e’ve)|(?P<we>[Ww]e|us|[Oo]urselves)|(?P<our>[Oo]ur|[Oo]urs))(?![\w'’-])")
+_FIRST_PERSON_FORMS = {"i_is": "{n} is", "i_has": "{n} has", "i_would": "{n} would", "i_will": "{n} will",
+                       "i": "{n}", "my": "{n}'s", "me": "{n}", "we_are": "{n}-group is", "we_have": "{n}-group has",
+                       "we": "{n}-group", "our": "{n}-group's"}
+
+
+def speaker_name(metadata: Mapping[str, Any] | None) -> str:
+    """Who "I" is in a memory: a named ``speaker``; "Assistant" for an assistant's (``role``/``speaker``)
+    message; else the user: ``user_id`` (or ``user``), else the space's user (``SPACE_USER``)."""
+    metadata = metadata or {}
+    speaker = metadata.get("speaker") if isinstance(metadata.get("speaker"), str) else ""
+    role = metadata.get("role") if isinstance(metadata.get("role"), str) else ""
+    if speaker.strip() and speaker.strip().casefold() not in USER_ROLES | ASSISTANT_ROLES:
+        return speaker.strip()
+    if (speaker or role).strip().casefold() in ASSISTANT_ROLES:
+        return "Assistant"
+    for key in ("user_id", "user"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return SPACE_USER
+
+
+def first_person(text: str, speaker: str | None) -> str:
+    """``text`` with its first person rewritten into ``speaker``'s name (see above); unchanged without a
+    speaker or first person. "I moved to Munich" -> "Ann moved to Munich", "my daughter" -> "Ann's daughter"."""
+    if not speaker or not _FIRST_PERSON.search(text):
+        return text
+    name = "-".join(part[:1].upper() + part[1:] for part in _WORD.findall(speaker)) or SPACE_USER
+    return _FIRST_PERSON.sub(lambda match: _FIRST_PERSON_FORMS[match.lastgroup].format(n=name), text)
+
+
+def resolved_statement(text: str, metadata: Mapping[str, Any] | None = None) -> str:
+    """The statement a memory makes, as the belief logic compares it: first person resolved to the speaker
+    (``speaker_name``)."""
+    return first_person(text, speaker_name(metadata))
+
+
+# A statement that opens with a determiner ("The meeting day is Monday") is about that noun phrase: a name
+# after its verb is its value, never its subject ("The office wifi is called Harbor-5").
+_DETERMINERS = frozenset("the a an this that these those its their his her your every each some any".split())
+_VERB_BOUNDARY = frozenset("""
+is are was were be been being has have had will would can could should shall may might must does do did isn't
+aren't wasn't weren't hasn't haven't won't uses use used runs run ran gets got became becomes moved moves
+switched changed renamed called named goes went starts started lives works takes took means stands
+""".split())
+# Names of days and months open statements without being what they are about ("Monday I start at Globex").
+TIME_NAMES = frozenset("""
+monday tuesday wednesday thursday friday saturday sunday january february march april may june july august
+september october november december today tonight tomorrow yesterday
+""".split())
+
+
+def _value_start(body: str) -> int | None:
+    """Where the value part of a determiner-led statement starts (its first verb), else None."""
+    words = list(re.finditer(r"[\w'’-]+", body))
+    index = 0
+    while index < len(words) and words[index].group().casefold() in DISCOURSE_WORDS:
+        index += 1
+    if index >= len(words) or words[index].group().casefold() not in _DETERMINERS:
+        return None
+    for word in words[index + 1:]:
+        if word.group().casefold() in _VERB_BOUNDARY:
+            return word.start()
+    return None
+
+
+def statement_subject(text: str, *, speaker: str | None = None) -> str | None:
     """The named thing a statement is about: the stems of its first run of capitalized non-stopword words
     ("Nina Tanaka's ..." -> ``"nina tanaka"``, "Nina's sister ..." -> ``"nina sister"``); an opening
-    "Actually," or "Update:" does not count."""
-    body = _statement_body(text)
+    "Actually," or "Update:" does not count, nor does a name after the verb of a statement that opens with a
+    determiner ("The meeting day is Monday" has no named subject). With ``speaker``, first person names the
+    speaker ("I moved" -> the speaker, "my daughter" -> ``"<speaker> daughter"``)."""
+    body = _statement_body(first_person(text, speaker))
+    value_start = _value_start(body)
     for match in _NAME_RUN.finditer(body):
+        if value_start is not None and match.start() >= value_start:
+            return None
         words = []
         for word in match.group().split():
             plain = word.casefold()
             possessive = plain.endswith("'s")
             plain = plain[:-2] if possessive else plain.rstrip("'")
-            if plain in STOPWORDS or (not words and plain in DISCOURSE_WORDS and match.start() == 0):
+            if plain in STOPWORDS or (not words and plain in TIME_NAMES) or \
+                    (not words and plain in DISCOURSE_WORDS and match.start() == 0):
                 if words:
                     break
                 continue
@@ -9177,6 +9264,29 @@ def statement_subject(text: str) -> str | None:
 def _claim_terms(text: str) -> list[str]:
     subject = set((statement_subject(text) or "").split())
     return [term for term in tokenize(_statement_body(text)) if term not in subject]
+
+
+# Identifier-like names are exact: "a_val" and "b_val", "v1" and "v2" name different things.
+_IDENTIFIER = re.compile(r"(?<![\w.-])(?:[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]*[A-Za-z0-9]|[a-z]{1,3}\d+[a-z0-9]*)"
+                         r"(?![\w-])")
+
+
+def statement_identifiers(text: str) -> frozenset[str]:
+    """The identifier-like tokens a statement names (``a_val``, ``skill_python``, ``db_choice``, ``v1``),
+    but not its last word, which is its value ("the API version is *v2*")."""
+    end = len(text.rstrip(" .!?;:,\"')"))
+    return frozenset(match.group().casefold() for match in _IDENTIFIER.finditer(text) if match.end() != end)
+
+
+# Words that say a statement corrects an earlier one (issue 16): with a value the old statement holds, they
+# tie a correction to it ("I sold the *Civic*", "switched from *vim*").
+_CORRECTION_CUE = re.compile(
+    r"\b(?:actually|now|these days|nowadays|no longer|not anymore|any ?more|switch\w*|chang\w*|turns out|"
+    r"turned out|instead|sold|replaced|traded|gave up|quit|left|gone back|went back|used to|from|new)\b")
+CUE_WORDS = frozenset("""
+switched switch switching changed change changing instead sold replaced traded gave quit left gone went back
+used longer new bought got started
+""".split())
 
 
 # Verbs whose objects add up rather than replace each other: "plays the piano" and "plays tennis" are two
@@ -9205,10 +9315,27 @@ BELIEF_RELATIONS: dict[str, str] = {
     "dog": r"\b(?:dog|dogs|puppy)\b",
     "cat": r"\b(?:cat|cats|kitten)\b",
     "partner": r"\b(?:married|wife|husband|spouse|partner|girlfriend|boyfriend|fianc\w*|dating)\b",
-    "age": r"\b(?:years? old|age is|aged|turned \d+)\b",
+    "age": r"\b(?:years? old|age is|aged|turn(?:s|ed|ing)? \d+)\b",
     "school": r"\b(?:studies at|student at|enrolled|attends|graduated from)\b",
     "phone": r"\b(?:phone|mobile|cell) (?:number|no)\b",
     "email": r"\be-?mail(?: address)?\b",
+    # what people correct about themselves (issue 16): role, devices, tools, diet, schedule, plans
+    "role": r"\b(?:role|job title|promoted|works? as an?|working as an?|position as|"
+            r"as an? (?:\w+ )?(?:engineer|designer|developer|manager|analyst|teacher|nurse|doctor|lawyer|"
+            r"consultant|scientist|writer|architect|researcher|director|intern))\b",
+    "manager": r"\b(?:reports? to|reporting to|supervisor|line manager)\b",
+    "pet": r"\b(?:pet|hamster|parrot|rabbit|bunny|guinea pig|goldfish|turtle|tortoise)\b",
+    "handset": r"\b(?:iphone|android phone|pixel \d+|galaxy s\d+|smartphone|phone is an?)\b",
+    "computer": r"\b(?:laptop|macbook|thinkpad|chromebook|desktop pc|tablet|ipad)\b",
+    "editor": r"\b(?:editor|ide|vim|neovim|emacs|vs ?code|visual studio|intellij|pycharm|sublime text|"
+              r"editing code|for coding)\b",
+    "display": r"\b(?:dark|light) (?:mode|theme)\b",
+    "diet": r"\b(?:vegetarian|vegan|pescatarian|keto|paleo|gluten-free|dairy-free|diet|eat meat|eating meat)\b",
+    "wake": r"\b(?:wakes? up|woke up|waking up|gets? up at|alarm)\b",
+    "bedtime": r"\b(?:bedtime|goes? to bed|went to bed|go to sleep)\b",
+    "hours": r"\b(?:work(?:ing)? hours|shift starts|start work|starts? work)\b",
+    "trip": r"\b(?:trip|vacation|holiday|flying to|fly to|flight to)\b",
+    "health": r"\b(?:diagnosed|injur\w*|sprained|recovering from|medication|prescribed|surgery)\b",
 }
 # "favorite X" names a relation by its noun; these nouns name one thing.
 FAVORITE_NOUNS = {"colour": "color", "dish": "food", "meal": "food", "cuisine": "food", "foods": "food",
@@ -9259,7 +9386,8 @@ def _value_words(text: str) -> list[str]:
     subject = set((statement_subject(text) or "").split())
     body = _RELATION_WORDS.sub(" ", _statement_body(text).casefold())
     return list(dict.fromkeys(word for word in _words(body) if word not in STOPWORDS and word not in TIME_WORDS
-                              and word not in FILLER_WORDS and tokenize(word) and not set(tokenize(word)) & subject))
+                              and word not in FILLER_WORDS and word not in CUE_WORDS and tokenize(word)
+                              and not set(tokenize(word)) & subject))
 
 
 class RelationMatcher:
@@ -9377,6 +9505,8 @@ class RelationMatcher:
             history = [belief] if isinstance(belief, str) else list(belief)
             if not history or statement_subject(history[-1]) != subject:
                 continue
+            if statement_identifiers(history[-1]) != statement_identifiers(statement):
+                continue                                  # another identifier: another thing
             if MULTI_VALUED_PREDICATES & new_terms & set(_claim_terms(history[-1])):
                 continue                                  # another value of a many-valued relation
             theirs = self.belief_relations(history)
@@ -9386,6 +9516,12 @@ class RelationMatcher:
                 unknown.append((index, history[-1]))
         if matches:
             return matches[0] if len(matches) == 1 else None
+        # A correction cue and a value the old statement holds: "I sold the Civic", "switched from vim".
+        if _CORRECTION_CUE.search(statement.casefold()):
+            values = set(_value_words(statement))
+            mentioned = [index for index, text in unknown if values & set(_value_words(text))]
+            if len(mentioned) == 1:
+                return mentioned[0]
         # No relation decides: the one belief whose value is of the same kind as the new one, by a margin.
         scored = sorted(((self.kinship(statement, text), index) for index, text in unknown), reverse=True)
         if scored and scored[0][0] >= self.min_kinship and \
@@ -9434,6 +9570,8 @@ def same_belief(old: str, new: str) -> bool:
     """
     if normalize_statement(old) == normalize_statement(new):
         return True
+    if statement_identifiers(old) != statement_identifiers(new):
+        return False                                      # "a_val" is not "b_val"
     if statement_subject(old) != statement_subject(new):
         return False
     old_relations, new_relations = belief_relations(old), belief_relations(new)
@@ -9455,6 +9593,125 @@ def same_belief(old: str, new: str) -> bool:
 
 
 REVISION_OUTCOMES = ("vacuous", "revised", "created")
+
+# The plain words of each relation, to find a speaker's statements of it (they hold no name to find them by).
+_RELATION_QUERY = {name: " ".join(word for word in re.findall(r"[a-z]{3,}", pattern) if word not in STOPWORDS)
+                   for name, pattern in BELIEF_RELATIONS.items()}
+
+
+def _topic(text: str) -> str | None:
+    """What a statement is about: its named subject, else the noun phrase a determiner-led statement opens
+    with ("The quarterly report is due on Friday" -> ``"quarterli report"``)."""
+    subject = statement_subject(text)
+    if subject is not None:
+        return subject
+    body = _statement_body(text)
+    start = _value_start(body)
+    if start is None:
+        return None
+    return " ".join(term for term in tokenize(body[:start]) if term not in TIME_WORDS) or None
+
+
+def belief_difference(old: str, new: str) -> str | None:
+    """Why ``new`` is clearly not a statement of the belief ``old`` states, or None when it may be: another
+    named subject, another identifier (``a_val`` / ``b_val``), or only other named relations. ``revise`` with
+    an explicit target revises it unless this gives a reason."""
+    old_subject, new_subject = _topic(old), _topic(new)
+    if old_subject and new_subject and old_subject != new_subject:
+        return f"about another subject ({new_subject!r}, the target is about {old_subject!r})"
+    old_ids, new_ids = statement_identifiers(old), statement_identifiers(new)
+    if old_ids and new_ids and old_ids != new_ids:
+        return f"names another identifier ({', '.join(sorted(new_ids))}, the target names {', '.join(sorted(old_ids))})"
+    old_relations, new_relations = belief_relations(old), belief_relations(new)
+    if old_relations and new_relations and not old_relations & new_relations:
+        return (f"states another relation ({', '.join(sorted(new_relations))}, the target states "
+                f"{', '.join(sorted(old_relations))})")
+    return None
+
+
+def _belief_features(memory: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """What ``_same_relation`` compares of a recalled memory: (subject, relations, identifiers, claim terms,
+    official), or None when it names no subject or no relation."""
+    features = _statement_features(resolved_statement(memory.get("content") or "", memory.get("metadata")))
+    if features is None:
+        return None
+    return features + (parse_evidence(memory.get("metadata"), memory.get("tags")) == OFFICIAL,)
+
+
+@functools.lru_cache(maxsize=8192)
+def _statement_features(text: str) -> tuple[Any, ...] | None:
+    subject = statement_subject(text)
+    relations = belief_relations(text) if subject is not None else frozenset()
+    if not relations:
+        return None
+    return subject, relations, statement_identifiers(text), frozenset(_claim_terms(text))
+
+
+def _same_relation(older: Mapping[str, Any], newer: Mapping[str, Any],
+                   features: Mapping[int, Any] | None = None) -> str | None:
+    """The relation two recalled memories both state of one subject (``newer`` being the later one), when
+    ``newer`` should outrank ``older``: None for another subject, the same claim, another value of a
+    many-valued relation, another identifier, or an official ``older`` against a ``newer`` that is not."""
+    if (newer.get("created_at") or "") <= (older.get("created_at") or ""):
+        return None
+    old = features[id(older)] if features is not None else _belief_features(older)
+    new = features[id(newer)] if features is not None else _belief_features(newer)
+    if old is None or new is None or old[0] != new[0] or old[2] != new[2] or old[3] == new[3]:
+        return None
+    shared = old[1] & new[1]
+    if not shared or MULTI_VALUED_PREDICATES & old[3] & new[3] or (old[4] and not new[4]):
+        return None
+    return min(shared)
+
+
+def newest_first_within_relation(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Reorder recall results (best first) so that of two current memories stating the same relation of the
+    same subject (``_same_relation``; two beliefs that were never merged) the newer ranks first, and say so
+    in their ``signals``: ``superseded_by`` on the older, ``supersedes`` on the newer. Scores are raised
+    where needed to stay in order. A superseded value is never served before the current one."""
+    order = list(results)
+    features = {id(result): _belief_features(result) for result in order}
+    if sum(feature is not None for feature in features.values()) < 2:
+        return order
+    for _ in range(len(order) * len(order)):
+        moved = False
+        for upper in range(len(order)):
+            for lower in range(upper + 1, len(order)):
+                relation = _same_relation(order[upper], order[lower], features)
+                if relation is None:
+                    continue
+                older, newer = order[upper], order[lower]
+                older["signals"] = {**(older.get("signals") or {}), "superseded_by": newer["kref"],
+                                    "same_relation": relation}
+                newer["signals"] = {**(newer.get("signals") or {}), "same_relation": relation,
+                                    "supersedes": sorted({*(newer.get("signals") or {}).get("supersedes", ()),
+                                                          older["kref"]})}
+                order.insert(upper, order.pop(lower))
+                moved = True
+                break
+            if moved:
+                break
+        if not moved:
+            break
+    for index in range(len(order) - 2, -1, -1):
+        if order[index]["score"] < order[index + 1]["score"]:
+            order[index]["score"] = order[index + 1]["score"]
+    return order
+
+
+_QUESTION = re.compile(r"(?is)^\s*(?:where|what|which|who|whom|whose|how|when|do|does|did|is|am|are|was|were|"
+                       r"have|has|can)\b|.*\?\s*$")
+
+
+def _speaker_filter(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A ``where`` filter for the memories whose "I" is the same speaker as in ``metadata``'s."""
+    metadata = metadata or {}
+    speaker = speaker_name(metadata)
+    if speaker == SPACE_USER or speaker == "Assistant":
+        return None
+    if isinstance(metadata.get("speaker"), str) and metadata["speaker"].strip() == speaker:
+        return {"speaker": speaker}
+    return {"user_id": speaker} if metadata.get("user_id") == speaker else {"user": speaker}
 
 
 # -- context for a prompt -------------------------------------------------------------------------------------
@@ -11385,7 +11642,7 @@ class Memory:
             if held is not None and held.latest_revision is not None:
                 target = self.get(str(held.kref))
         elif stack:
-            target = self._stacking_match(content, space, kind)
+            target = self._stacking_match(content, space, kind, metadata)
         level = metadata.get("evidence_level")
         source = metadata.get("source")
         if source is not None:
@@ -11404,8 +11661,13 @@ class Memory:
                 return {"outcome": "vacuous", "kref": target["kref"]}      # agreeing with an official belief too
             if target_level == OFFICIAL and level != OFFICIAL:
                 return self._store_contradiction(content, space, title, kind, metadata, tags, target, artifacts)
+            said, saying = resolved_statement(target["content"], target["metadata"]), resolved_statement(content, metadata)
             restates = key is not None or explicit_append or bool(target.get("_relation_match")) or \
-                same_belief(target["content"], content)
+                same_belief(said, saying)
+            if not restates and decide and item_kref is not None:
+                # an explicit target decides: revised unless the statement is clearly about something else
+                extra["reason"] = belief_difference(said, saying) or "the target named by revise()"
+                restates = extra["reason"] == "the target named by revise()"
             if restates:
                 outcome = "revised"
                 item_kref, key = Kref.parse(target["item_kref"]), None
@@ -11483,38 +11745,55 @@ class Memory:
                 tuple((target, edge_type, self._screen(edge_metadata, "edge metadata"))
                       for target, edge_type, edge_metadata in edges))
 
-    def _stacking_match(self, content: str, space: str, kind: str) -> dict[str, Any] | None:
+    def _stacking_match(self, content: str, space: str, kind: str,
+                        metadata: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
         """The current memory in exactly ``space`` (same kind) that this statement restates or corrects:
         one that ``same_belief`` accepts, else the one belief of the same subject that ``RelationMatcher``
         finds it corrects in other words. When the belief was split in two by a correction missed earlier
-        (``RelationMatcher.split``), the others are named in ``_also_supersedes`` to be joined."""
+        (``RelationMatcher.split``), the others are named in ``_also_supersedes`` to be joined. Statements
+        are compared with their first person resolved to their speaker (``resolved_statement``)."""
         def here(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
             return [hit for hit in hits if hit["space"] == space and hit["kind"] == kind]
+
+        def said(hit: Mapping[str, Any]) -> str:
+            return resolved_statement(hit["content"], hit.get("metadata"))
+        mine = resolved_statement(content, metadata)
         target = next((hit for hit in here(self.recall(content[:2000], limit=5, space=space or None,
                                                        follow_edges=False))
-                       if same_belief(hit["content"], content)), None)
-        subject = statement_subject(content)
+                       if same_belief(said(hit), mine)), None)
+        subject = statement_subject(mine)
         if subject is None:
             return target
-        if target is not None and not any(_single_valued(relation) for relation in belief_relations(content)):
+        if target is not None and not any(_single_valued(relation) for relation in belief_relations(mine)):
             return target                                 # nothing that could be split: done
         # the subject's current beliefs: recall by the subject's own words (as written in the statement)
-        name = " ".join(word for word in re.findall(r"[\w'-]+", _statement_body(content))
+        name = " ".join(word for word in re.findall(r"[\w'-]+", _statement_body(mine))
                         if set(tokenize(word)) & set(subject.split()))
-        beliefs = [hit for hit in here(self.recall(name or subject, limit=25, space=space or None,
-                                                   follow_edges=False))
-                   if statement_subject(hit["content"]) == subject]
+        found = here(self.recall(name or subject, limit=25, space=space or None, follow_edges=False))
+        if mine != content:          # first person: the speaker's own statements hold no name to find them by
+            where = _speaker_filter(metadata)
+            relation_words = " ".join(_RELATION_QUERY.get(relation, "") for relation in belief_relations(mine))
+            for query in (_statement_body(content), relation_words):
+                if tokenize(query):
+                    found += here(self.recall(query[:2000], limit=25, space=space or None, follow_edges=False,
+                                              where=where))
+        beliefs, seen = [], set()
+        for hit in found:
+            if hit["item_kref"] not in seen and statement_subject(said(hit)) == subject:
+                seen.add(hit["item_kref"])
+                beliefs.append(hit)
         if not beliefs:
             return target
 
         def search(term: str) -> list[str]:
             return [hit["content"] for hit in self.recall(term, limit=20, space=space or None, follow_edges=False)]
-        histories = [[revision["content"] for revision in self.history(hit["item_kref"])
-                      if not revision["deprecated"]] or [hit["content"]] for hit in beliefs]
+        histories = [[resolved_statement(revision["content"], revision["metadata"])
+                      for revision in self.history(hit["item_kref"]) if not revision["deprecated"]] or [said(hit)]
+                     for hit in beliefs]
         matcher = RelationMatcher(search)
-        split = matcher.split(content, histories)
+        split = matcher.split(mine, histories)
         if target is None:
-            index = matcher.corrected(content, histories)
+            index = matcher.corrected(mine, histories)
             if index is not None:
                 target = {**beliefs[index], "_relation_match": True}
             elif split:                                   # revise the newest part, supersede the others
@@ -11991,6 +12270,11 @@ class Memory:
                 or not 0.0 <= semantic_weight <= 1.0:
             raise InvalidArgumentError(f"semantic_weight must be a number from 0 to 1, not {semantic_weight!r}")
         terms = tuple(tokenize(query))
+        if terms and not include_superseded and _QUESTION.match(query):
+            # a question about a relation also finds its corrections in other words ("Where do I live?" ->
+            # "Actually I moved to Munich"), so the current value is there to rank first
+            terms += tuple(dict.fromkeys(term for relation in sorted(belief_relations(query))
+                                         for term in tokenize(_RELATION_QUERY.get(relation, "")) if term not in terms))
         query_vector = None
         if self._embed is not None and semantic_weight > 0:
             vectors = self._embed_texts([query])
@@ -12044,6 +12328,8 @@ class Memory:
         apply_evidence_weights(results, evidence_rank or self.evidence_rank)
         if recency_half_life_days:
             apply_recency(results, anchor, recency_half_life_days)
+        if not include_superseded:
+            results = newest_first_within_relation(results)
         if min_score is not None:
             results = [result for result in results if result["score"] >= min_score]
         results = apply_mmr(results, limit, mmr_lambda) if mmr_lambda is not None else results[:limit]

@@ -155,6 +155,84 @@ HELDOUT = {
 }
 
 
+# A first-person chat stream (issue 16): a user's messages (metadata speaker=user, user_id=ann), each belief
+# stated, then corrected in other words; look-alike controls (other family members' and other people's facts)
+# are stated first and must never be revised. FIRST_PERSON_HELDOUT was written once and never tuned on.
+# (old statement, correction, question, new value)
+FIRST_PERSON = [
+    ("I live in Berlin.", "Actually I moved to Munich last month.", "Where do I live?", "Munich"),
+    ("I work at Acme as a designer.", "I just started a new job at Globex.", "Where do I work?", "Globex"),
+    ("I drive a Honda Civic.", "I sold the Civic and bought a Tesla.", "What car do I drive?", "Tesla"),
+    ("I use vim for editing code.", "I switched from vim to VS Code.", "Which editor do I use for code?", "VS Code"),
+    ("My daughter is 7 years old.", "My daughter just turned 8.", "How old is my daughter?", "8"),
+    ("I prefer dark mode.", "I've gone back to light mode.", "Do I like dark mode or light mode?", "light"),
+    ("My favourite band is Radiohead.", "These days my favourite band is Arcade Fire.", "What is my favourite band?",
+     "Arcade Fire"),
+    ("My phone is an iPhone 12.", "I replaced the iPhone with a Pixel 8.", "What phone do I have?", "Pixel"),
+    ("I'm vegetarian.", "I've started eating meat again, so I'm no longer vegetarian.", "Am I vegetarian?", "meat"),
+    ("I wake up at 6am.", "These days I get up at 7:30.", "When do I wake up?", "7:30"),
+    ("My cat is named Tom.", "My cat is actually called Tommy.", "What is my cat called?", "Tommy"),
+    ("I'm planning a trip to Japan in May.", "My trip is now to Korea instead.", "Where is my trip to?", "Korea"),
+]
+FIRST_PERSON_HELDOUT = [
+    ("I'm based in Lisbon.", "I relocated to Porto in the spring.", "Which city am I based in?", "Porto"),
+    ("I work for Initech.", "I got hired by Hooli last week.", "Who do I work for?", "Hooli"),
+    ("My car is a Ford Focus.", "I traded the Focus in for a Kia Niro.", "What is my car?", "Niro"),
+    ("I write code in Emacs.", "I've moved over to Neovim for writing code.", "What do I write code in?", "Neovim"),
+    ("My niece is 10 years old.", "My niece turned 11 yesterday.", "How old is my niece?", "11"),  # (was "son":
+    # a control already states the son's age, so that pair was a correction of the control, not a look-alike)
+    ("I like the light theme.", "I'm using the dark theme now.", "Which theme do I use?", "dark"),
+    ("My favorite film is Alien.", "My favourite film these days is Arrival.", "What is my favorite film?", "Arrival"),
+    ("My laptop is a ThinkPad.", "I bought a MacBook to replace my laptop.", "What laptop do I use?", "MacBook"),
+    ("I'm vegan.", "I'm no longer vegan, I eat fish now.", "Am I vegan?", "fish"),
+    ("I go to bed at 11pm.", "My bedtime is midnight these days.", "When do I go to bed?", "midnight"),
+    ("My dog is called Rex.", "We renamed our dog Max.", "What is my dog called?", "Max"),
+    ("I'm flying to Rome for my vacation.", "My vacation is in Athens instead.", "Where is my vacation?", "Athens"),
+]
+FIRST_PERSON_CONTROLS = [
+    "My son is 12 years old.", "My sister lives in Lisbon.", "My husband works at Initech.",
+    "My brother drives a Volvo.", "My mother's favourite band is ABBA.", "My friend uses Emacs for editing code.",
+    "Bob lives in Munich.", "My sister's cat is named Tom.",
+]
+FIRST_PERSON_META = {"speaker": "user", "user_id": "ann"}
+
+
+def run_first_person(pairs: list[tuple[str, str, str, str]], *, limit: int) -> dict:
+    """Controls, then every pair's first statement, then every correction, one a minute, all stack=True in one
+    space; then each question. Figures: missed corrections (a new item instead of the pair's), wrong merges (a
+    control revised, or a statement landing on another belief's item), stale first (the old statement ranked
+    above the correction, or returned without it) and current top-1."""
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
+    owner: dict[str, str] = {}
+
+    def say(text: str, belief: str) -> str:
+        item = memory.remember(text, space="chat", stack=True, metadata=dict(FIRST_PERSON_META)).split("?", 1)[0]
+        owner.setdefault(item, belief)
+        return item
+    controls = {say(text, f"control {index}"): text for index, text in enumerate(FIRST_PERSON_CONTROLS)}
+    first = [say(old, f"pair {index}") for index, (old, _, _, _) in enumerate(pairs)]
+    missed, wrong, misses = 0, 0, []
+    for index, (_, new, _, _) in enumerate(pairs):
+        item = say(new, f"pair {index}")
+        missed += item != first[index]
+        wrong += owner[item] != f"pair {index}"
+        if item != first[index]:
+            misses.append(new)
+    wrong += sum(memory.get(item)["content"] != text for item, text in controls.items())
+    stale, top1, stale_examples = 0, 0, []
+    for old, new, question, _ in pairs:
+        found = [result["content"] for result in memory.recall(question, space="chat", limit=limit)]
+        ranked = [text for text in found if text in (old, new)]
+        is_stale = bool(ranked) and ranked[0] == old
+        stale += is_stale
+        top1 += bool(found) and found[0] == new
+        if is_stale:
+            stale_examples.append({"question": question, "returned": found})
+    memory.close()
+    return {"pairs": len(pairs), "missed_corrections": missed, "wrong_merges": wrong, "stale_first": stale,
+            "current_top1": top1, "misses": misses, "stale_examples": stale_examples}
+
+
 # -- the stream -------------------------------------------------------------------------------------------
 
 def generate(people: int, attributes: int, max_corrections: int, rephrase_rate: float, seed: int,
@@ -384,6 +462,11 @@ def main() -> None:
              pair("write_p50_ms"), pair("write_p95_ms"), pair("write_total_s"), pair("recall_p50_ms"),
              pair("as_of_recall_p50_ms"), ("elapsed_s", figures["elapsed_s"])]
     print_table(rows)
+    figures["first_person"] = {"design": run_first_person(FIRST_PERSON, limit=args.limit),
+                               "heldout": run_first_person(FIRST_PERSON_HELDOUT, limit=args.limit)}
+    print_table([("first-person chat (12 pairs, stack=True)", f"{'design':>12}  {'heldout':>12}")] + [
+        (figure, "  ".join(f"{figures['first_person'][part][figure]:>12}" for part in ("design", "heldout")))
+        for figure in ("missed_corrections", "wrong_merges", "stale_first", "current_top1")])
     name = "belief_updates" if args.phrasings == "design" else "belief_updates_heldout"
     print("wrote", write_results(name, vars(args), figures))
 
