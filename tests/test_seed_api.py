@@ -448,7 +448,8 @@ SEED_SNIPPETS = [SEED_MINIMAL, SEED_EVIDENCE_USAGE_1, SEED_EVIDENCE_USAGE_2, SEE
                  SEED_DREAM, SEED_SPACE_PROFILE]
 
 
-@pytest.mark.skipif(not SEED.exists(), reason="the seed README is not next to this checkout")
+@pytest.mark.skipif(not SEED.exists() and not os.environ.get("CI"),
+                    reason="the seed README (../shared/seeds) is not next to this checkout; CI runs this")
 @pytest.mark.parametrize("snippet", SEED_SNIPPETS, ids=lambda s: s.strip().splitlines()[0][:40])
 def test_embedded_examples_are_the_seed_text_verbatim(snippet):
     """Guard for this module: every example run below is copied from the seed README unchanged."""
