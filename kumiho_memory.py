@@ -1498,17 +1498,24 @@ class RecallIndex:
 #   context          a provider's name shortly before a token of its shape         heroku, twilio, datadog, ...
 #                    (formats with no prefix, e.g. a Heroku UUID key)
 #   labels           a key that names a secret (password=, "apiKey": ..., <xToken>, password, generic,
-#                    setProperty, --password, Authorization:, user:pass@ URLs)     http_auth, url_password
+#                    setProperty, --password, Authorization:, user:pass@ URLs,     http_auth, url_password
+#                    k8s name:/value: pairs, Dockerfile ENV KEY value, sshpass / docker login -p, SQL
+#                    WITH PASSWORD / IDENTIFIED BY, .netrc, psk=, chat "password for X is ...")
 #   bare             a random-looking token in prose: shape and Shannon entropy    high_entropy
 #
 # Known non-secrets never count: placeholders (xxxx, <your-key>, ${TOKEN}, {{ secret }}, ****, changeme, ...),
-# documented example keys (AKIAIOSFODNN7EXAMPLE), references to the environment or to code
-# (os.environ["X"], process.env.X, get_token()), and our own placeholders ([credential:...], [redacted]).
+# documented example keys (AKIAIOSFODNN7EXAMPLE, Stripe's docs test key, the Azurite emulator key), references
+# to the environment or to code (os.environ["X"], process.env.X, get_token()), and our own placeholders
+# ([credential:...], [redacted]), which a finding never cuts or nests in. In the bare layer, ids are not
+# secrets: a UUID or hex id (request_id=, AZURE_TENANT_ID=, TWILIO_ACCOUNT_SID=), Stripe object ids (ch_, pi_,
+# cus_, ...), OAuth client ids (...apps.googleusercontent.com), password hashes ($2b$12$...), file paths,
+# certificate and public-key bodies, and base64 that decodes to ordinary text.
 #
 # Every pattern is fenced by look-arounds and uses bounded quantifiers, so the engine tries each pattern only
 # at a bounded number of places per character and every rule runs in linear time. Provider rules are reached
 # through one combined regex of literal anchors (the prefilter); only text at an anchor is examined further.
 
+_PLACEHOLDER_PUNCTUATION = " \t\n\"'`,;:.-_/()[]{}<>|&=!?@#"
 _CREDENTIAL_PLACEHOLDER = re.compile(r"\[(?:credential:[a-z0-9_]{1,40}|redacted)\]")
 _MAX_REWRITE_PASSES = 64  # far above what any text needs; past it we fail closed instead of looping
 _FAIL_CLOSED = "[credential:generic]"
@@ -1561,7 +1568,7 @@ _PLACEHOLDER_WORDS = re.compile(
     r"dummy|sample|redacted|x{4}|(?<![a-z])fake(?![a-z])|(?<![a-z])your(?:[_ -]|(?=[A-Z]))|"
     r"(?:key|token|secret|password|value|pass)[_-]?here|insert[_ -]|enter[_ -]|<[^<>]{1,80}>|\$\{|\{\{|\{%|"
     r"%\(|\$\(|#\{|\*{3}|•{3}|\.{3}|…|not[_-]?a[_-]?(?:real|secret)|(?<![a-z])todo(?![a-z])|fixme|lorem|"
-    r"(?<![a-z0-9])(?:foo|bar|baz)(?:bar|baz)?(?![a-z])")
+    r"(?<![A-Za-z0-9])(?-i:(?:foo|bar|baz)(?:bar|baz)?|FOO|BAR)(?![A-Za-z0-9])")
 _PLACEHOLDER_VALUE = re.compile(
     r"\$[A-Za-z_][A-Za-z0-9_]*|%[A-Za-z_][A-Za-z0-9_]*%|__[A-Za-z0-9_]+__|@[A-Za-z0-9_]+@|\{[A-Za-z0-9_. -]+\}|"
     r"\[[A-Za-z0-9_ :.-]*\]|\(.*\)|[<\[({].*[>\])}]")
@@ -1574,8 +1581,18 @@ _NOT_A_VALUE = frozenset("""
 """.split())
 
 
+# Keys published in providers' own documentation and tools (Stripe's API reference test key, the Azurite /
+# Azure Storage emulator's well-known account key): shared with everyone, so not secrets.
+_DOCUMENTED_EXAMPLES = frozenset({
+    "sk_test_4eC39HqLyjWDarjtT1zdp7dc", "sk_test_BQokikJOvBiI2HlWgH4olfQ2", "pk_test_TYooMQauvdEDq54NiTphI7jx",
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
+})
+
+
 def _is_placeholder(value: str) -> bool:
     """Whether a would-be secret is a template, mask, example or our own placeholder."""
+    if value in _DOCUMENTED_EXAMPLES:
+        return True
     if len(set(value)) <= 2 or len(set(value.lower())) <= 3 and len(value) >= 8:
         return True
     if _PLACEHOLDER_WORDS.search(value) or _PLACEHOLDER_VALUE.fullmatch(value):
@@ -1583,15 +1600,31 @@ def _is_placeholder(value: str) -> bool:
     if value.lower().strip("\"'`") in _NOT_A_VALUE:
         return True
     stripped = _CREDENTIAL_PLACEHOLDER.sub("", value)
-    return not stripped.strip(" \t\"'`,;:.-_/")
+    return not stripped.strip(_PLACEHOLDER_PUNCTUATION)
+
+
+def _is_template(value: str) -> bool:
+    """The narrow placeholder test for formats whose own alphabet holds template-like punctuation (Django keys
+    hold ``%(``, ``***``, ``${``): only a documented example, a word such as "example" or a mask counts."""
+    return value in _DOCUMENTED_EXAMPLES or re.search(r"(?i)example|x{6}|\*{6}|your[_-]|change[_-]?me", value) is not None
 
 
 _CAMEL_WORD = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}(?![a-z])")
 
 
+_VOWELS = frozenset("aeiouyAEIOUY")
+
+
 def _wordiness(token: str) -> float:
-    """The share of ``token`` covered by word-like letter runs (camel humps, snake parts)."""
-    covered = sum(len(part) for part in _CAMEL_WORD.findall(token))
+    """The share of ``token`` covered by word-like letter runs (camel humps, snake parts).
+
+    A run counts only when it is pronounceable (about a third of its letters vowels, as in written words):
+    random strings have runs of letters too (``pltj``, ``DLJG``), but few vowels in them."""
+    covered = 0
+    for part in _CAMEL_WORD.findall(token):
+        vowels = sum(char in _VOWELS for char in part)
+        if vowels and vowels * 4 >= len(part):
+            covered += len(part)
     return covered / max(1, len(token))
 
 
@@ -1621,6 +1654,12 @@ def _looks_generated(token: str, *, minimum: int = 20) -> bool:
     digits = sum(char.isdigit() for char in core)
     upper = sum(char.isupper() for char in core)
     lower = sum(char.islower() for char in core)
+    if size >= 30 and digits >= 1 and upper >= 3 and lower >= 3 and _entropy(core) >= 4.3 and \
+            _wordiness(core) < 0.7:
+        return True  # long, mixed case and near the entropy of random base62: a key with few digits
+    if size >= 30 and not lower and digits >= 4 and core.isalnum() and _entropy(core) >= 4.0 and \
+            _wordiness(core) < 0.8:
+        return True  # upper-case base36 (Vultr-style keys)
     if digits < 2 or upper + lower < 4:
         return False
     if not (upper >= 2 and lower >= 2) and not (size >= 32 and digits >= 4):
@@ -1646,6 +1685,9 @@ def _key_blocks(text: str) -> Iterable[tuple[int, int, str, str]]:
         return
     for match in _KEY_BLOCKS.finditer(text):
         value = match.group()
+        if value.startswith("-----BEGIN") and not _B64_TOKEN.search(
+                re.sub(r"<[^<>\n]{0,80}>|-----[A-Z0-9 ]{1,60}-----", "", value)):
+            continue  # a template: "-----BEGIN PRIVATE KEY-----\n...\n-----END ..." or "<your key here>"
         if value.startswith("LS0tLS1"):
             try:
                 decoded = _b64_head(value)
@@ -1719,10 +1761,12 @@ class _ProviderRule:
     anchors: tuple[str, ...]
     back: int = 0
     check: Callable[[str], bool] | None = None
+    placeholder_words: bool = True  # False for formats whose alphabet holds "%(", "***", ... by chance
 
 
 def _rule(family: str, label: str, pattern: str, *anchors: str, back: int = 0, lead: str = "A-Za-z0-9",
-          tail: str = "A-Za-z0-9_", check: Callable[[str], bool] | None = None) -> _ProviderRule:
+          tail: str = "A-Za-z0-9_", check: Callable[[str], bool] | None = None,
+          placeholder_words: bool = True) -> _ProviderRule:
     """A provider rule: ``pattern`` fenced so it neither starts nor ends inside a longer token."""
     if not anchors:
         literal = re.match(r"(?:[A-Za-z0-9_~!-]|\\[.$/+-])+", pattern)
@@ -1730,7 +1774,7 @@ def _rule(family: str, label: str, pattern: str, *anchors: str, back: int = 0, l
             raise ValueError(f"rule {family} needs an anchor")
         anchors = (literal.group().replace("\\", ""),)
     compiled = re.compile(rf"(?<![{lead}])(?:{pattern})(?![{tail}])")
-    return _ProviderRule(family, label, compiled, anchors, back, check)
+    return _ProviderRule(family, label, compiled, anchors, back, check, placeholder_words)
 
 
 _PROVIDER_RULES: tuple[_ProviderRule, ...] = (
@@ -1775,6 +1819,10 @@ _PROVIDER_RULES: tuple[_ProviderRule, ...] = (
     _rule("vault", "a legacy HashiCorp Vault token", rf"s\.{_B62}{{24}}", lead="A-Za-z0-9.",
           check=lambda token: _looks_generated(token[2:], minimum=20)),
     _rule("pulumi", "a Pulumi access token", r"pul-[a-f0-9]{40}"),
+    _rule("amazon", "an Amazon Login with Amazon client secret", r"amzn1\.oa2-cs\.v1\.[a-f0-9]{64}", "amzn1.oa2-cs."),
+    _rule("e2b", "an E2B API key", r"e2b_[a-f0-9]{40}"),
+    _rule("django", "a Django secret key", r"django-insecure-(?:[a-z0-9!@#$%^*(=_+)-]|&(?![A-Za-z_]{1,30}=)){40,60}",
+          "django-insecure-", tail="a-z0-9!@#$%^*(=_+)-", placeholder_words=False),
     _rule("doppler", "a Doppler token", rf"dp\.(?:pt|ct|sa|scim|audit|st(?:\.[a-z0-9_-]{{2,35}})?)\.{_B62}{{40,44}}",
           "dp."),
     _rule("onepassword", "a 1Password service account token", r"ops_eyJ[A-Za-z0-9+/=_-]{100,2000}",
@@ -1806,6 +1854,7 @@ _PROVIDER_RULES: tuple[_ProviderRule, ...] = (
     _rule("pypi", "a PyPI upload token", rf"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw){_B64U}{{50,500}}",
           "pypi-AgE", tail="A-Za-z0-9_-"),
     _rule("rubygems", "a RubyGems API key", r"rubygems_[a-f0-9]{48}"),
+    _rule("clojars", "a Clojars deploy token", rf"CLOJARS_{_B62}{{60}}"),
     _rule("nuget", "a NuGet API key", r"oy2[a-z0-9]{43}"),
     _rule("docker", "a Docker Hub access token", rf"dckr_(?:pat|oat)_{_B64U}{{27,60}}", "dckr_pat_", "dckr_oat_",
           tail="A-Za-z0-9_-"),
@@ -1885,7 +1934,13 @@ _PROVIDER_RULES: tuple[_ProviderRule, ...] = (
     _rule("stripe", "a Stripe secret key", rf"[sr]k_(?:live|test)_{_B62}{{20,247}}", "sk_live_", "sk_test_",
           "rk_live_", "rk_test_"),
     _rule("stripe", "a Stripe webhook signing secret", rf"whsec_{_B62}{{32,64}}"),
-    _rule("checkout", "a Checkout.com secret key", r"sk_sbox_[a-z2-7]{26,27}"),
+    _rule("checkout", "a Checkout.com secret key", r"sk_(?:sbox_)?[a-z0-9]{26,27}", "sk_", "sk_sbox_",
+          check=lambda token: (token.startswith("sk_sbox_") or sum(char.isdigit() for char in token) >= 3)
+          and _entropy(token) >= 3.5),
+    _rule("gocardless", "a GoCardless access token", r"(?:live|sandbox)_[A-Za-z0-9_=-]{40}", "live_", "sandbox_",
+          tail="A-Za-z0-9_=-", check=lambda token: _looks_generated(token.split("_", 1)[1], minimum=30)),
+    _rule("klaviyo", "a Klaviyo private API key", r"pk_[a-f0-9]{34}",
+          check=lambda token: sum(char.isdigit() for char in token) >= 4),
     _rule("square", "a Square access token", rf"sq0atp-{_B64U}{{22}}|EAAA{_B64U}{{60}}", "sq0atp-", "EAAA",
           tail="A-Za-z0-9_-"),
     _rule("square", "a Square OAuth secret", rf"sq0csp-{_B64U}{{43}}", tail="A-Za-z0-9_-"),
@@ -1909,7 +1964,9 @@ _PROVIDER_RULES: tuple[_ProviderRule, ...] = (
           tail="A-Za-z0-9%"),
     _rule("instagram", "an Instagram access token", rf"IGQV{_B64U}{{100,300}}", tail="A-Za-z0-9_-"),
     _rule("pinterest", "a Pinterest access token", rf"pina_{_B62}{{32,120}}"),
-    _rule("mapbox", "a Mapbox secret token", rf"sk\.eyJ{_B64U}{{50,300}}\.{_B64U}{{20,30}}", tail="A-Za-z0-9_-"),
+    _rule("mapbox", "a Mapbox secret token", rf"sk\.eyJ{_B64U}{{20,400}}\.{_B64U}{{20,30}}", tail="A-Za-z0-9_-"),
+    _rule("twitch", "a Twitch OAuth token", r"oauth:[a-z0-9]{30}", "oauth:",
+          check=lambda token: sum(char.isdigit() for char in token) >= 3),
     # AI and data platforms
     _rule("openai", "an OpenAI API key", rf"sk-(?:proj|svcacct|admin)-{_B64U}{{20,200}}", "sk-proj-",
           "sk-svcacct-", "sk-admin-", tail="A-Za-z0-9_-"),
@@ -1925,6 +1982,15 @@ _PROVIDER_RULES: tuple[_ProviderRule, ...] = (
     _rule("cerebras", "a Cerebras API key", r"csk-[a-z0-9]{48}"),
     _rule("langsmith", "a LangSmith API key", r"lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}", "lsv2_"),
     _rule("elevenlabs", "an ElevenLabs API key", r"sk_[a-f0-9]{48}"),
+    _rule("modal", "a Modal token secret", rf"as-{_B62}{{22}}", "as-",
+          check=lambda token: any(c.isdigit() for c in token) and sum(c.isupper() for c in token) >= 3 and
+          sum(c.islower() for c in token) >= 4 and _wordiness(token[3:]) < 0.5),
+    _rule("tavily", "a Tavily API key", rf"tvly-(?:dev-|prod-)?{_B62}{{32}}", "tvly-"),
+    _rule("firecrawl", "a Firecrawl API key", r"fc-[a-f0-9]{32}"),
+    _rule("browserbase", "a Browserbase API key", rf"bb_live_{_B64U}{{20,40}}", tail="A-Za-z0-9_-"),
+    _rule("pagerduty", "a PagerDuty API key", r"u\+[A-Za-z0-9_+-]{18}", "u+", lead="A-Za-z0-9+",
+          tail="A-Za-z0-9_+-", check=lambda token: sum(c.isupper() for c in token) >= 2 and
+          sum(c.islower() for c in token) >= 3 and _wordiness(token[2:]) < 0.5),
     _rule("pinecone", "a Pinecone API key", rf"pcsk_{_B62}{{5,6}}_{_B62}{{40,70}}"),
     _rule("fireworks", "a Fireworks AI API key", rf"fw_{_B62}{{24}}"),
     _rule("anyscale", "an Anyscale API key", rf"esecret_{_B64U}{{30,60}}", tail="A-Za-z0-9_-"),
@@ -2014,7 +2080,8 @@ def _provider_tokens(text: str) -> Iterable[tuple[int, int, str, str]]:
             if rule.check is not None and not rule.check(value):
                 continue
             span = _secret_span(match)
-            if _is_placeholder(text[span[0]:span[1]]):
+            if (_is_placeholder(text[span[0]:span[1]]) if rule.placeholder_words
+                    else _is_template(text[span[0]:span[1]])):
                 continue
             yield span[0], span[1], rule.family, rule.label
             break
@@ -2028,7 +2095,7 @@ _UNANCHORED = (
     ("bitcoin", "a Bitcoin private key (WIF)", "5KL",
      re.compile(r"(?:5[HJK][1-9A-HJ-NP-Za-km-z]{49}|[KL][1-9A-HJ-NP-Za-km-z]{51})(?![A-Za-z0-9])"), _base58check),
     ("asana", "an Asana personal access token", "12",
-     re.compile(r"[12]/[0-9]{10,20}:[a-f0-9]{32}(?![A-Za-z0-9])"), None),
+     re.compile(r"[12]/[0-9]{10,20}(?:/[0-9]{10,20})?:[a-f0-9]{32}(?![A-Za-z0-9])"), None),
 )
 
 
@@ -2177,9 +2244,24 @@ _PUBLIC_PREFIXES = ("pk_live_", "pk_test_", "phc_", "sb_publishable_", "pk.eyJ",
 _CONTEXT_WINDOW = 72
 
 
-def _context_family(text: str, start: int, token: str) -> tuple[str, str] | None:
-    line_start = text.rfind("\n", 0, start) + 1
-    window = text[max(line_start, start - _CONTEXT_WINDOW):start].lower()
+_KEY_BEFORE = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]{0,80})[\"'\]]{0,2}[ \t]*(?::=|=|:)[ \t]*[\"']?$")
+_ID_TAILS = frozenset("id ids sid uid guid tenant subscription account org organization project region zone".split())
+
+
+def _context_family(text: str, start: int, token: str, window: str | None = None) -> tuple[str, str] | None:
+    """A provider named shortly before ``token`` (on its line, or in ``window``) whose format it has.
+
+    A value assigned to an identifier's key (``AZURE_TENANT_ID=<uuid>``, ``TWILIO_ACCOUNT_SID=AC...``) is an
+    id, whatever provider the key names."""
+    if window is None:
+        line_start = text.rfind("\n", 0, start) + 1
+        window = text[max(line_start, start - _CONTEXT_WINDOW):start]
+    key = _KEY_BEFORE.search(window)
+    if key is not None:
+        parts = _key_parts(key.group(1))
+        if parts and (parts[-1] in _ID_TAILS or parts[-1] in _NOT_SECRET_TAILS):
+            return None
+    window = window.lower()
     for word in reversed(_CONTEXT_WORDS.findall(window)):
         for family, label, shape in _CONTEXT_RULES.get(word, ()):
             if shape.fullmatch(token):
@@ -2189,7 +2271,7 @@ def _context_family(text: str, start: int, token: str) -> tuple[str, str] | None
 
 # -- layer 4: a key that names a secret ----------------------------------------------------------------------------
 
-_SECRET_WORD = re.compile(r"passw|passphrase|pass|pwd|secret|token|key|cred|auth|sig|pin|private")
+_SECRET_WORD = re.compile(r"passw|passphrase|pass|pwd|secret|token|key|cred|auth|sig|pin|private|psk|pat(?![a-z])")
 _IDENT_CHAR = re.compile(r"[A-Za-z0-9_.\-]")
 _CAMEL_SPLIT = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _PASSWORD_TAILS = ("password", "passwd", "passphrase", "passcode", "pwd")
@@ -2209,6 +2291,12 @@ _NOT_SECRET_TAILS = frozenset("""
 """.split())
 
 
+_PAT_OWNERS = frozenset("""
+    azure devops ado vsts tfs github gh gitlab gl git bitbucket atlassian jira confluence personal access api
+    huggingface hf npm docker dockerhub circleci figma airtable supabase harness sonar sonarqube codeberg gitea
+""".split())
+
+
 def _key_parts(identifier: str) -> list[str]:
     parts: list[str] = []
     for chunk in re.split(r"[._\-\s]+", identifier):
@@ -2225,6 +2313,12 @@ def _key_kind(identifier: str) -> str | None:
     previous = parts[-2] if len(parts) > 1 else ""
     if last in _NOT_SECRET_TAILS:
         return None
+    if last == "base" and previous == "key" and len(parts) > 2 and parts[-3] == "secret":
+        return "generic"  # Rails' secret_key_base
+    if last == "pat" and previous in _PAT_OWNERS:
+        return "generic"  # a personal access token: AZURE_DEVOPS_PAT, GITHUB_PAT, GITLAB_PAT
+    if last in ("psk", "wpa_psk"):
+        return "password"  # a Wi-Fi pre-shared key (wpa_supplicant's psk="...")
     if last in ("password", "passwd", "passphrase", "passcode", "pwd", "pass", "pw") or last.endswith(
             _PASSWORD_TAILS):
         return "password"
@@ -2329,6 +2423,40 @@ def _literal_secret(text: str, start: int, end: int, quoted: bool, joiner: str, 
     return True
 
 
+_DOCKERFILE_ENV = re.compile(r"[ \t]*ENV[ \t]+")
+_UNQUOTED_RUN = re.compile(r"[^\s\"'`,;]{1,512}")
+_CLOSERS = {")": "(", "]": "[", "}": "{", ">": "<"}
+
+
+def _whole_unquoted_value(text: str, start: int, end: int) -> int:
+    """Where an unquoted value after a secret-naming key really ends.
+
+    Generated secrets hold brackets and ``&`` (a Django key: ``...k^@13nm&-pp)97$cjp=``), so a value that
+    stops at one of them runs on to the next space, quote, comma or semicolon, minus closing brackets that
+    close nothing inside it. A call (``get_secret(``) stays a call."""
+    if end >= len(text) or text[end] not in "(){}[]<>|":
+        return end
+    if text[end] in "([" and re.fullmatch(r"[A-Za-z_$][A-Za-z0-9_.$:-]*", text[start:end]):
+        return end
+    run = _UNQUOTED_RUN.match(text, start)
+    if run is None:
+        return end
+    value = run.group()
+    depth = {opener: 0 for opener in "[{<"}
+    for index, char in enumerate(value):
+        if char in depth:
+            depth[char] += 1
+        elif char in "]}>":
+            if not depth[_CLOSERS[char]]:
+                value = value[:index]  # "url_password]@db": a closer that closes nothing ends the value
+                break
+            depth[_CLOSERS[char]] -= 1
+    while value and value[-1] in _CLOSERS and value.count(value[-1]) > value.count(_CLOSERS[value[-1]]):
+        value = value[:-1]
+    value = value.rstrip(".:!?")
+    return max(end, start + len(value))
+
+
 def _labelled_secrets(text: str) -> Iterable[tuple[int, int, str, str]]:
     lowered = text.lower() if len(text.lower()) == len(text) else text
     done_until = -1
@@ -2364,7 +2492,9 @@ def _labelled_secrets(text: str) -> Iterable[tuple[int, int, str, str]]:
                                                                      r"define)\w*\(\s*[\"']?$", text[max(0, left - 30):left])):
             continue
         if joiner == "space" and not flag:
-            if identifier.lower() not in ("authorization", "proxy-authorization"):
+            if _DOCKERFILE_ENV.fullmatch(text, text.rfind("\n", 0, left) + 1, left):
+                joiner = "op"  # Dockerfile's ENV KEY value (the old space form)
+            elif identifier.lower() not in ("authorization", "proxy-authorization"):
                 continue
         if joiner == "op" and joiner_match.group("op") == ":" and text[joiner_match.end("op"):joiner_match.end(
                 "op") + 1] == ":":
@@ -2381,6 +2511,8 @@ def _labelled_secrets(text: str) -> Iterable[tuple[int, int, str, str]]:
         start, end, quoted = value
         if joiner == "space" and flag and text[start:end].startswith("-"):
             continue  # the next flag, not a value
+        if not quoted and joiner in ("op", "typed") and before not in ("?", "&"):
+            end = _whole_unquoted_value(text, start, end)
         if joiner == "op" and joiner_match.group("op") in ("==", "===", "!=", "!==") and not quoted:
             continue
         if not _literal_secret(text, start, end, quoted, joiner, kind):
@@ -2394,6 +2526,38 @@ def _labelled_secrets(text: str) -> Iterable[tuple[int, int, str, str]]:
         yield start, end, family, label
 
 
+# Kubernetes env entries and name/value lists: the key is one field, the secret the next.
+#   - name: DD_API_KEY                     {"name": "DB_PASSWORD", "value": "..."}
+#     value: "97fc..."                     - key: SECRET_KEY
+#                                            value: ...
+_NAME_VALUE = re.compile(
+    r"(?<![A-Za-z0-9_-])[\"']?(?:name|key|Name|Key|NAME|KEY)[\"']?[ \t]*[:=][ \t]*[\"']?"
+    r"(?P<id>[A-Za-z_][A-Za-z0-9_.-]{0,80})[\"']?[ \t]*(?:,[ \t]*|\r?\n[ \t]*(?:-[ \t]+)?)"
+    r"[\"']?(?:value|Value|VALUE)[\"']?[ \t]*[:=][ \t]*")
+
+
+def _name_value_secrets(text: str) -> Iterable[tuple[int, int, str, str]]:
+    if "alue" not in text and "ALUE" not in text:
+        return
+    for match in _NAME_VALUE.finditer(text):
+        identifier = match.group("id")
+        value = _value_after(text, match.end(), "op")
+        if value is None:
+            continue
+        start, end, quoted = value
+        if not quoted:
+            end = _whole_unquoted_value(text, start, end)
+        token = text[start:end]
+        provider = _context_family(text, start, token, window=identifier + "=")
+        kind = _key_kind(identifier)
+        if provider is None and kind is None:
+            continue
+        if not _literal_secret(text, start, end, quoted, "op", kind or "generic"):
+            continue
+        family, label = provider or (kind, _KEY_LABELS[kind])
+        yield start, end, family, label
+
+
 # Bearer tokens outside a header, user:password in URLs and connection strings, and command-line passwords.
 _BEARER = re.compile(r"(?<![A-Za-z0-9_])(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/-]{8,4096}=*)")
 _URL_USERINFO = re.compile(r"://(?P<user>[^\s:/@?#\[\]\"'<>]{0,128}):(?P<secret>[^\s/@\[\]\"'<>]{1,256})@")
@@ -2402,7 +2566,9 @@ _CLI_PASSWORD = re.compile(
     r"[^\n|;&]{0,200}?(?<=[ \t])-p(?P<secret>[^\s'\"]{1,128}|'[^'\n]{1,128}'|\"[^\"\n]{1,128}\")"
     r"|(?<![\w-])(?:curl|wget|http)(?![\w-])[^\n|;&]{0,200}?(?<=[ \t])(?:-u|--user)[ \t=]+[\"']?[^\s:\"']{1,64}:"
     r"(?P<secret2>[^\s\"'@]{1,128})"
-    r"|(?<![\w-])sshpass[ \t]+-p[ \t]*(?P<secret3>[^\s'\"]{1,128})")
+    r"|(?<![\w-])sshpass[ \t]+-p[ \t]*(?P<secret3>'[^'\n]{1,128}'|\"[^\"\n]{1,128}\"|[^\s'\"]{1,128})"
+    r"|(?<![\w-])docker(?:-compose)?[ \t]+login(?![\w-])[^\n|;&]{0,200}?(?<=[ \t])(?:-p|--password)(?:[ \t]+|=)"
+    r"(?P<secret4>'[^'\n]{1,128}'|\"[^\"\n]{1,128}\"|[^\s'\"]{1,128})")
 
 
 def _bearer_tokens(text: str) -> Iterable[tuple[int, int, str, str]]:
@@ -2429,7 +2595,7 @@ def _cli_passwords(text: str) -> Iterable[tuple[int, int, str, str]]:
     if "-p" not in text and "-u" not in text:
         return
     for match in _CLI_PASSWORD.finditer(text):
-        group = next(name for name in ("secret", "secret2", "secret3") if match.group(name) is not None)
+        group = next(name for name in ("secret", "secret2", "secret3", "secret4") if match.group(name) is not None)
         start, end = match.span(group)
         if text[start] in "'\"":
             start, end = start + 1, end - 1
@@ -2437,21 +2603,136 @@ def _cli_passwords(text: str) -> Iterable[tuple[int, int, str, str]]:
             yield start, end, "password", "a password"
 
 
+# Passwords in syntaxes where no key=value says so: SQL, .netrc, and chat ("login: admin / <pw>",
+# "the new password for the vpn is <pw>", "wifi password <pw>").
+_SQL_PASSWORD = re.compile(
+    r"(?i)(?<![\w])(?:with[ \t]+(?:encrypted[ \t]+|unencrypted[ \t]+)?password|identified[ \t]+"
+    r"(?:with[ \t]+[\w]{1,40}[ \t]+)?by(?:[ \t]+password)?)[ \t]+(?P<q>['\"])(?P<secret>[^'\"\n]{1,128})(?P=q)")
+_PHRASE_PASSWORD = re.compile(
+    r"(?i)(?<![\w-])(?:"
+    r"(?:login|logon|user(?:name)?|creds|credentials)[ \t]+[^\s:=]{1,64}[ \t]+(?:password|pass|pw)[ \t]+"  # .netrc
+    r"|(?:login|logon|creds|credentials|user(?:name)?)[ \t]*[:=][ \t]*[^\s/:=]{1,64}[ \t]*/[ \t]*"  # user / pw
+    r"|(?:pass(?:word|phrase|code)|pwd)(?:[ \t]+[a-z][\w.-]{0,20}){0,5}?[ \t]+(?:is|was|=)[ \t]+"  # ... is <pw>
+    r"|(?:pass(?:word|phrase|code))[ \t]+(?=[^\s]*[0-9])(?=[^\s]*[A-Za-z])"  # password <pw>
+    r")(?P<q>[`\"']?)(?P<secret>[^\s`\"']{6,128})(?P=q)")
+
+
+def _password_phrases(text: str) -> Iterable[tuple[int, int, str, str]]:
+    lowered = text.lower()
+    if "identified" in lowered or "with" in lowered and "password" in lowered:
+        for match in _SQL_PASSWORD.finditer(text):
+            if not _is_placeholder(match.group("secret")):
+                yield match.start("secret"), match.end("secret"), "password", "a password"
+    if "pass" not in lowered and "pwd" not in lowered and "/" not in text:
+        return
+    for match in _PHRASE_PASSWORD.finditer(text):
+        start, end = match.span("secret")
+        if not match.group("q"):
+            while end > start and text[end - 1] in ".,;:!?)":
+                end -= 1
+        value = text[start:end]
+        if len(value) < 6 or "://" in value or _is_placeholder(value) or _CODE_REFERENCE.match(value):
+            continue
+        if not any(char.isdigit() for char in value) and value.isalpha():
+            continue  # a word: "the password is expired"
+        if not (any(char.isdigit() for char in value) or re.search(r"[^A-Za-z0-9]", value)):
+            continue
+        if re.fullmatch(r"[0-9.,:/-]+", value):
+            continue  # a number, a date or a time
+        yield start, end, "password", "a password"
+
+
 # -- layer 5: random-looking tokens in prose ---------------------------------------------------------------------------
 
 _URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]{1,20}://[^\s<>\"'`]{1,2048}")
 _NOT_A_KEY_BEFORE = re.compile(
     r"(?i)(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-nistp[0-9]+|integrity|base64,|h1:|sha[0-9]{1,3}[-:=]|"
-    r"sha[0-9]{1,3}-|nonce-|data:[a-z/+.-]+;)[\s\"':=]*$")
+    r"sha[0-9]{1,3}-|nonce-|data:[a-z/+.-]+;|\$2[abxy]?\$[0-9]{2}\$|\$argon2(?:id|i|d)\$[^\s$]{0,40}\$[^\s$]{0,60}\$|"
+    r"\$[56]\$(?:rounds=[0-9]+\$)?[^\s$]{0,16}\$|\$pbkdf2-sha[0-9]+\$[0-9]+\$[^\s$]{0,40}\$)[\s\"':=]*$")
+# Stripe object ids (a charge, a payment intent, a customer, ...) name records, not keys; ``_secret_`` in one
+# (a payment intent's client secret) is a secret.
+_STRIPE_OBJECT_ID = re.compile(
+    r"(?:ch|pi|cus|sub|in|il|ii|evt|prod|price|pm|py|pyr|re|txn|acct|seti|si|src|card|ba|tok|po|tr|dp|file|link|"
+    r"plan|sku|or|fee|cs|bpc|cbtxn|ipi|iauth|ic|ich|inrf|prmc|promo|coupon|cn|du|fr|mbur|setatt|sess|person)"
+    r"_[A-Za-z0-9]{14,40}")
+_KEY_EQUALS = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,80}=(?=[^=])")
+_HOST_AFTER = re.compile(r"\.apps\.googleusercontent\.com")
+_ADO_LEGACY_PAT = re.compile(r"[a-z2-7]{52}")
+_B64_TOKEN = re.compile(r"[A-Za-z0-9+/]{12,}={0,2}")
+_USER_COLON_PASSWORD = re.compile(r"[^\s:]{1,64}:\S{4,128}")
+_PUBLIC_BLOCK_BEGIN = re.compile(r"-----BEGIN (?!(?:[A-Z0-9]{1,20} ){0,4}PRIVATE)[A-Z0-9 ]{1,40}-----")
+
+
+def _public_blocks(text: str) -> list[tuple[int, int]]:
+    """Spans of PEM blocks that are not private keys (certificates, public keys): their bodies are public."""
+    spans: list[tuple[int, int]] = []
+    if "-----BEGIN" not in text:
+        return spans
+    at = 0
+    while True:
+        begin = text.find("-----BEGIN", at)
+        if begin < 0:
+            return spans
+        match = _PUBLIC_BLOCK_BEGIN.match(text, begin)
+        if match is None:
+            at = begin + 10
+            continue
+        end = text.find("-----END", match.end())
+        if end < 0:
+            return spans  # a cut-off block: nothing after it is known to be public
+        spans.append((begin, end))
+        at = end + 8
+
+
+def _decodes_to_prose(token: str) -> bool:
+    """Whether a base64 token decodes to ordinary readable text (a sentence, markup, key=value settings)
+    rather than random bytes; text that itself holds a secret (``user:password``, a key) does not count."""
+    core = token.rstrip("=")
+    if not _B64_TOKEN.fullmatch(token) or len(core) < 16:
+        return False
+    padded = core + "=" * (-len(core) % 4)
+    try:
+        decoded = base64.b64decode(padded, validate=True).decode("ascii")
+    except (ValueError, UnicodeDecodeError):
+        return False
+    if not decoded or any(not (char.isprintable() or char in "\n\t\r") for char in decoded):
+        return False
+    letters = sum(char.isalpha() for char in decoded)
+    runs = re.findall(r"[A-Za-z]{3,}", decoded)
+    if letters < len(decoded) * 0.4 or sum(map(len, runs)) < letters * 0.6 or \
+            sum(1 for run in runs if any(char in _VOWELS for char in run)) < 2:
+        return False
+    if _USER_COLON_PASSWORD.fullmatch(decoded) and " " not in decoded:
+        return False  # base64 of user:password is a Basic credential
+    return not _credential_spans(decoded)
+
+
+def _is_path(token: str) -> bool:
+    """A file path (``/home/runner/work/_temp/<uuid>.sh``) rather than a base64 secret with slashes in it."""
+    segments = [part for part in token.split("/") if part]
+    if token.count("/") < 2 or len(segments) < 2:
+        return False
+    words = [part for part in segments[:-1] if re.fullmatch(r"_?[a-z][a-z_.~-]{2,40}[0-9]{0,2}", part)
+             and any(char in _VOWELS for char in part)]
+    rooted = token.startswith(("/", "~/", "./", "../"))
+    return (rooted and len(words) * 2 >= len(segments) - 1) or len(words) >= 2
 
 
 def _bare_tokens(text: str, candidates: list[re.Match[str]],
                  claimed: Callable[[int, int], bool]) -> Iterable[tuple[int, int, str, str]]:
     urls: list[tuple[int, int]] = [m.span() for m in _URL.finditer(text)] if "://" in text else []
+    public = _public_blocks(text)
     for match in candidates:
         start, end = match.span()
         token = match.group()
+        key = _KEY_EQUALS.match(token)
+        if key is not None and len(token) - key.end() >= 16:
+            # data=<value>, request_id=<value>: the key is a word, only what follows it can be a secret.
+            start += key.end()
+            token = token[key.end():]
         if claimed(start, end):
+            continue
+        if any(lo <= start < hi for lo, hi in public):
             continue
         context = _context_family(text, start, token.rstrip("=") if len(token) > 20 else token)
         if context is None and token.startswith(("0x", "0X")):
@@ -2464,12 +2745,24 @@ def _bare_tokens(text: str, candidates: list[re.Match[str]],
             continue
         if token.startswith(_PUBLIC_PREFIXES):
             continue
-        if _NOT_A_KEY_BEFORE.search(text, max(0, start - 24), start):
-            continue
         core = token.strip("-_/+")
+        ado = len(token) == 52 and _ADO_LEGACY_PAT.fullmatch(token) is not None and \
+            5 <= sum(char.isdigit() for char in token) <= 30 and _entropy(token) >= 3.9
+        if not ado and not _looks_generated(core):
+            continue
+        if _NOT_A_KEY_BEFORE.search(text, max(0, start - 48), start):
+            continue
+        if _STRIPE_OBJECT_ID.fullmatch(token) and "_secret_" not in token:
+            continue
+        if _HOST_AFTER.match(text, end):
+            continue  # an OAuth client id: <number>-<id>.apps.googleusercontent.com
+        if ado:
+            yield start, end, "azure", "an Azure DevOps personal access token"
+            continue
+        if _is_path(token) or _decodes_to_prose(token) or _is_placeholder(core):
+            continue
         offset = token.find(core)
-        if _looks_generated(core) and not _is_placeholder(core):
-            yield start + offset, start + offset + len(core), "high_entropy", "a random-looking token"
+        yield start + offset, start + offset + len(core), "high_entropy", "a random-looking token"
 
 
 # -- putting the layers together --------------------------------------------------------------------------------------------
@@ -2499,20 +2792,36 @@ class _Spans:
 def _credential_spans(text: str) -> list[tuple[int, int, str, str]]:
     spans = _Spans()
     placeholders = [m.span() for m in _CREDENTIAL_PLACEHOLDER.finditer(text)] if "[" in text else []
+    placeholder_ends = [hi for _, hi in placeholders]
 
-    def inside_placeholder(start: int, end: int) -> bool:
-        return any(lo <= start and end <= hi for lo, hi in placeholders)
+    def accept(item: tuple[int, int, str, str]) -> None:
+        # A finding never cuts one of our placeholders: one inside a placeholder is dropped, and one that
+        # overlaps a placeholder keeps only its parts outside (so "[credential:stripe]:" never becomes
+        # "[credential:[credential:password]"); parts that are mere punctuation are dropped.
+        start, end, family, label = item
+        first = bisect.bisect_right(placeholder_ends, start)
+        if first == len(placeholders) or placeholders[first][0] >= end:
+            spans.add(item)
+            return
+        cursor = start
+        for lo, hi in placeholders[first:]:
+            if lo >= end:
+                break
+            if lo > cursor and text[cursor:lo].strip(_PLACEHOLDER_PUNCTUATION):
+                spans.add((cursor, lo, family, label))
+            cursor = max(cursor, hi)
+        if cursor < end and text[cursor:end].strip(_PLACEHOLDER_PUNCTUATION):
+            spans.add((cursor, end, family, label))
 
     candidates = list(_CANDIDATE.finditer(text))
     layers = (_key_blocks(text), _provider_tokens(text), _unanchored_tokens(text, candidates), _url_passwords(text),
-              _bearer_tokens(text), _cli_passwords(text), _labelled_secrets(text))
+              _bearer_tokens(text), _cli_passwords(text), _name_value_secrets(text), _labelled_secrets(text),
+              _password_phrases(text))
     for layer in layers:
         for item in layer:
-            if not inside_placeholder(item[0], item[1]):
-                spans.add(item)
+            accept(item)
     for item in _bare_tokens(text, candidates, spans.overlaps):
-        if not inside_placeholder(item[0], item[1]):
-            spans.add(item)
+        accept(item)
     return spans.items
 
 
@@ -2570,7 +2879,13 @@ def redact_credential_text(text: str) -> tuple[str, int]:
 #
 # PII is personal but legitimate content: it is rewritten to its kind, never refused. Numbers are validated
 # where the format carries a check (Luhn for cards, mod-97 for IBANs, the calling-code table for phones) and
-# the ambiguous spellings (an SSN without dashes) count only next to a word that says what they are.
+# the ambiguous spellings (an SSN without dashes, dotted or spaced; a national phone number with no trunk 0 such
+# as 612 345 678 or 9123 4567) count only next to a word that says what they are. Decisions on look-alikes:
+#   - a bare 15/16-digit Luhn run of a card network counts; a 12-14 or 17-19 digit one only with a card or
+#     payment word before it or an expiry / CVC after it ("charge it to <14 digits> exp 04/27");
+#   - a dashed 3-2-4 number is an SSN unless a part / order / model / serial / ref ... word precedes it;
+#   - user@host straight after "://" is a URL's user part, and user@host after ssh / scp / sftp / rsync on
+#     its line is a login on a machine: neither is a mailbox, both are left as they are (git@host:path too).
 
 PII_KINDS: tuple[str, ...] = ("email", "phone", "iban", "credit_card", "ssn", "ip_address", "nino")
 """The kinds of personal data ``scan_pii`` finds, in tie-break order when two findings start together."""
@@ -2581,6 +2896,8 @@ _EMAIL = re.compile(
     r"(?:\"(?:[^\"\\\n]|\\.){1,64}\"|[\w!#%&*+-]{1,64})(?:\.(?:\"(?:[^\"\\\n]|\\.){1,64}\"|[\w!#%&*+-]{1,64})){0,16}"
     r"@(?P<domain>(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.){1,8}(?:[^\W\d_]{2,63}|xn--[a-z0-9-]{1,59}))"
     r"(?![\w-]|\.[^\W_])")
+# A remote-login command before user@host on the same line (ssh, scp, sftp, rsync, mosh, ssh-copy-id).
+_REMOTE_LOGIN = re.compile(r"(?<![\w-])(?:ssh|scp|sftp|rsync|mosh|ssh-copy-id|autossh)(?![\w-])[^\n]*$")
 _FILE_SUFFIXES = frozenset("png jpg jpeg gif svg webp ico bmp css js mjs ts tsx jsx json map md txt lock py rb".split())
 
 _LUHN_NETWORKS = (
@@ -2604,10 +2921,16 @@ _CARD = re.compile(
     r"|[0-9]{4}(?P<m>[ -])[0-9]{4}(?P=m)[0-9]{4}(?:(?P=m)[0-9]{1,3})?"  # 12-15 digit Maestro
     r"|[0-9]{12,19})"
     r"(?![\w-]|[.,][0-9]|[ -][0-9])")
-_CARD_CONTEXT = re.compile(r"(?i)card|visa|mastercard|amex|maestro|cc\b|cc#|pan\b|payment")
+_CARD_CONTEXT = re.compile(r"(?i)card|visa|mastercard|amex|maestro|diners|discover|jcb|unionpay|cc\b|cc#|pan\b|"
+                           r"payment|charge|pay\b|paid|billing|checkout")
+_CARD_AFTER = re.compile(r"(?i)[ \t,;]{1,3}(?:exp|expiry|expires|valid thru|cvv|cvc|[01][0-9]/[0-9]{2}(?![0-9]))")
 
 _SSN_DASHED = re.compile(r"(?<![\w.-])(?<![0-9] )([0-9]{3})-([0-9]{2})-([0-9]{4})(?![\w-]|[.,][0-9]| [0-9])")
-_SSN_OTHER = re.compile(r"(?<![\w.-])([0-9]{3})( ?)([0-9]{2})\2([0-9]{4})(?![\w-]|[.,][0-9]| [0-9])")
+_SSN_OTHER = re.compile(r"(?<![\w.-])([0-9]{3})(\.| ?- ?| ?)([0-9]{2})\2([0-9]{4})(?![\w-]|[.,][0-9]| [0-9])")
+# A dashed 3-2-4 number is an SSN unless a word before it says it is a part, order, model or other number.
+_SSN_NOT_CONTEXT = re.compile(
+    r"(?i)(?:part|order|model|serial|ref|reference|sku|item|invoice|ticket|case|tracking|product|catalog|lot|batch|"
+    r"confirmation|booking|policy|claim|account|acct)(?:[ \t]*(?:no\.?|number|num|nr|#|id))?[ \t]*[:#.]?[ \t]*$")
 _SSN_CONTEXT = re.compile(r"(?i)\bssn\b|\bss#|social[ -]security|soc\.? ?sec|\bssn:|tax ?payer id|\bsocial\b")
 
 _NINO = re.compile(
@@ -2657,8 +2980,10 @@ _NATIONAL = re.compile(
     r")(?![\w-]|[.,/][0-9]| [0-9])")
 _PHONE_CONTEXT = re.compile(
     r"(?i)(?:phone|tel|mobile|cell|whatsapp|call me|text me|fax|handy|telefon|téléphone|teléfono|telefone|"
-    r"portable|móvil|celular|電話|携帯|ph\.|mob\.?|contact number|phone number)[^\n0-9]{0,20}$")
-_CONTEXT_DIGITS = re.compile(r"(?<![\w.+/-])[0-9]{2,5}(?:[ .-][0-9]{2,5}){1,4}(?![\w-]|[.,][0-9])|(?<![\w.+/-])[0-9]{8,12}(?![\w.-])")
+    r"portable|móvil|celular|電話|携帯|ph\.|mob\.?|contact number|phone number|"
+    r"(?:my|her|his|their|our|your)[ \t]+(?:number|digits)|(?:reach|call|ring|text|sms|message)[ \t]+"
+    r"(?:me|her|him|us|them)(?:[ \t]+(?:on|at))?)[^\n0-9]{0,20}$")
+_CONTEXT_DIGITS = re.compile(r"(?<![\w.+/-])[0-9]{2,6}(?:[ .-][0-9]{2,6}){1,4}(?![\w-]|[.,][0-9])|(?<![\w.+/-])[0-9]{8,12}(?![\w.-])")
 _ISBN_BEFORE = re.compile(r"(?i)isbn(?:-1[03])?:?\s*$")
 
 _IPV4 = re.compile(
@@ -2667,6 +2992,9 @@ _IPV4 = re.compile(
 _IPV6 = re.compile(
     r"(?<![\w:.%])(?:[0-9A-Fa-f]{1,4}|:)(?::[0-9A-Fa-f]{0,4}){1,7}"
     r"(?:(?<=:)(?:[0-9]{1,3}\.){3}[0-9]{1,3})?(?:%[A-Za-z0-9_.\-]{1,32})?(?![\w:]|\.[0-9])")
+
+
+_CONTEXT_PHONE = "phone (by context)"
 
 
 def _luhn(digits: str) -> bool:
@@ -2724,6 +3052,10 @@ def _emails(text: str) -> Iterable[tuple[int, int, str]]:
             continue
         if re.match(r":[\w~./-]", text[match.end():match.end() + 2]):
             continue  # git@github.com:org/repo.git is an address for a program, not a person
+        if text.endswith("://", 0, match.start()):
+            continue  # https://user@host/path: the user part of a URL, not a mailbox
+        if _REMOTE_LOGIN.search(text, max(0, match.start() - 120), match.start()):
+            continue  # ssh ubuntu@ec2-...amazonaws.com: a login on a machine, not a mailbox
         yield match.start(), match.end(), "email"
 
 
@@ -2752,12 +3084,17 @@ def _numbers(text: str, low: int, high: int) -> Iterable[tuple[int, int, str]]:
         if len(digits) < 12 or not _luhn(digits) or not _card_network(digits):
             continue
         if match.group().isdigit() and len(digits) not in (15, 16) and not _CARD_CONTEXT.search(
-                text, max(0, match.start() - 40), match.start()):
-            continue  # a bare 12-14 or 17-19 digit run is more often an id than a card
+                text, max(0, match.start() - 40), match.start()) and not _CARD_AFTER.match(text, match.end()):
+            continue  # a bare 12-14 or 17-19 digit run is more often an id than a card, unless a card word
+            # comes before it or an expiry / CVC after it
         yield match.start(), match.end(), "credit_card"
     for match in _SSN_DASHED.finditer(text, low, high):
         area, group, serial = match.groups()
         if area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000":
+            before = max(0, match.start() - 40)
+            if _SSN_NOT_CONTEXT.search(text, before, match.start()) and not _SSN_CONTEXT.search(
+                    text, before, match.start()):
+                continue
             yield match.start(), match.end(), "ssn"
     for match in _SSN_OTHER.finditer(text, low, high):
         area = match.group(1)
@@ -2777,7 +3114,7 @@ def _numbers(text: str, low: int, high: int) -> Iterable[tuple[int, int, str]]:
     for match in _CONTEXT_DIGITS.finditer(text, low, high):
         digits = re.sub(r"[^0-9]", "", match.group())
         if 8 <= len(digits) <= 12 and _PHONE_CONTEXT.search(text, max(0, match.start() - 40), match.start()):
-            yield match.start(), match.end(), "phone"
+            yield match.start(), match.end(), _CONTEXT_PHONE  # loses a tie to a card or an SSN of the same span
     for match in _IPV4.finditer(text, low, high):
         yield match.start(), match.end(), "ip_address"
 
@@ -2827,7 +3164,7 @@ def _ipv6_address(address: str) -> bool:
 
 
 def _pii_spans(text: str) -> list[tuple[int, int, str]]:
-    rank = {kind: index for index, kind in enumerate(PII_KINDS)}
+    rank = {kind: index for index, kind in enumerate(PII_KINDS + (_CONTEXT_PHONE,))}
     candidates = [*_pii_candidates(text), *_ipv6_candidates(text)]
     blocked = [(start, end) for start, end, kind in candidates if not kind]
     found = sorted((start, rank[kind], -end, kind) for start, end, kind in candidates
@@ -2836,7 +3173,7 @@ def _pii_spans(text: str) -> list[tuple[int, int, str]]:
     reached = 0
     for start, _, negative_end, kind in found:
         if start >= reached:
-            chosen.append((start, -negative_end, kind))
+            chosen.append((start, -negative_end, "phone" if kind == _CONTEXT_PHONE else kind))
             reached = -negative_end
     return chosen
 

@@ -281,3 +281,141 @@ def test_non_strings_are_refused(function, value):
 
 def test_the_module_under_test_is_the_one_on_the_path():
     assert hasattr(km, "scan_credentials"), km.__file__
+
+
+# -- red-team round 2: syntaxes, formats and look-alikes ----------------------------------------------------------
+# Values below are made up for these tests in each provider's documented shape.
+
+_PLACEHOLDER_ONLY = __import__("re").compile(r"\[(?:credential:[a-z0-9_]{1,40}|redacted)\]")
+
+
+def _placeholders_whole(text: str) -> bool:
+    """Every "[credential:" in ``text`` opens a whole placeholder, and no placeholder holds another."""
+    stripped = _PLACEHOLDER_ONLY.sub("", text)
+    return "[credential" not in stripped and "credential:" not in stripped
+
+
+_SECRETISH = st.sampled_from([
+    "sk_live_4eC39HqLyjWDarjtT1zdp7dq", "ghp_", "Zq8Wv4Lp2Rk7Tn3XaB3dE5gH7jK9mN1p", "django-insecure-", "&", ")", "(",
+    "-u ", "curl ", ":", "password=", "value: ", "- name: API_TOKEN\n", "[credential:stripe]", "[credential:password]",
+    "[redacted]", "u+", "oauth:", " / ", "login: ", "password is ", "sshpass -p ", "\n", " ", "'", '"', "@", "=",
+])
+_SECRET_TEXT = st.lists(st.one_of(_SECRETISH, st.text(alphabet="abcXYZ0189!$%^*", max_size=10)), max_size=16).map("".join)
+
+
+@PROPERTY
+@given(_SECRET_TEXT)
+@example("curl https://api.example.com/v1/x -u sk_live_4eC39HqLyjWDarjtT1zdp7dq:")
+@example("curl -u [credential:stripe]: https://x")
+@example("token=[credential:generic])9t0*hs4a5^^mi*bo%lr8d^hc)97$cjp=")
+def test_placeholders_never_nest_and_are_never_cut(text):
+    once, _ = km.redact_credential_text(text)
+    if _placeholders_whole(text):
+        assert _placeholders_whole(once), once
+    assert km.redact_credential_text(once) == (once, 0)
+
+
+def test_curl_user_colon_after_a_key_gives_one_whole_placeholder():
+    text = "curl https://api.example.com/v1/charges -u sk_live_Q3z9XkL2mNpR7tVw4YbC8dFh:"
+    assert km.redact_credential_text(text)[0] == "curl https://api.example.com/v1/charges -u [credential:stripe]:"
+
+
+@pytest.mark.parametrize("text, secret", [
+    ('env:\n  - name: DD_API_KEY\n    value: "5be1c0f4a8d2e67390b1f4c2a9d8e7b6"', "5be1c0f4a8d2e67390b1f4c2a9d8e7b6"),
+    ("env:\n- name: DB_PASSWORD\n  value: Lantern-Quartz-81", "Lantern-Quartz-81"),
+    ('{"name": "DB_PASSWORD", "value": "Pq7!zLm2#Rt9"}', "Pq7!zLm2#Rt9"),
+    ("- key: SECRET_KEY\n  value: x9Lq2Zr7Vb4Nw8Kp", "x9Lq2Zr7Vb4Nw8Kp"),
+    ("ENV API_TOKEN Hq7Lm2Zx9Rt4Vb8Nw3Kp", "Hq7Lm2Zx9Rt4Vb8Nw3Kp"),
+    ("ENV PASSWORD Violet-Gravel-Copper42", "Violet-Gravel-Copper42"),
+    ("ARG DB_PASSWORD=Violet-Gravel-Copper42", "Violet-Gravel-Copper42"),
+    ("export SECRET_KEY=django-insecure-k2^m@8x!q(3z&v9=w_e4*r%t7$y+u1)i6-o5p0a#s", "m@8x!q(3z&v9=w_e4*r%t7$y+u1)i6-o5p0a"),
+    ("secret_key: aq3+0ng&z0w)9t0*hs4a5^^mi*bo%lr8d^hc)97$cjp=", "9t0*hs4a5^^mi*bo%lr8d^hc)97$cjp="),
+    ('secret_key_base = "' + "a1b2c3d4e5f60718" * 8 + '"', "a1b2c3d4e5f60718" * 8),
+    ("export AZURE_DEVOPS_PAT=" + "k3ab7zq2mx5wprt4yc6dnv2hj7gf3sl5qe4ku6ob2ia7tx3wz5mc", "k3ab7zq2mx5wprt4yc6dnv2hj7gf3sl5qe4ku6ob2ia7tx3wz5mc"),
+    ("use k3ab7zq2mx5wprt4yc6dnv2hj7gf3sl5qe4ku6ob2ia7tx3wz5mc for the build", "k3ab7zq2mx5wprt4yc6dnv2hj7gf3sl5qe4ku6ob2ia7tx3wz5mc"),
+    ("sshpass -p 'Copper-Lantern-77' ssh deploy@host", "Copper-Lantern-77"),
+    ("CREATE USER app WITH PASSWORD 'Granite!Owl42';", "Granite!Owl42"),
+    ("ALTER USER app IDENTIFIED BY 'Granite!Owl42';", "Granite!Owl42"),
+    ("machine ci.internal login alice password Gr4nite!Owl", "Gr4nite!Owl"),
+    ('network={\n  ssid="home"\n  psk="Gr4nite-Owl-Meadow"\n}', "Gr4nite-Owl-Meadow"),
+    ("docker login -u ci -p Gr4nite*Owl registry.internal", "Gr4nite*Owl"),
+    ("Login: admin / =Zq8_Wv4~Lp!2", "=Zq8_Wv4~Lp!2"),
+    ("the new password for the staging db is Gr4nite!Owl#9, the old one expired", "Gr4nite!Owl#9"),
+    ("wifi password meadow-copper-violet-lantern42 - keep it private", "meadow-copper-violet-lantern42"),
+    ("$anthropicAdminKey = 'sk-ant-admin01-" + "fOo8" + "Qz7Lm2Xr9Tb4Vn8Kp3Wd6Yh1Jc5Fg0Ls" * 3 + "AA';",
+     "Qz7Lm2Xr9Tb4Vn8Kp3Wd6Yh1Jc5Fg0Ls"),
+    ("use amzn1.oa2-cs.v1." + "3f9a" * 16 + " for it", "3f9a" * 16),
+    ("use 2/1234567890123456/6543210987654321:" + "0a1b2c3d" * 4 + " today", "0a1b2c3d" * 4),
+    ("use e2b_" + "9f8e7d6c5b" * 4 + " now", "9f8e7d6c5b" * 4),
+    ("use fc-" + "0a1b2c3d" * 4 + " now", "0a1b2c3d" * 4),
+    ("use pk_" + "3bb1a62110" * 3 + "a5a8" + " now", "3bb1a62110" * 3),
+    ("use oauth:k2m8x4q3z9v7w1e5r6t0y2u4i8o3p1 now", "k2m8x4q3z9v7w1e5r6t0y2u4i8o3p1"),
+    ("use CLOJARS_" + "k2m8x4q3z9" * 6 + " now", "k2m8x4q3z9" * 6),
+    ("use 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 now", "Qz7Lm2Xr9Tb4Vn8Kp3Wd6Yh1Jc5Fg0Ls"),
+    ("here: u+Qz7_Lm2XrTb4VnKpWd", "Qz7_Lm2XrTb4VnKpWd"),
+    ("here: sk.eyJ1IjoiYWJjIiwiYSI6IkQ3xLm2Xr9Tb4Vn8Kp3Wd6In0.Qz7Lm2Xr9Tb4Vn8Kp3Wd6Y", "eyJ1IjoiYWJjIiwiYSI6IkQ3xLm2"),
+    ("use X1OCSUTQWPMEIG7HR88CWZJ54KQ8SMPWQJ8B for the deploy", "X1OCSUTQWPMEIG7HR88CWZJ54KQ8SMPWQJ8B"),
+    ("here: Qz7LmkXrwTbhVnsKpfWd6YhtJcqFgrLs", "Qz7LmkXrwTbhVnsKpfWd6YhtJcqFgrLs"),
+])
+def test_round_two_secrets_are_redacted(text, secret):
+    redacted, count = km.redact_credential_text(text)
+    assert secret not in redacted and count >= 1, redacted
+    assert _placeholders_whole(redacted)
+
+
+@pytest.mark.parametrize("text", [
+    "request_id=6f1c2b9e-7d4a-4e8f-9a21-5c6b7d8e9f01", "correlation=6f1c2b9e-7d4a-4e8f-9a21-5c6b7d8e9f01",
+    "AZURE_TENANT_ID=6f1c2b9e-7d4a-4e8f-9a21-5c6b7d8e9f01", "AZURE_SUBSCRIPTION_ID=6f1c2b9e-7d4a-4e8f-9a21-5c6b7d8e9f01",
+    "HEROKU_APP_ID=6f1c2b9e-7d4a-4e8f-9a21-5c6b7d8e9f01", "TWILIO_ACCOUNT_SID=AC0a1b2c3d4e5f60718293a4b5c6d7e8f9",
+    "GOOGLE_CLIENT_ID=210987654321-q7lm2xr9tb4vn8kp3wd6yh1jc5fg0ls.apps.googleusercontent.com",
+    "payload: " + __import__("base64").b64encode(b"Greetings from the build cluster, all good!").decode(),
+    "data=" + __import__("base64").b64encode(b"the settings value is not sensitive in any way").decode(),
+    "payload: " + __import__("base64").b64encode(b"<html><body>ok</body></html>").decode(),
+    "Stripe charge ch_3NqZ8aLkdIwHu7ix1TbC4pQe succeeded", "payment_intent pi_3NqZ8aLkdIwHu7ix2Xv9Lm4R",
+    "customer cus_NffrFeUfNV2Hib", "$2b$12$Qz7Lm2Xr9Tb4Vn8Kp3Wd6Oe1Jc5Fg0LsQz7Lm2Xr9Tb4Vn8Kp3W",
+    "stripe.api_key = 'sk_test_4eC39HqLyjWDarjtT1zdp7dc'",
+    "curl https://api.stripe.com/v1/charges -u sk_test_4eC39HqLyjWDarjtT1zdp7dc:",
+    "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz7Lm2Xr9Tb4Vn8Kp3Wd6Yh1Jc5Fg0Ls\n-----END PUBLIC KEY-----",
+    "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\n-----END CERTIFICATE-----",
+    "-----BEGIN RSA PRIVATE KEY-----\n...\n-----END RSA PRIVATE KEY-----",
+    "-----BEGIN PRIVATE KEY-----\n<paste the key here>\n-----END PRIVATE KEY-----",
+    "/home/runner/work/_temp/6f1c2b9e-7d4a-4e8f-9a21-5c6b7d8e9f01.sh",
+    "the user guide / chapter2 explains it", "the password policy is 12 characters", "password hashing uses bcrypt",
+])
+def test_round_two_non_secrets_are_unchanged(text):
+    assert km.redact_credential_text(text) == (text, 0)
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("pay with 30569309025904 exp 11/28", "credit_card"), ("card 4222222222222222224 on file", "credit_card"),
+    ("my number is 612 345 678", "phone"), ("call me on 912 345 678", "phone"), ("Phone: 098765 43210", "phone"),
+    ("reach him on 8123 4567 after lunch", "phone"), ("Social Security No: 123.45.6789", "ssn"),
+    ("social-security: 123 - 45 - 6789", "ssn"), ("SSN 123-45-6789", "ssn"),
+])
+def test_round_two_pii_is_anonymized(text, kind):
+    assert f"[{kind}]" in km.anonymize_pii_text(text), km.anonymize_pii_text(text)
+
+
+@pytest.mark.parametrize("text", [
+    "Part no. 123-45-6789", "order 123-45-6789 shipped", "model 123-45-6789", "order number 1234 5678",
+    "https://user@example.com/path", "ssh -i ~/.ssh/key ubuntu@ec2-1-2-3-4.compute-1.amazonaws.com",
+    "version 123.45.6789",
+])
+def test_round_two_pii_lookalikes_are_unchanged(text):
+    assert km.anonymize_pii_text(text) == text
+
+
+ROUND_TWO_ADVERSARIAL = {
+    "django": "django-insecure-" * 6_000, "name_value": "- name: API_KEY\n  value: " * 4_000,
+    "k8s_json": '{"name": "X_TOKEN", "value": ' * 3_500, "env_space": "ENV PASSWORD " * 8_000, "u_plus": "u+" * 50_000,
+    "oauth": "oauth:" * 16_000, "login_slash": "login: a / " * 9_000, "password_is": "password is " * 8_000,
+    "password_words": "password for the " * 6_000, "sql": "WITH PASSWORD '" * 7_000, "closers": "token=a(" * 12_000,
+    "cert": "-----BEGIN CERTIFICATE-----\n" * 3_500, "base64_text": "VGhlIHF1aWNrIGJyb3duIGZveA" * 4_000,
+    "ssn_dots": "123.45." * 14_000, "phone_words": "my number is 12 " * 6_000, "ssh_at": "ssh a@b.co " * 9_000,
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROUND_TWO_ADVERSARIAL))
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_round_two_rules_finish_on_long_adversarial_input(rule, name):
+    assert _finishes(RULES[rule], ROUND_TWO_ADVERSARIAL[name])
