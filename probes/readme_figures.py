@@ -189,7 +189,24 @@ def redteam_table(document: dict) -> str:
     return "\n".join(rows) + f"\n\n{f['credential_samples']:,} credential samples in {f['families']} families."
 
 
-TABLES = {"browser": ("browser", browser_table), "privacy": ("privacy", privacy_table),
+def longmemeval_table(document: dict) -> str:
+    figures = document["figures"]
+    rows = ["| system | turns r@5 | turns r@10 | held-out r@5 | held-out r@10 | session r@5 | query p50 |",
+            "|---|---|---|---|---|---|---|"]
+    for key, label in (("kumiho_memory", "kumiho_memory"), ("rank-bm25", "rank-bm25"), ("bm25s", "bm25s")):
+        f = figures.get(key)
+        if not f:
+            continue
+        overall, held = f["all"], f["heldout"]
+        rows.append(f"| {label} | {overall['recall@5']:.3f} | {overall['recall@10']:.3f} | {held['recall@5']:.3f} "
+                    f"| {held['recall@10']:.3f} | {overall['session@5']:.3f} | {f['query_p50_ms']:.2f} ms |")
+    ours = figures["kumiho_memory"]
+    types = " · ".join(f"{name} {ours[name]['recall@10']:.3f}" for name in sorted(ours)
+                       if isinstance(ours[name], dict) and name not in ("all", "tune", "heldout"))
+    return "\n".join(rows) + f"\n\nrecall@10 of evidence turns by question type (ours): {types}. {ours['questions']} questions."
+
+
+TABLES = {"longmemeval": ("longmemeval_retrieval", longmemeval_table), "browser": ("browser", browser_table), "privacy": ("privacy", privacy_table),
           "redteam": ("privacy_redteam", redteam_table), "dream": ("dream_state", dream_table), "prefetch": ("prefetch", prefetch_table), "kumiho": ("kumiho_backend", kumiho_table),
           "locomo": ("locomo_retrieval", locomo_table), "scale": ("scale", scale_table),
           "store": ("store_basics", store_table), "belief": ("belief_updates", belief_table)}
