@@ -9649,7 +9649,14 @@ def speaker_name(metadata: Mapping[str, Any] | None) -> str:
 def first_person(text: str, speaker: str | None) -> str:
     """``text`` with its first person rewritten into ``speaker``'s name (see above); unchanged without a
     speaker or first person. "I moved to Munich" -> "Ann moved to Munich", "my daughter" -> "Ann's daughter"."""
-    if not speaker or not _FIRST_PERSON.search(text):
+    if not speaker:
+        return text
+    return _first_person_cached(text, speaker)
+
+
+@functools.lru_cache(maxsize=8192)
+def _first_person_cached(text: str, speaker: str) -> str:
+    if not _FIRST_PERSON.search(text):
         return text
     name = "-".join(part[:1].upper() + part[1:] for part in _WORD.findall(speaker)) or SPACE_USER
     return _FIRST_PERSON.sub(lambda match: _FIRST_PERSON_FORMS[match.lastgroup].format(n=name), text)
@@ -10166,7 +10173,11 @@ def newest_first_within_relation(results: list[dict[str, Any]]) -> list[dict[str
     where needed to stay in order. A superseded value is never served before the current one."""
     order = list(results)
     features = {id(result): _belief_features(result) for result in order}
-    if sum(feature is not None for feature in features.values()) < 2:
+    groups: dict[Any, int] = {}       # only memories of one subject and identifiers can be two beliefs of one
+    for feature in features.values():
+        if feature is not None:
+            groups[(feature[0], feature[2])] = groups.get((feature[0], feature[2]), 0) + 1
+    if not any(count > 1 for count in groups.values()):
         return order
     for _ in range(len(order) * len(order)):
         moved = False
@@ -10194,6 +10205,7 @@ def newest_first_within_relation(results: list[dict[str, Any]]) -> list[dict[str
     return order
 
 
+_FIRST_PERSON_QUESTION = re.compile(r"(?i)\b(?:i|me|my|mine|myself|we|our|us)\b")
 _QUESTION = re.compile(r"(?is)^\s*(?:where|what|which|who|whom|whose|how|when|do|does|did|is|am|are|was|were|"
                        r"have|has|can)\b|.*\?\s*$")
 
@@ -12766,9 +12778,10 @@ class Memory:
                 or not 0.0 <= semantic_weight <= 1.0:
             raise InvalidArgumentError(f"semantic_weight must be a number from 0 to 1, not {semantic_weight!r}")
         terms = tuple(tokenize(query))
-        if terms and not include_superseded and _QUESTION.match(query):
-            # a question about a relation also finds its corrections in other words ("Where do I live?" ->
-            # "Actually I moved to Munich"), so the current value is there to rank first
+        if terms and not include_superseded and _QUESTION.match(query) and _FIRST_PERSON_QUESTION.search(query):
+            # a user's question about themself also finds their corrections in other words ("Where do I live?"
+            # -> "Actually I moved to Munich"), so the current value is there to rank first; questions about
+            # others get the lighter expansion of query_expansions below
             terms += tuple(dict.fromkeys(term for relation in sorted(belief_relations(query))
                                          for term in tokenize(_RELATION_QUERY.get(relation, "")) if term not in terms))
         query_vector = None
