@@ -9654,7 +9654,7 @@ def first_person(text: str, speaker: str | None) -> str:
     return _first_person_cached(text, speaker)
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=1024)
 def _first_person_cached(text: str, speaker: str) -> str:
     if not _FIRST_PERSON.search(text):
         return text
@@ -10140,7 +10140,7 @@ def _belief_features(memory: Mapping[str, Any]) -> tuple[Any, ...] | None:
     return features + (parse_evidence(memory.get("metadata"), memory.get("tags")) == OFFICIAL,)
 
 
-@functools.lru_cache(maxsize=8192)
+@functools.lru_cache(maxsize=1024)
 def _statement_features(text: str) -> tuple[Any, ...] | None:
     subject = statement_subject(text)
     relations = belief_relations(text) if subject is not None else frozenset()
