@@ -454,6 +454,22 @@ def _unique_temporary(path: str) -> str:
     return f"{path}.{os.getpid()}.{threading.get_ident()}.{secrets.token_hex(4)}.tmp"
 
 
+def _write_file_atomically(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` all at once (a unique temporary file, fsynced, then renamed over it), so a
+    reader or a crash never sees half a file. Raises ``OSError``; the temporary file never stays behind."""
+    temporary = _unique_temporary(path)
+    try:
+        with open(temporary, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
 class _FileLock:
     """An exclusive lock held across processes and threads: ``flock`` on POSIX, ``msvcrt`` on Windows.
 
@@ -11554,16 +11570,9 @@ class RetryQueue:
 
     def _rewrite(self, entries: Sequence[Mapping[str, Any]]) -> None:
         """Replace the pending file atomically; the caller holds the write lock."""
-        temporary = _unique_temporary(self.pending_path)
         try:
-            with open(temporary, "w", encoding="utf-8") as stream:
-                stream.writelines(canonical_json(dict(entry)) + "\n" for entry in entries)
-                stream.flush()
-                os.fsync(stream.fileno())
-            os.replace(temporary, self.pending_path)
+            _write_file_atomically(self.pending_path, "".join(canonical_json(dict(entry)) + "\n" for entry in entries))
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
             raise StoreError(f"cannot write retry queue {self.pending_path!r}: {exc}") from exc
 
     @contextlib.contextmanager
@@ -11722,8 +11731,7 @@ async def retry_with_backoff(function: Callable[[], Any], *, max_retries: int = 
     attempt = 0
     while True:
         try:
-            result = function()
-            return await result if inspect.isawaitable(result) else result
+            return await _maybe_await(function())
         except Exception as error:  # noqa: BLE001 - classified, then re-raised when retrying stops
             kind = classify_failure(error)
             allowed = {FailureClass.TRANSIENT: max_retries, FailureClass.UNKNOWN: unknown_max_retries}.get(kind, 0)
@@ -12236,7 +12244,10 @@ class Memory:
     def _screened_revision(self, content: str, space: str, title: str, metadata: dict[str, Any],
                            tags: tuple[str, ...], key: str | None, artifacts: tuple[tuple[str, str, dict[str, Any]], ...],
                            edges: tuple[tuple[Kref, str, Mapping[str, Any]], ...]) -> tuple[Any, ...]:
-        """Every part of a revision about to be written, screened: the one gate all revisions pass."""
+        """The parts of a revision about to be written that its callers did not screen already: names and
+        addresses (refused when they hold a credential), artifacts and edge metadata. Content, title and
+        metadata arrive screened (``_store_belief``, ``set_evidence``): screening them twice would scan every
+        write twice."""
         refuse_credentials_in(space, "space")
         for tag in tags:
             refuse_credentials_in(tag, "tag")
@@ -12244,8 +12255,7 @@ class Memory:
             refuse_credentials_in(key, "key")
         for name, _, _ in artifacts:
             refuse_credentials_in(name, "artifact name")
-        return (self._screen(content, "content"), self._screen(title, "title"), self._screen(metadata, "metadata"),
-                tags, key,
+        return (content, title, metadata, tags, key,
                 tuple((name, self._screen(location, f"artifact {name!r} location"),
                        self._screen(artifact_metadata, f"artifact {name!r} metadata"))
                       for name, location, artifact_metadata in artifacts),
@@ -12530,7 +12540,9 @@ class Memory:
             source = metadata["source"] = self._screen(_checked_text(source, "source", limit=2000), "source")
             metadata["sources"] = sorted(set(metadata.get("sources") or []) | {canonical_source(source)})
         tags = tuple(t for t in current["tags"] if t not in (LATEST_TAG,) and not t.startswith(EVIDENCE_TAG_PREFIX))
-        return self._write(content=current["content"], space=current["space"], title=current["title"],
+        metadata = self._screen(metadata, "metadata")     # a revision stored before screening is cleaned here
+        return self._write(content=self._screen(current["content"], "content"), space=current["space"],
+                           title=self._screen(current["title"], "title"),
                            kind=current["kind"], metadata=metadata, tags=tags + (evidence_tag(level),),
                            item_kref=Kref.parse(current["item_kref"]), key=None)
 
@@ -13546,12 +13558,7 @@ class UniversalMemoryManager:
         path = os.path.join(folder, session_id.replace(":", "_").replace("/", "_") + ".md")
         try:
             os.makedirs(folder, exist_ok=True)
-            temporary = _unique_temporary(path)
-            with open(temporary, "w", encoding="utf-8") as stream:
-                stream.write(transcript + "\n")
-                stream.flush()
-                os.fsync(stream.fileno())
-            os.replace(temporary, path)
+            _write_file_atomically(path, transcript + "\n")
         except OSError as exc:
             raise StoreError(f"cannot write the transcript {path!r}: {exc}") from exc
         return path
@@ -15290,12 +15297,7 @@ class DreamState:
         folder = os.fspath(self.report_dir)
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, f"dream_state_{now.strftime('%Y%m%dT%H%M%S%fZ')}.md")
-        temporary = _unique_temporary(path)
-        with open(temporary, "w", encoding="utf-8") as stream:
-            stream.write(report)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
+        _write_file_atomically(path, report)
         return path
 
     # -- collecting and assessing -----------------------------------------------------------------------------
