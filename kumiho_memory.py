@@ -354,7 +354,34 @@ class SequentialIds:
             return f"{next(self._counter):06d}"
 
 
-_COMPACT_INSTANT = re.compile(r"^(\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})?$")
+class _LazyRegex:
+    """A regular expression compiled on first use: importing the module compiles none of its ~400 patterns,
+    so a fresh process that only recalls never pays for the privacy rules (a third of a second)."""
+
+    _METHODS = ("match", "fullmatch", "search", "finditer", "findall", "sub", "subn", "split")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self.pattern, self.flags = pattern, flags
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        compiled = re.compile(self.pattern, self.flags)
+        for method in self._METHODS:            # later calls find them on the instance: no delegation cost
+            setattr(self, method, getattr(compiled, method))
+        self.__dict__["_compiled"] = compiled
+        return getattr(compiled, name)
+
+    def __repr__(self) -> str:
+        return f"_lazy_regex({self.pattern!r})"
+
+
+def _lazy_regex(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """``re.compile`` deferred to the pattern's first use (see ``_LazyRegex``)."""
+    return _LazyRegex(pattern, flags)  # type: ignore[return-value]
+
+
+_COMPACT_INSTANT = _lazy_regex(r"^(\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})?$")
 
 
 def parse_instant(value: str | _dt.datetime | _dt.date | int | float) -> _dt.datetime:
@@ -632,13 +659,13 @@ class MemoryConfig:
 # 5. Data model: krefs, names, evidence levels, records
 # ==========================================================================================================
 
-SEGMENT_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")       # project and space segments
-ITEM_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,126}[A-Za-z0-9_-])?$")  # no trailing dot
-KIND_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,31}$")
-TAG_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$")
-ARTIFACT_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-EDGE_TYPE_PATTERN = re.compile(r"^[A-Z][A-Z0-9_]{0,49}$")
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+SEGMENT_PATTERN = _lazy_regex(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")       # project and space segments
+ITEM_NAME_PATTERN = _lazy_regex(r"^[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,126}[A-Za-z0-9_-])?$")  # no trailing dot
+KIND_PATTERN = _lazy_regex(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,31}$")
+TAG_PATTERN = _lazy_regex(r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$")
+ARTIFACT_PATTERN = _lazy_regex(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+EDGE_TYPE_PATTERN = _lazy_regex(r"^[A-Z][A-Z0-9_]{0,49}$")
+_CONTROL_CHARS = _lazy_regex(r"[\x00-\x1f\x7f-\x9f]")
 
 KREF_SCHEME = "kref://"
 LATEST_TAG = "latest"
@@ -1038,7 +1065,7 @@ def slugify(text: str, max_length: int = 40, *, fallback: str = "memory") -> str
 # 6. Text: tokenizer, stemmer, BM25
 # ==========================================================================================================
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_WORD = _lazy_regex(r"[^\W_]+", re.UNICODE)
 
 STOPWORDS = frozenset("""
 a about above after again against all am an and any are as at be because been before being below between
@@ -1096,6 +1123,7 @@ def _replace_suffix(word: str, rules: Sequence[tuple[str, str]], min_measure: in
     return word
 
 
+@functools.lru_cache(maxsize=1 << 16)     # a vocabulary's words repeat: most calls are a lookup (~6 MB full)
 def stem(word: str) -> str:
     """Reduce an English word to its Porter (1980) stem; other words come back unchanged.
 
@@ -1532,7 +1560,7 @@ class RecallIndex:
 # through one combined regex of literal anchors (the prefilter); only text at an anchor is examined further.
 
 _PLACEHOLDER_PUNCTUATION = " \t\n\"'`,;:.-_/()[]{}<>|&=!?@#"
-_CREDENTIAL_PLACEHOLDER = re.compile(r"\[(?:credential:[a-z0-9_]{1,40}|redacted)\]")
+_CREDENTIAL_PLACEHOLDER = _lazy_regex(r"\[(?:credential:[a-z0-9_]{1,40}|redacted)\]")
 _MAX_REWRITE_PASSES = 64  # far above what any text needs; past it we fail closed instead of looping
 _FAIL_CLOSED = "[credential:generic]"
 
@@ -1579,13 +1607,13 @@ def _checked_str(text: object) -> str:
 
 # -- shared judgements: placeholders, references, randomness ---------------------------------------------------
 
-_PLACEHOLDER_WORDS = re.compile(
+_PLACEHOLDER_WORDS = _lazy_regex(
     r"(?i)example|changeme|change[_-]me|change[_-]?this|changeit|replace[_-]?(?:me|with|this)|placeholder|"
     r"dummy|sample|redacted|x{4}|(?<![a-z])fake(?![a-z])|(?<![a-z])your(?:[_ -]|(?=[A-Z]))|"
     r"(?:key|token|secret|password|value|pass)[_-]?here|insert[_ -]|enter[_ -]|<[^<>]{1,80}>|\$\{|\{\{|\{%|"
     r"%\(|\$\(|#\{|\*{3}|•{3}|\.{3}|…|not[_-]?a[_-]?(?:real|secret)|(?<![a-z])todo(?![a-z])|fixme|lorem|"
     r"(?<![A-Za-z0-9])(?-i:(?:foo|bar|baz)(?:bar|baz)?|FOO|BAR)(?![A-Za-z0-9])")
-_PLACEHOLDER_VALUE = re.compile(
+_PLACEHOLDER_VALUE = _lazy_regex(
     r"\$[A-Za-z_][A-Za-z0-9_]*|%[A-Za-z_][A-Za-z0-9_]*%|__[A-Za-z0-9_]+__|@[A-Za-z0-9_]+@|\{[A-Za-z0-9_. -]+\}|"
     r"\[[A-Za-z0-9_ :.-]*\]|\(.*\)|[<\[({].*[>\])}]")
 # Values that name a type, a state or the secret itself rather than being one ("password": "string").
@@ -1625,7 +1653,7 @@ def _is_template(value: str) -> bool:
     return value in _DOCUMENTED_EXAMPLES or re.search(r"(?i)example|x{6}|\*{6}|your[_-]|change[_-]?me", value) is not None
 
 
-_CAMEL_WORD = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}(?![a-z])")
+_CAMEL_WORD = _lazy_regex(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}(?![a-z])")
 
 
 _VOWELS = frozenset("aeiouyAEIOUY")
@@ -1653,7 +1681,7 @@ def _entropy(token: str) -> float:
     return -sum(n / size * math.log2(n / size) for n in counts.values())
 
 
-_HEXISH = re.compile(r"[0-9a-fA-F-]+")
+_HEXISH = _lazy_regex(r"[0-9a-fA-F-]+")
 
 
 def _looks_generated(token: str, *, minimum: int = 20) -> bool:
@@ -1688,7 +1716,7 @@ def _looks_generated(token: str, *, minimum: int = 20) -> bool:
 
 # -- layer 1: private key blocks ---------------------------------------------------------------------------
 
-_KEY_BLOCKS = re.compile(
+_KEY_BLOCKS = _lazy_regex(
     r"-----BEGIN (?:[A-Z0-9]{1,20} ){0,4}PRIVATE KEY(?: BLOCK)?-----"
     r"(?:[^-]|-(?!----END ))*"  # the body: one pass, stopping at the END line or the end of the text
     r"(?:-----END (?:[A-Z0-9]{1,20} ){0,4}PRIVATE KEY(?: BLOCK)?-----|\Z)"
@@ -1789,7 +1817,7 @@ def _rule(family: str, label: str, pattern: str, *anchors: str, back: int = 0, l
         if literal is None:
             raise ValueError(f"rule {family} needs an anchor")
         anchors = (literal.group().replace("\\", ""),)
-    compiled = re.compile(rf"(?<![{lead}])(?:{pattern})(?![{tail}])")
+    compiled = _lazy_regex(rf"(?<![{lead}])(?:{pattern})(?![{tail}])")
     return _ProviderRule(family, label, compiled, anchors, back, check, placeholder_words)
 
 
@@ -2064,7 +2092,7 @@ def _anchor_index(rules: Iterable[_ProviderRule]) -> tuple[re.Pattern[str], dict
     infix = {anchor for rule in rules if rule.back for anchor in rule.anchors}
     prefix = [anchor for anchor in table if anchor not in infix]
     pattern = f"(?<![A-Za-z0-9]){_trie_pattern(prefix)}|{_trie_pattern(infix)}"
-    return re.compile(pattern), table
+    return _lazy_regex(pattern), table
 
 
 _ANCHORS, _RULES_AT = _anchor_index(_PROVIDER_RULES)
@@ -2107,11 +2135,11 @@ def _provider_tokens(text: str) -> Iterable[tuple[int, int, str, str]]:
 # token candidate (see layer 5) starts with one of the given characters.
 _UNANCHORED = (
     ("discord", "a Discord bot token", "MNO",
-     re.compile(r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_.-])"), None),
+     _lazy_regex(r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}(?![A-Za-z0-9_.-])"), None),
     ("bitcoin", "a Bitcoin private key (WIF)", "5KL",
-     re.compile(r"(?:5[HJK][1-9A-HJ-NP-Za-km-z]{49}|[KL][1-9A-HJ-NP-Za-km-z]{51})(?![A-Za-z0-9])"), _base58check),
+     _lazy_regex(r"(?:5[HJK][1-9A-HJ-NP-Za-km-z]{49}|[KL][1-9A-HJ-NP-Za-km-z]{51})(?![A-Za-z0-9])"), _base58check),
     ("asana", "an Asana personal access token", "12",
-     re.compile(r"[12]/[0-9]{10,20}(?:/[0-9]{10,20})?:[a-f0-9]{32}(?![A-Za-z0-9])"), None),
+     _lazy_regex(r"[12]/[0-9]{10,20}(?:/[0-9]{10,20})?:[a-f0-9]{32}(?![A-Za-z0-9])"), None),
 )
 
 
@@ -2244,23 +2272,23 @@ def _top_level_alternatives(pattern: str) -> list[str]:
 def _compile_context() -> tuple[re.Pattern[str], dict[str, list[tuple[str, str, re.Pattern[str]]]]]:
     by_keyword: dict[str, list[tuple[str, str, re.Pattern[str]]]] = {}
     for family, label, keywords, shape in _CONTEXT_FAMILIES:
-        shape_pattern = re.compile("|".join(f"(?:{_SHAPES.get(part, part)})"
+        shape_pattern = _lazy_regex("|".join(f"(?:{_SHAPES.get(part, part)})"
                                             for part in _top_level_alternatives(shape)))
         for keyword in keywords.split("|"):
             by_keyword.setdefault(keyword.replace("\\", ""), []).append((family, label, shape_pattern))
     words = sorted(by_keyword, key=len, reverse=True)
-    return re.compile("|".join(re.escape(word) for word in words)), by_keyword
+    return _lazy_regex("|".join(re.escape(word) for word in words)), by_keyword
 
 
 _CONTEXT_WORDS, _CONTEXT_RULES = _compile_context()
-_CANDIDATE = re.compile(r"(?<![A-Za-z0-9_+/=-])[A-Za-z0-9_+/=-]{16,}")
+_CANDIDATE = _lazy_regex(r"(?<![A-Za-z0-9_+/=-])[A-Za-z0-9_+/=-]{16,}")
 _PUBLIC_PREFIXES = ("pk_live_", "pk_test_", "phc_", "sb_publishable_", "pk.eyJ", "AAAAB3NzaC1", "AAAAC3NzaC1",
                     "AAAAE2VjZHNh",  # publishable keys and SSH public keys are meant to be shared
                     "eyJ")  # base64 JSON such as a lone JWT header; a whole JWT is the jwt rule's
 _CONTEXT_WINDOW = 72
 
 
-_KEY_BEFORE = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]{0,80})[\"'\]]{0,2}[ \t]*(?::=|=|:)[ \t]*[\"']?$")
+_KEY_BEFORE = _lazy_regex(r"([A-Za-z_][A-Za-z0-9_.-]{0,80})[\"'\]]{0,2}[ \t]*(?::=|=|:)[ \t]*[\"']?$")
 _ID_TAILS = frozenset("id ids sid uid guid tenant subscription account org organization project region zone".split())
 
 
@@ -2287,9 +2315,9 @@ def _context_family(text: str, start: int, token: str, window: str | None = None
 
 # -- layer 4: a key that names a secret ----------------------------------------------------------------------------
 
-_SECRET_WORD = re.compile(r"passw|passphrase|pass|pwd|secret|token|key|cred|auth|sig|pin|private|psk|pat(?![a-z])")
-_IDENT_CHAR = re.compile(r"[A-Za-z0-9_.\-]")
-_CAMEL_SPLIT = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_SECRET_WORD = _lazy_regex(r"passw|passphrase|pass|pwd|secret|token|key|cred|auth|sig|pin|private|psk|pat(?![a-z])")
+_IDENT_CHAR = _lazy_regex(r"[A-Za-z0-9_.\-]")
+_CAMEL_SPLIT = _lazy_regex(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _PASSWORD_TAILS = ("password", "passwd", "passphrase", "passcode", "pwd")
 _KEY_QUALIFIERS = frozenset("""
     api access secret private client auth signing encryption master app consumer service storage account admin
@@ -2364,7 +2392,7 @@ _KEY_LABELS = {
 }
 
 # After a key: what joins it to its value. Order matters (longest operators first).
-_JOINER = re.compile(
+_JOINER = _lazy_regex(
     r"(?P<close>[\"'`]?\]?[\"'`]?)[ \t]*"
     r"(?:"
     r"(?P<typed>(?::[ \t]*)?[A-Za-z_][A-Za-z0-9_.\[\]<>|?]{0,40}[ \t]*(?::=|=(?![=>~])))"  # Go/TS/Kotlin types
@@ -2374,18 +2402,18 @@ _JOINER = re.compile(
     r"|(?P<is>[ \t]+(?:is|was|are|will be)(?:[ \t]+(?:now|still|set[ \t]+to|just))?(?:[ \t]*:)?)"
     r"|(?P<space>[ \t]+)"
     r")[ \t]*")
-_AUTH_SCHEME = re.compile(r"(?i)(?:bearer|basic|token|digest|apikey|api-key|key|sso-key|otp|splunk|ghp)[ \t]+")
-_QUOTED = re.compile(r"(?P<q>\"|'|`)(?P<v>(?:(?!(?P=q))[^\\\n]|\\.){1,512})(?P=q)")
-_BACKTICK_BLOCK = re.compile(r"`(?P<v>[^`]{1,2048})`")
-_BARE = re.compile(r"[^\s\"'`,;<>(){}\[\]|]{1,512}")
-_BARE_IN_QUERY = re.compile(r"[^\s\"'`,;&<>(){}\[\]|#]{1,512}")  # after ?key= or &key=, & ends the value
-_YAML_TAG = re.compile(r"!!?[a-z][\w/:.-]*")
-_TAG_VALUE = re.compile(r"(?P<v>[^<\n]{1,512})</")
-_CODE_REFERENCE = re.compile(
+_AUTH_SCHEME = _lazy_regex(r"(?i)(?:bearer|basic|token|digest|apikey|api-key|key|sso-key|otp|splunk|ghp)[ \t]+")
+_QUOTED = _lazy_regex(r"(?P<q>\"|'|`)(?P<v>(?:(?!(?P=q))[^\\\n]|\\.){1,512})(?P=q)")
+_BACKTICK_BLOCK = _lazy_regex(r"`(?P<v>[^`]{1,2048})`")
+_BARE = _lazy_regex(r"[^\s\"'`,;<>(){}\[\]|]{1,512}")
+_BARE_IN_QUERY = _lazy_regex(r"[^\s\"'`,;&<>(){}\[\]|#]{1,512}")  # after ?key= or &key=, & ends the value
+_YAML_TAG = _lazy_regex(r"!!?[a-z][\w/:.-]*")
+_TAG_VALUE = _lazy_regex(r"(?P<v>[^<\n]{1,512})</")
+_CODE_REFERENCE = _lazy_regex(
     r"(?:[A-Za-z_$][A-Za-z_$]*[0-9]?(?:\.|::|->))+[A-Za-z_$][A-Za-z_$]*[0-9]?(?:\(|\[|$)|"  # self.token
     r"[A-Za-z_$][A-Za-z0-9_$]*\(|"  # get_token(
     r"(?:os\.environ|os\.getenv|getenv|process\.env|ENV|env|System\.getenv|config|settings|secrets|vault)\b")
-_PROSE_AFTER = re.compile(r"[ \t]+(?:the|a|an|to|of|for|and|or|in|on|at|by|with|from|is|be|that|this)\b", re.I)
+_PROSE_AFTER = _lazy_regex(r"[ \t]+(?:the|a|an|to|of|for|and|or|in|on|at|by|with|from|is|be|that|this)\b", re.I)
 
 
 def _value_after(text: str, at: int, joiner: str, query: bool = False) -> tuple[int, int, bool] | None:
@@ -2439,8 +2467,8 @@ def _literal_secret(text: str, start: int, end: int, quoted: bool, joiner: str, 
     return True
 
 
-_DOCKERFILE_ENV = re.compile(r"[ \t]*ENV[ \t]+")
-_UNQUOTED_RUN = re.compile(r"[^\s\"'`,;]{1,512}")
+_DOCKERFILE_ENV = _lazy_regex(r"[ \t]*ENV[ \t]+")
+_UNQUOTED_RUN = _lazy_regex(r"[^\s\"'`,;]{1,512}")
 _CLOSERS = {")": "(", "]": "[", "}": "{", ">": "<"}
 
 
@@ -2546,7 +2574,7 @@ def _labelled_secrets(text: str) -> Iterable[tuple[int, int, str, str]]:
 #   - name: DD_API_KEY                     {"name": "DB_PASSWORD", "value": "..."}
 #     value: "97fc..."                     - key: SECRET_KEY
 #                                            value: ...
-_NAME_VALUE = re.compile(
+_NAME_VALUE = _lazy_regex(
     r"(?<![A-Za-z0-9_-])[\"']?(?:name|key|Name|Key|NAME|KEY)[\"']?[ \t]*[:=][ \t]*[\"']?"
     r"(?P<id>[A-Za-z_][A-Za-z0-9_.-]{0,80})[\"']?[ \t]*(?:,[ \t]*|\r?\n[ \t]*(?:-[ \t]+)?)"
     r"[\"']?(?:value|Value|VALUE)[\"']?[ \t]*[:=][ \t]*")
@@ -2575,9 +2603,9 @@ def _name_value_secrets(text: str) -> Iterable[tuple[int, int, str, str]]:
 
 
 # Bearer tokens outside a header, user:password in URLs and connection strings, and command-line passwords.
-_BEARER = re.compile(r"(?<![A-Za-z0-9_])(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/-]{8,4096}=*)")
-_URL_USERINFO = re.compile(r"://(?P<user>[^\s:/@?#\[\]\"'<>]{0,128}):(?P<secret>[^\s/@\[\]\"'<>]{1,256})@")
-_CLI_PASSWORD = re.compile(
+_BEARER = _lazy_regex(r"(?<![A-Za-z0-9_])(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/-]{8,4096}=*)")
+_URL_USERINFO = _lazy_regex(r"://(?P<user>[^\s:/@?#\[\]\"'<>]{0,128}):(?P<secret>[^\s/@\[\]\"'<>]{1,256})@")
+_CLI_PASSWORD = _lazy_regex(
     r"(?<![\w-])(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)(?![\w-])"
     r"[^\n|;&]{0,200}?(?<=[ \t])-p(?P<secret>[^\s'\"]{1,128}|'[^'\n]{1,128}'|\"[^\"\n]{1,128}\")"
     r"|(?<![\w-])(?:curl|wget|http)(?![\w-])[^\n|;&]{0,200}?(?<=[ \t])(?:-u|--user)[ \t=]+[\"']?[^\s:\"']{1,64}:"
@@ -2621,10 +2649,10 @@ def _cli_passwords(text: str) -> Iterable[tuple[int, int, str, str]]:
 
 # Passwords in syntaxes where no key=value says so: SQL, .netrc, and chat ("login: admin / <pw>",
 # "the new password for the vpn is <pw>", "wifi password <pw>").
-_SQL_PASSWORD = re.compile(
+_SQL_PASSWORD = _lazy_regex(
     r"(?i)(?<![\w])(?:with[ \t]+(?:encrypted[ \t]+|unencrypted[ \t]+)?password|identified[ \t]+"
     r"(?:with[ \t]+[\w]{1,40}[ \t]+)?by(?:[ \t]+password)?)[ \t]+(?P<q>['\"])(?P<secret>[^'\"\n]{1,128})(?P=q)")
-_PHRASE_PASSWORD = re.compile(
+_PHRASE_PASSWORD = _lazy_regex(
     r"(?i)(?<![\w-])(?:"
     r"(?:login|logon|user(?:name)?|creds|credentials)[ \t]+[^\s:=]{1,64}[ \t]+(?:password|pass|pw)[ \t]+"  # .netrc
     r"|(?:login|logon|creds|credentials|user(?:name)?)[ \t]*[:=][ \t]*[^\s/:=]{1,64}[ \t]*/[ \t]*"  # user / pw
@@ -2660,23 +2688,23 @@ def _password_phrases(text: str) -> Iterable[tuple[int, int, str, str]]:
 
 # -- layer 5: random-looking tokens in prose ---------------------------------------------------------------------------
 
-_URL = re.compile(r"(?i)\b[a-z][a-z0-9+.-]{1,20}://[^\s<>\"'`]{1,2048}")
-_NOT_A_KEY_BEFORE = re.compile(
+_URL = _lazy_regex(r"(?i)\b[a-z][a-z0-9+.-]{1,20}://[^\s<>\"'`]{1,2048}")
+_NOT_A_KEY_BEFORE = _lazy_regex(
     r"(?i)(?:ssh-(?:rsa|ed25519|dss)|ecdsa-sha2-nistp[0-9]+|integrity|base64,|h1:|sha[0-9]{1,3}[-:=]|"
     r"sha[0-9]{1,3}-|nonce-|data:[a-z/+.-]+;|\$2[abxy]?\$[0-9]{2}\$|\$argon2(?:id|i|d)\$[^\s$]{0,40}\$[^\s$]{0,60}\$|"
     r"\$[56]\$(?:rounds=[0-9]+\$)?[^\s$]{0,16}\$|\$pbkdf2-sha[0-9]+\$[0-9]+\$[^\s$]{0,40}\$)[\s\"':=]*$")
 # Stripe object ids (a charge, a payment intent, a customer, ...) name records, not keys; ``_secret_`` in one
 # (a payment intent's client secret) is a secret.
-_STRIPE_OBJECT_ID = re.compile(
+_STRIPE_OBJECT_ID = _lazy_regex(
     r"(?:ch|pi|cus|sub|in|il|ii|evt|prod|price|pm|py|pyr|re|txn|acct|seti|si|src|card|ba|tok|po|tr|dp|file|link|"
     r"plan|sku|or|fee|cs|bpc|cbtxn|ipi|iauth|ic|ich|inrf|prmc|promo|coupon|cn|du|fr|mbur|setatt|sess|person)"
     r"_[A-Za-z0-9]{14,40}")
-_KEY_EQUALS = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,80}=(?=[^=])")
-_HOST_AFTER = re.compile(r"\.apps\.googleusercontent\.com")
-_ADO_LEGACY_PAT = re.compile(r"[a-z2-7]{52}")
-_B64_TOKEN = re.compile(r"[A-Za-z0-9+/]{12,}={0,2}")
-_USER_COLON_PASSWORD = re.compile(r"[^\s:]{1,64}:\S{4,128}")
-_PUBLIC_BLOCK_BEGIN = re.compile(r"-----BEGIN (?!(?:[A-Z0-9]{1,20} ){0,4}PRIVATE)[A-Z0-9 ]{1,40}-----")
+_KEY_EQUALS = _lazy_regex(r"[A-Za-z_][A-Za-z0-9_.-]{0,80}=(?=[^=])")
+_HOST_AFTER = _lazy_regex(r"\.apps\.googleusercontent\.com")
+_ADO_LEGACY_PAT = _lazy_regex(r"[a-z2-7]{52}")
+_B64_TOKEN = _lazy_regex(r"[A-Za-z0-9+/]{12,}={0,2}")
+_USER_COLON_PASSWORD = _lazy_regex(r"[^\s:]{1,64}:\S{4,128}")
+_PUBLIC_BLOCK_BEGIN = _lazy_regex(r"-----BEGIN (?!(?:[A-Z0-9]{1,20} ){0,4}PRIVATE)[A-Z0-9 ]{1,40}-----")
 
 
 def _public_blocks(text: str) -> list[tuple[int, int]]:
@@ -2907,13 +2935,13 @@ PII_KINDS: tuple[str, ...] = ("email", "phone", "iban", "credit_card", "ssn", "i
 """The kinds of personal data ``scan_pii`` finds, in tie-break order when two findings start together."""
 
 
-_EMAIL = re.compile(
+_EMAIL = _lazy_regex(
     r"(?<![\w.!#%&*+@-])"
     r"(?:\"(?:[^\"\\\n]|\\.){1,64}\"|[\w!#%&*+-]{1,64})(?:\.(?:\"(?:[^\"\\\n]|\\.){1,64}\"|[\w!#%&*+-]{1,64})){0,16}"
     r"@(?P<domain>(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.){1,8}(?:[^\W\d_]{2,63}|xn--[a-z0-9-]{1,59}))"
     r"(?![\w-]|\.[^\W_])")
 # A remote-login command before user@host on the same line (ssh, scp, sftp, rsync, mosh, ssh-copy-id).
-_REMOTE_LOGIN = re.compile(r"(?<![\w-])(?:ssh|scp|sftp|rsync|mosh|ssh-copy-id|autossh)(?![\w-])[^\n]*$")
+_REMOTE_LOGIN = _lazy_regex(r"(?<![\w-])(?:ssh|scp|sftp|rsync|mosh|ssh-copy-id|autossh)(?![\w-])[^\n]*$")
 _FILE_SUFFIXES = frozenset("png jpg jpeg gif svg webp ico bmp css js mjs ts tsx jsx json map md txt lock py rb".split())
 
 _LUHN_NETWORKS = (
@@ -2930,26 +2958,26 @@ _LUHN_NETWORKS = (
     (50, 50, 2, tuple(range(12, 20))), (56, 69, 2, tuple(range(12, 20))),  # Maestro
     (60, 60, 2, (16,)), (81, 82, 2, (16, 17, 18, 19)),  # RuPay
 )
-_CARD = re.compile(
+_CARD = _lazy_regex(
     r"(?<![\w.,+/-])(?<![0-9][ -])"
     r"(?:[0-9]{4}(?P<s>[ -])[0-9]{4}(?P=s)[0-9]{4}(?P=s)[0-9]{4}(?:(?P=s)[0-9]{1,3})?"  # 4-4-4-4(-3)
     r"|[0-9]{4}(?P<a>[ -])[0-9]{6}(?P=a)[0-9]{4,5}"  # 4-6-5 (Amex), 4-6-4 (Diners)
     r"|[0-9]{4}(?P<m>[ -])[0-9]{4}(?P=m)[0-9]{4}(?:(?P=m)[0-9]{1,3})?"  # 12-15 digit Maestro
     r"|[0-9]{12,19})"
     r"(?![\w-]|[.,][0-9]|[ -][0-9])")
-_CARD_CONTEXT = re.compile(r"(?i)card|visa|mastercard|amex|maestro|diners|discover|jcb|unionpay|cc\b|cc#|pan\b|"
+_CARD_CONTEXT = _lazy_regex(r"(?i)card|visa|mastercard|amex|maestro|diners|discover|jcb|unionpay|cc\b|cc#|pan\b|"
                            r"payment|charge|pay\b|paid|billing|checkout")
-_CARD_AFTER = re.compile(r"(?i)[ \t,;]{1,3}(?:exp|expiry|expires|valid thru|cvv|cvc|[01][0-9]/[0-9]{2}(?![0-9]))")
+_CARD_AFTER = _lazy_regex(r"(?i)[ \t,;]{1,3}(?:exp|expiry|expires|valid thru|cvv|cvc|[01][0-9]/[0-9]{2}(?![0-9]))")
 
-_SSN_DASHED = re.compile(r"(?<![\w.-])(?<![0-9] )([0-9]{3})-([0-9]{2})-([0-9]{4})(?![\w-]|[.,][0-9]| [0-9])")
-_SSN_OTHER = re.compile(r"(?<![\w.-])([0-9]{3})(\.| ?- ?| ?)([0-9]{2})\2([0-9]{4})(?![\w-]|[.,][0-9]| [0-9])")
+_SSN_DASHED = _lazy_regex(r"(?<![\w.-])(?<![0-9] )([0-9]{3})-([0-9]{2})-([0-9]{4})(?![\w-]|[.,][0-9]| [0-9])")
+_SSN_OTHER = _lazy_regex(r"(?<![\w.-])([0-9]{3})(\.| ?- ?| ?)([0-9]{2})\2([0-9]{4})(?![\w-]|[.,][0-9]| [0-9])")
 # A dashed 3-2-4 number is an SSN unless a word before it says it is a part, order, model or other number.
-_SSN_NOT_CONTEXT = re.compile(
+_SSN_NOT_CONTEXT = _lazy_regex(
     r"(?i)(?:part|order|model|serial|ref|reference|sku|item|invoice|ticket|case|tracking|product|catalog|lot|batch|"
     r"confirmation|booking|policy|claim|account|acct)(?:[ \t]*(?:no\.?|number|num|nr|#|id))?[ \t]*[:#.]?[ \t]*$")
-_SSN_CONTEXT = re.compile(r"(?i)\bssn\b|\bss#|social[ -]security|soc\.? ?sec|\bssn:|tax ?payer id|\bsocial\b")
+_SSN_CONTEXT = _lazy_regex(r"(?i)\bssn\b|\bss#|social[ -]security|soc\.? ?sec|\bssn:|tax ?payer id|\bsocial\b")
 
-_NINO = re.compile(
+_NINO = _lazy_regex(
     r"(?<![A-Za-z0-9])(?!BG|GB|KN|NK|NT|TN|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]"
     r"(?P<s> ?)[0-9]{2}(?P=s)[0-9]{2}(?P=s)[0-9]{2}(?P=s)[A-D](?![A-Za-z0-9])")
 
@@ -2962,7 +2990,7 @@ _IBAN_LENGTHS = {
     "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "SA": 24, "SC": 31, "SE": 24, "SI": 19,
     "SK": 24, "SM": 27, "ST": 25, "SV": 28, "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20,
 }
-_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?:(?P<s> ?)[A-Z0-9]{4}){2,7}(?:(?P=s)[A-Z0-9]{1,4})?(?![A-Za-z0-9])")
+_IBAN = _lazy_regex(r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?:(?P<s> ?)[A-Z0-9]{4}){2,7}(?:(?P=s)[A-Z0-9]{1,4})?(?![A-Za-z0-9])")
 
 # Calling codes and the length of the national significant number that follows (min, max).
 _CALLING_CODES = {
@@ -2980,9 +3008,9 @@ _CALLING_CODES = {
     "961": (7, 8), "962": (8, 9), "963": (9, 9), "964": (10, 10), "965": (8, 8), "966": (9, 9), "971": (8, 9),
     "972": (8, 9), "973": (8, 8), "974": (8, 8), "977": (8, 10), "994": (9, 9), "995": (9, 9), "998": (9, 9),
 }
-_INTERNATIONAL = re.compile(
+_INTERNATIONAL = _lazy_regex(
     r"(?<![\w+])(?:\+|00(?=[1-9]))[1-9](?:[ .\-]?(?:\((?:0|[0-9]{1,4})\)|[0-9])){6,17}(?![0-9]|[.\-][0-9])")
-_NATIONAL = re.compile(
+_NATIONAL = _lazy_regex(
     r"(?<![\w.+/-])(?<![0-9] )"
     r"(?:"
     # North America: (555) 123-4567, 555-123-4567, 555.123.4567, 212 555 0100, 1-800-555-0199
@@ -2994,18 +3022,18 @@ _NATIONAL = re.compile(
     r"|\([1-9][0-9]\) ?9?[0-9]{4}-[0-9]{4}|[6-9][0-9]{2} [0-9]{2} [0-9]{2} [0-9]{2}|[6-9][0-9]{4} [0-9]{5}"
     r"|1[3-9][0-9] [0-9]{4} [0-9]{4}|8 ?\(?[0-9]{3}\)? ?[0-9]{3}-[0-9]{2}-[0-9]{2}"
     r")(?![\w-]|[.,/][0-9]| [0-9])")
-_PHONE_CONTEXT = re.compile(
+_PHONE_CONTEXT = _lazy_regex(
     r"(?i)(?:phone|tel|mobile|cell|whatsapp|call me|text me|fax|handy|telefon|téléphone|teléfono|telefone|"
     r"portable|móvil|celular|電話|携帯|ph\.|mob\.?|contact number|phone number|"
     r"(?:my|her|his|their|our|your)[ \t]+(?:number|digits)|(?:reach|call|ring|text|sms|message)[ \t]+"
     r"(?:me|her|him|us|them)(?:[ \t]+(?:on|at))?)[^\n0-9]{0,20}$")
-_CONTEXT_DIGITS = re.compile(r"(?<![\w.+/-])[0-9]{2,6}(?:[ .-][0-9]{2,6}){1,4}(?![\w-]|[.,][0-9])|(?<![\w.+/-])[0-9]{8,12}(?![\w.-])")
-_ISBN_BEFORE = re.compile(r"(?i)isbn(?:-1[03])?:?\s*$")
+_CONTEXT_DIGITS = _lazy_regex(r"(?<![\w.+/-])[0-9]{2,6}(?:[ .-][0-9]{2,6}){1,4}(?![\w-]|[.,][0-9])|(?<![\w.+/-])[0-9]{8,12}(?![\w.-])")
+_ISBN_BEFORE = _lazy_regex(r"(?i)isbn(?:-1[03])?:?\s*$")
 
-_IPV4 = re.compile(
+_IPV4 = _lazy_regex(
     r"(?<![\w.])(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
     r"(?!\w|\.[0-9])")
-_IPV6 = re.compile(
+_IPV6 = _lazy_regex(
     r"(?<![\w:.%])(?:[0-9A-Fa-f]{1,4}|:)(?::[0-9A-Fa-f]{0,4}){1,7}"
     r"(?:(?<=:)(?:[0-9]{1,3}\.){3}[0-9]{1,3})?(?:%[A-Za-z0-9_.\-]{1,32})?(?![\w:]|\.[0-9])")
 
@@ -3054,8 +3082,8 @@ def _phone_international(value: str) -> bool:
 # Numbers are only looked for inside runs of digits and separators, so a message with few numbers costs
 # little; each run is searched with every number pattern (a window a few characters wider than the run, for
 # the patterns' fences).
-_NUMERIC_RUN = re.compile(r"[+(]?[0-9][0-9 ().\-/]{5,}")
-_LETTERS_THEN_DIGITS = re.compile(r"[A-Z]{2} ?[0-9]{2}")
+_NUMERIC_RUN = _lazy_regex(r"[+(]?[0-9][0-9 ().\-/]{5,}")
+_LETTERS_THEN_DIGITS = _lazy_regex(r"[A-Z]{2} ?[0-9]{2}")
 
 
 def _emails(text: str) -> Iterable[tuple[int, int, str]]:
@@ -3417,7 +3445,7 @@ class PIIRedactor:
         return _FAIL_CLOSED if self.find_credentials(scrubbed) else scrubbed
 
 
-_NUMBERED_PLACEHOLDER = re.compile(r"\[([A-Z_]{2,20})_([0-9]{3,9})\]")
+_NUMBERED_PLACEHOLDER = _lazy_regex(r"\[([A-Z_]{2,20})_([0-9]{3,9})\]")
 
 
 def _pii_identity(kind: str, value: str) -> str:
@@ -3691,6 +3719,13 @@ class GraphBackend(abc.ABC):
     def tag_history(self, item: Kref) -> list[tuple[str, int | None, str]]:
         """Every move of every tag of an item, oldest first: ``(tag, revision number or None when removed
         or forgotten, ISO instant)``."""
+
+    atomic_batches = False      # whether ``batch`` is all-or-nothing
+
+    def batch(self) -> contextlib.AbstractContextManager[None]:
+        """A block whose writes are stored together or not at all. This default writes each one as it comes
+        (a backend without multi-write transactions); the embedded engine makes the block one transaction."""
+        return contextlib.nullcontext()
 
     @abc.abstractmethod
     def search(self, query: RecallQuery) -> list[ScoredRevision]:
@@ -4289,6 +4324,8 @@ class SQLiteGraph(GraphBackend):
         StoreError: the file cannot be opened or written.
     """
 
+    atomic_batches = True
+
     def __init__(self, path: str | os.PathLike[str] | None = None, *, clock: Clock | None = None,
                  busy_timeout: float = 30.0) -> None:
         self.path = ":memory:" if path is None or str(path) == ":memory:" else os.fspath(path)
@@ -4296,6 +4333,7 @@ class SQLiteGraph(GraphBackend):
         self._busy_timeout = float(busy_timeout)
         self._lock = threading.RLock()
         self._recall: _RecallState | None = None
+        self._batch_depth, self._batch_dirty = 0, False     # an open batch(), and whether it has written
         self._page_index_checked = False
         self.signals = RecallSignals()
         self._conn: sqlite3.Connection | None = None
@@ -4420,9 +4458,25 @@ class SQLiteGraph(GraphBackend):
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction: the write lock is taken up front so read-then-write cannot race."""
+        """One write transaction: the write lock is taken up front so read-then-write cannot race. Inside a
+        ``batch`` a write is a savepoint of the batch's transaction: a write that fails leaves nothing, and
+        the batch commits (or rolls back) as one."""
         with self._lock:
             conn = self._connection()
+            if self._batch_depth:
+                conn.execute("SAVEPOINT write")
+                try:
+                    yield conn
+                    conn.execute("RELEASE write")
+                except BaseException as exc:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK TO write")
+                        conn.execute("RELEASE write")
+                    if isinstance(exc, sqlite3.Error):
+                        raise self._store_error(exc) from exc
+                    raise
+                self._batch_dirty = True
+                return
             try:
                 self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
             except sqlite3.Error as exc:
@@ -4436,6 +4490,39 @@ class SQLiteGraph(GraphBackend):
                 if isinstance(exc, sqlite3.Error):
                     raise self._store_error(exc) from exc
                 raise
+            self._after_commit()
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Make every write inside the block one transaction: all of it is stored, or (when the block raises)
+        none of it. Reads inside the block see its writes; other threads wait until it ends, other processes
+        see it at once when it commits. Batches nest (the outermost one commits)."""
+        with self._lock:
+            conn = self._connection()
+            if self._batch_depth:
+                self._batch_depth += 1
+                try:
+                    yield
+                finally:
+                    self._batch_depth -= 1
+                return
+            try:
+                self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
+            except sqlite3.Error as exc:
+                raise self._store_error(exc) from exc
+            self._batch_depth, self._batch_dirty = 1, False
+            try:
+                yield
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                self._recall = None          # it may have indexed writes that no longer exist
+                if isinstance(exc, sqlite3.Error):
+                    raise self._store_error(exc) from exc
+                raise
+            finally:
+                self._batch_depth = 0
             self._after_commit()
 
     def _after_commit(self) -> None:
@@ -4464,9 +4551,15 @@ class SQLiteGraph(GraphBackend):
 
     @contextlib.contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
-        """One read transaction, so multi-query reads see one snapshot."""
+        """One read transaction, so multi-query reads see one snapshot (inside a ``batch``, the batch's)."""
         with self._lock:
             conn = self._connection()
+            if self._batch_depth:
+                try:
+                    yield conn
+                except sqlite3.Error as exc:
+                    raise self._store_error(exc) from exc
+                return
             try:
                 self._retry_busy(lambda: conn.execute("BEGIN"))
             except sqlite3.Error as exc:
@@ -4986,8 +5079,9 @@ class SQLiteGraph(GraphBackend):
         if self._recall is None or self._recall.signals != self.signals:
             self._recall = _RecallState(self.signals)
             self._recall.load(conn)
-        elif self._recall.data_version != version:
+        elif self._recall.data_version != version or self._batch_dirty:
             self._recall.sync(conn)
+            self._batch_dirty = False
         self._recall.data_version = version
         return self._recall
 
@@ -6848,9 +6942,9 @@ SESSION_SOURCES = ("request", "host-env", "active-pointer", "generated")
 
 _KEY_ROOT = "kumiho:memory"
 _RESERVED_KEY_SEGMENTS = frozenset({"sessions", "session_seq", "session_gen", "active_session"})
-_WM_IDENTIFIER = re.compile(r"^[^\s\x00-\x1f\x7f]{1,256}$")            # session ids, user ids: no blanks
-_WM_CONTEXT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")         # no ':' so pointer keys stay unambiguous
-_WM_DATE = re.compile(r"^\d{8}$")
+_WM_IDENTIFIER = _lazy_regex(r"^[^\s\x00-\x1f\x7f]{1,256}$")            # session ids, user ids: no blanks
+_WM_CONTEXT = _lazy_regex(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")         # no ':' so pointer keys stay unambiguous
+_WM_DATE = _lazy_regex(r"^\d{8}$")
 _REDIS_RETRY_DELAY = 0.05                 # the reference retries a failed Redis call once, after 50 ms
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
@@ -8130,29 +8224,29 @@ MONTHS = {name: number for number, names in enumerate(
      ("november", "nov"), ("december", "dec")], start=1) for name in names}
 _MONTH = r"(january|february|march|april|may|june|july|august|september|october|november|december|jan|feb|mar|apr" \
          r"|jun|jul|aug|sept|sep|oct|nov|dec)\.?"
-_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+(\d{{4}})\b")
-_MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")
-_MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+(\d{{4}})\b")
-_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})(?:-(\d{2}))?\b")
-_YEAR = re.compile(r"\b(?:in|during|of|since|from|around)\s+(\d{4})\b")
-_AGO = re.compile(r"\b(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten)\s+(day|week|month|year)s?\s+ago\b")
+_DAY_MONTH_YEAR = _lazy_regex(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+(\d{{4}})\b")
+_MONTH_DAY_YEAR = _lazy_regex(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")
+_MONTH_YEAR = _lazy_regex(rf"\b{_MONTH},?\s+(\d{{4}})\b")
+_ISO_DATE = _lazy_regex(r"\b(\d{4})-(\d{2})(?:-(\d{2}))?\b")
+_YEAR = _lazy_regex(r"\b(?:in|during|of|since|from|around)\s+(\d{4})\b")
+_AGO = _lazy_regex(r"\b(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten)\s+(day|week|month|year)s?\s+ago\b")
 _NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
                  "eight": 8, "nine": 9, "ten": 10}
 _RELATIVE = {"yesterday": (-1, "day"), "today": (0, "day"), "last week": (-1, "week"), "this week": (0, "week"),
              "last month": (-1, "month"), "this month": (0, "month"), "last year": (-1, "year"),
              "this year": (0, "year")}
-_RELATIVE_WORDS = re.compile(r"\b(" + "|".join(_RELATIVE) + r")\b")
+_RELATIVE_WORDS = _lazy_regex(r"\b(" + "|".join(_RELATIVE) + r")\b")
 WEEKDAYS = {name: number for number, name in enumerate(
     ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"))}
-_WEEKDAY = re.compile(r"\b(?:(last|this|past|previous)\s+)?(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b")
-_WEEKEND = re.compile(r"\b(?:last|past|previous|this)\s+weekend\b")
+_WEEKDAY = _lazy_regex(r"\b(?:(last|this|past|previous)\s+)?(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b")
+_WEEKEND = _lazy_regex(r"\b(?:last|past|previous|this)\s+weekend\b")
 # A month named without its year ("in December", "last March") is the latest one that has begun by ``now``
 # ("this December" the one of ``now``'s year). "may" needs its preposition: "you may" is not a month.
-_BARE_MONTH = re.compile(rf"\b(in|during|since|of|last|this|early|late|mid|past)[\s-]+(?:the\s+month\s+of\s+)?{_MONTH}"
+_BARE_MONTH = _lazy_regex(rf"\b(in|during|since|of|last|this|early|late|mid|past)[\s-]+(?:the\s+month\s+of\s+)?{_MONTH}"
                          r"(?![\w-])(?!\.?\s*\d)")
 SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}   # northern meteorological seasons
-_SEASON = re.compile(r"\b(last|this|past|previous|in|during|over|the)\s+(spring|summer|autumn|fall|winter)\b")
-_EARLIER = re.compile(r"\bearlier\s+this\s+(week|month|year)\b")
+_SEASON = _lazy_regex(r"\b(last|this|past|previous|in|during|over|the)\s+(spring|summer|autumn|fall|winter)\b")
+_EARLIER = _lazy_regex(r"\bearlier\s+this\s+(week|month|year)\b")
 
 
 def _period(start: _dt.datetime, unit: str, count: int = 1) -> tuple[float, float]:
@@ -8777,7 +8871,7 @@ class LLMAdapter(Protocol):
         """Return the model's reply to ``messages`` (``{"role", "content"}`` dicts)."""
 
 
-_FENCE = re.compile(r"```[^\n`]*\n?(.*?)```", re.S)
+_FENCE = _lazy_regex(r"```[^\n`]*\n?(.*?)```", re.S)
 _PARSE_ATTEMPTS = 256        # openers tried before giving up, so a reply full of brackets stays linear-ish
 
 
@@ -8834,7 +8928,7 @@ def parse_llm_json(text: str, expect: type | None = None) -> Any:
     raise InvalidArgumentError(f"no JSON {kind} in the reply: {shown[:120]!r}")
 
 
-_SCHEMA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_SCHEMA_NAME = _lazy_regex(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def _check_json_mode(json_mode: Any) -> bool | str | dict[str, Any]:
@@ -8973,7 +9067,7 @@ def _unwrap_array(text: str) -> str:
 
 # -- OpenAI-compatible chat -----------------------------------------------------------------------------------
 
-_RESPONSE_FORMAT_REJECTED = re.compile(r"response_format|json_schema|json_object", re.I)
+_RESPONSE_FORMAT_REJECTED = _lazy_regex(r"response_format|json_schema|json_object", re.I)
 
 
 class OpenAICompatAdapter:
@@ -9544,7 +9638,7 @@ class GraphAugmentedRecall:
 
 GROUNDING_STALE_TAG = "grounding:stale"
 GROUNDING_FANOUT = 20
-_CAPITALIZED = re.compile(r"\b[A-Z][\w'-]*")
+_CAPITALIZED = _lazy_regex(r"\b[A-Z][\w'-]*")
 
 
 def normalize_statement(text: str) -> str:
@@ -9577,7 +9671,7 @@ def belief_similarity(left: str, right: str) -> float:
     return shared / min(sum(left_weights.values()), sum(right_weights.values()))
 
 
-_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*://")
+_SCHEME = _lazy_regex(r"^[a-z][a-z0-9+.-]*://")
 _SECOND_LEVEL = {"co", "com", "org", "net", "gov", "ac", "edu"}
 
 
@@ -9600,7 +9694,7 @@ def canonical_source(source: str) -> str:
     return re.sub(r"[^a-z0-9:]+", "-", text).strip("-") or text
 
 
-_DISCOURSE_OPENER = re.compile(r"^\s*[A-Za-z]+\s*[,:]")     # "Actually, ...", "Update: ..."
+_DISCOURSE_OPENER = _lazy_regex(r"^\s*[A-Za-z]+\s*[,:]")     # "Actually, ...", "Update: ..."
 # Capitalized only because they open a sentence: never the subject ("Actually the dog Nina has ...").
 DISCOURSE_WORDS = frozenset("""
 actually also anyway apparently basically btw correction fyi hey hi hmm however incidentally indeed luckily
@@ -9613,7 +9707,7 @@ def _statement_body(text: str) -> str:
     return _DISCOURSE_OPENER.sub("", text, count=1)
 
 
-_NAME_RUN = re.compile(r"\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*")
+_NAME_RUN = _lazy_regex(r"\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*")
 
 
 # After a possessive these name another person or thing than the possessor: "Nina's sister works at X" is
@@ -9636,7 +9730,7 @@ client customer teacher doctor mentor assistant
 USER_ROLES = frozenset({"user", "human", "me", "customer", "client", "owner"})
 ASSISTANT_ROLES = frozenset({"assistant", "ai", "bot", "system", "agent", "model", "tool", "developer"})
 SPACE_USER = "User"          # who "I" is when nothing in the metadata says: the space's user
-_FIRST_PERSON = re.compile(
+_FIRST_PERSON = _lazy_regex(
     r"(?<![\w'’-])(?:(?P<i_is>I'm|I’m|I am)|(?P<i_has>I've|I’ve)|(?P<i_would>I'd|I’d)|(?P<i_will>I'll|I’ll)|"
     r"(?P<i>I)|(?P<my>[Mm]y|[Mm]ine)|(?P<me>[Mm]e|[Mm]yself)|(?P<we_are>[Ww]e're|[Ww]e’re|[Ww]e are)|"
     r"(?P<we_have>[Ww]e've|[Ww]e’ve)|(?P<we>[Ww]e|us|[Oo]urselves)|(?P<our>[Oo]ur|[Oo]urs))(?![\w'’-])")
@@ -9752,7 +9846,7 @@ def _claim_terms(text: str) -> list[str]:
 
 
 # Identifier-like names are exact: "a_val" and "b_val", "v1" and "v2" name different things.
-_IDENTIFIER = re.compile(r"(?<![\w.-])(?:[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]*[A-Za-z0-9]|[a-z]{1,3}\d+[a-z0-9]*)"
+_IDENTIFIER = _lazy_regex(r"(?<![\w.-])(?:[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]*[A-Za-z0-9]|[a-z]{1,3}\d+[a-z0-9]*)"
                          r"(?![\w-])")
 
 
@@ -9765,7 +9859,7 @@ def statement_identifiers(text: str) -> frozenset[str]:
 
 # Words that say a statement corrects an earlier one (issue 16): with a value the old statement holds, they
 # tie a correction to it ("I sold the *Civic*", "switched from *vim*").
-_CORRECTION_CUE = re.compile(
+_CORRECTION_CUE = _lazy_regex(
     r"\b(?:actually|now|these days|nowadays|no longer|not anymore|any ?more|switch\w*|chang\w*|turns out|"
     r"turned out|instead|sold|replaced|traded|gave up|quit|left|gone back|went back|used to|from|new)\b")
 CUE_WORDS = frozenset("""
@@ -9826,10 +9920,10 @@ BELIEF_RELATIONS: dict[str, str] = {
 FAVORITE_NOUNS = {"colour": "color", "dish": "food", "meal": "food", "cuisine": "food", "foods": "food",
                   "sports": "sport", "game": "sport", "movie": "film", "films": "film", "book": "book",
                   "band": "music", "song": "music", "singer": "music", "drink": "drink", "beverage": "drink"}
-_FAVORITE = re.compile(r"\bfavou?rite\s+([a-z]+)")
-_TYPED_NOUN = re.compile(r"\b(?:the colou?r|colou?r)\b")
-_COMPILED_RELATIONS = {name: re.compile(pattern) for name, pattern in BELIEF_RELATIONS.items()}
-_RELATION_WORDS = re.compile("|".join(f"(?:{pattern})" for pattern in BELIEF_RELATIONS.values())
+_FAVORITE = _lazy_regex(r"\bfavou?rite\s+([a-z]+)")
+_TYPED_NOUN = _lazy_regex(r"\b(?:the colou?r|colou?r)\b")
+_COMPILED_RELATIONS = {name: _lazy_regex(pattern) for name, pattern in BELIEF_RELATIONS.items()}
+_RELATION_WORDS = _lazy_regex("|".join(f"(?:{pattern})" for pattern in BELIEF_RELATIONS.values())
                              + r"|\bfavou?rite\s+[a-z]+|\bcolou?r\b")
 
 
@@ -10221,8 +10315,8 @@ def newest_first_within_relation(results: list[dict[str, Any]]) -> list[dict[str
     return order
 
 
-_FIRST_PERSON_QUESTION = re.compile(r"(?i)\b(?:i|me|my|mine|myself|we|our|us)\b")
-_QUESTION = re.compile(r"(?is)^\s*(?:where|what|which|who|whom|whose|how|when|do|does|did|is|am|are|was|were|"
+_FIRST_PERSON_QUESTION = _lazy_regex(r"(?i)\b(?:i|me|my|mine|myself|we|our|us)\b")
+_QUESTION = _lazy_regex(r"(?is)^\s*(?:where|what|which|who|whom|whose|how|when|do|does|did|is|am|are|was|were|"
                        r"have|has|can)\b|.*\?\s*$")
 
 
@@ -11056,13 +11150,13 @@ class AnticipatoryRecall:
 
 # -- summarizing a conversation -------------------------------------------------------------------------------
 
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
-_DECISION_CUE = re.compile(r"\b(decided|decide|we'll|we will|i'll|i will|going to|let's|let us|agreed|chose|choose|"
+_SENTENCE_SPLIT = _lazy_regex(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+_DECISION_CUE = _lazy_regex(r"\b(decided|decide|we'll|we will|i'll|i will|going to|let's|let us|agreed|chose|choose|"
                            r"settled on|plan to|switch(?:ed)? to)\b", re.I)
-_FACT_CUE = re.compile(r"\b(is|are|was|were|has|have|had|prefer|prefers|like|likes|love|loves|use|uses|live|lives|"
+_FACT_CUE = _lazy_regex(r"\b(is|are|was|were|has|have|had|prefer|prefers|like|likes|love|loves|use|uses|live|lives|"
                        r"work|works|own|owns|need|needs|always|never|my|our)\b", re.I)
-_REASON = re.compile(r"\b(?:because|since|so that|as)\b\s+(.+)$", re.I)
-_ENTITY = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)\b")
+_REASON = _lazy_regex(r"\b(?:because|since|so that|as)\b\s+(.+)$", re.I)
+_ENTITY = _lazy_regex(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)\b")
 
 
 def _sentences(text: str) -> list[str]:
@@ -11331,10 +11425,10 @@ DEFAULT_STORAGE_POLICY = """Store a memory only when the conversation contains s
 Do not store greetings, thanks, small talk, questions without answers, code listings, or anything secret.
 Write the memory as one self-contained sentence in the third person."""
 
-_STORE_SIGNAL = re.compile(r"\b(prefer|prefers|always|never|decided|decide|remember|we agreed|agreed|i use|we use|"
+_STORE_SIGNAL = _lazy_regex(r"\b(prefer|prefers|always|never|decided|decide|remember|we agreed|agreed|i use|we use|"
                            r"i like|i love|i hate|my favorite|my favourite|from now on|going forward|important|"
                            r"actually|correction|not anymore|no longer|switch(?:ed)? to|moved to)\b", re.I)
-_ACKNOWLEDGEMENT = re.compile(r"^\s*(ok(ay)?|thanks?|thank you|great|cool|sure|yes|no|got it|hi|hello|hey|"
+_ACKNOWLEDGEMENT = _lazy_regex(r"^\s*(ok(ay)?|thanks?|thank you|great|cool|sure|yes|no|got it|hi|hello|hey|"
                               r"bye|good (morning|night))\b[\s.!]*$", re.I)
 
 
@@ -11754,7 +11848,7 @@ SPACE_PROFILE_ITEM = "_space_profile"
 SPACE_CLASS_ATTRIBUTE = "space_class"
 JOB_KINDS = frozenset({"dream-state", PREFETCH_STATE_KIND})   # a space holding only these is a job's
 _ATTRIBUTE_KEY_PREFIX = "space-attribute:"
-_ATTRIBUTE_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+_ATTRIBUTE_NAME_PATTERN = _lazy_regex(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 MAX_ATTRIBUTE_CHARS = 4096
 
 
@@ -12103,6 +12197,73 @@ class Memory:
             InvalidArgumentError: an argument is malformed (nothing is written).
             NotFoundError: ``item`` names an item that does not exist.
         """
+        return self._store_belief(**self._checked_memory(
+            content, space=space, title=title, kind=kind, metadata=metadata, tags=tags, item=item, key=key,
+            evidence_level=evidence_level, source=source, stack=stack, artifacts=artifacts))["kref"]
+
+    def remember_many(self, records: Iterable[str | Mapping[str, Any]], *,
+                      progress: Callable[[int, int], None] | None = None) -> list[str]:
+        """Store many memories at once: each record as ``remember`` would, in one transaction.
+
+        Args:
+            records: memories, each a string (its content) or a mapping of ``remember``'s arguments
+                (``{"content": ..., "space": ..., "metadata": ..., "key": ..., "stack": ...}``).
+            progress: called as ``progress(done, total)`` every 1,000 records and at the end.
+
+        Every record is checked before anything is written, then each is screened, keyed, stacked and
+        superseded exactly as ``remember`` does it, in order (a later record sees the earlier ones). The
+        call is all-or-nothing on the embedded engine: if any record fails, nothing of the batch is kept.
+        The Kumiho server has no multi-write transaction, so there the records are written one by one and a
+        failure keeps the ones before it (their krefs are in the error's ``written`` attribute).
+
+        Returns:
+            The revision krefs, one per record, in order (``remember``'s return value for each).
+
+        Raises:
+            InvalidArgumentError: a record is malformed (the message names its position; nothing written).
+        """
+        if isinstance(records, (str, bytes)) or isinstance(records, Mapping):
+            raise InvalidArgumentError("records must be a list of memories (strings or mappings), not one memory")
+        written: list[str] = []
+        try:
+            checked = [self._checked_record(position, record) for position, record in enumerate(records)]
+            with self._backend.batch():
+                for done, arguments in enumerate(checked, 1):
+                    written.append(self._store_belief(**arguments)["kref"])
+                    if progress is not None and (done % 1000 == 0 or done == len(checked)):
+                        progress(done, len(checked))
+        except KumihoMemoryError as exc:
+            exc.written = [] if self._backend.atomic_batches else written   # type: ignore[attr-defined]
+            raise
+        return written
+
+    _MEMORY_FIELDS = ("content", "space", "title", "kind", "metadata", "tags", "item", "key", "evidence_level",
+                      "source", "stack", "artifacts")
+
+    def _checked_record(self, position: int, record: str | Mapping[str, Any]) -> dict[str, Any]:
+        """One record of ``remember_many``, checked as ``remember`` checks its arguments."""
+        if isinstance(record, str):
+            record = {"content": record}
+        if not isinstance(record, Mapping):
+            raise InvalidArgumentError(f"record {position} must be a string or a mapping, not "
+                                       f"{type(record).__name__}")
+        unknown = sorted(str(name) for name in record if name not in self._MEMORY_FIELDS)
+        if unknown or "content" not in record:
+            problem = f"unknown field(s) {unknown}" if unknown else "no 'content'"
+            raise InvalidArgumentError(f"record {position} has {problem}; a record takes "
+                                       f"{', '.join(self._MEMORY_FIELDS)}")
+        arguments = dict(record)
+        try:
+            return self._checked_memory(arguments.pop("content"), **arguments)
+        except (InvalidArgumentError, NotFoundError) as exc:
+            raise type(exc)(f"record {position}: {exc.args[0] if exc.args else exc}") from exc
+
+    def _checked_memory(self, content: str, *, space: str = "notes", title: str | None = None,
+                        kind: str = "memory", metadata: Mapping[str, Any] | None = None,
+                        tags: Sequence[str] | None = None, item: str | None = None, key: str | None = None,
+                        evidence_level: str | None = None, source: str | None = None, stack: bool = False,
+                        artifacts: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+        """``remember``'s arguments checked and normalized into ``_store_belief``'s (nothing is written)."""
         content = _checked_text(content, "content", limit=MAX_CONTENT_CHARS)
         space = normalize_space(space)
         title = _title_from_content(content) if title is None else _checked_text(
@@ -12129,9 +12290,9 @@ class Memory:
             if not isinstance(event_date, str):
                 raise InvalidArgumentError("metadata['event_date'] must be an ISO 8601 string")
             parse_instant(event_date)
-        return self._store_belief(content=content, space=space, title=title, kind=kind, metadata=checked_metadata,
-                                  tags=checked_tags, item_kref=item_kref, key=key, stack=bool(stack),
-                                  artifacts=_checked_artifacts(artifacts))["kref"]
+        return dict(content=content, space=space, title=title, kind=kind, metadata=checked_metadata,
+                    tags=checked_tags, item_kref=item_kref, key=key, stack=bool(stack),
+                    artifacts=_checked_artifacts(artifacts))
 
     def _store_belief(self, *, content: str, space: str, title: str, kind: str, metadata: dict[str, Any],
                       tags: tuple[str, ...], item_kref: Kref | None, key: str | None, stack: bool,
@@ -14274,14 +14435,14 @@ class IngestResult:
 # Characters that render as nothing (or reorder what is shown) and so can hide text from a human reviewer.
 _HIDDEN_RANGES = ((0x061C, 0x061C), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064),
                   (0x2066, 0x2069), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0xE0000, 0xE007F), (0xE0100, 0xE01EF))
-_HIDDEN_CHARS = re.compile("[" + "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in _HIDDEN_RANGES) + "]")
+_HIDDEN_CHARS = _lazy_regex("[" + "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in _HIDDEN_RANGES) + "]")
 _HIDDEN_GROUPS = {(0xE0000, 0xE007F): "U+E0000-U+E007F TAG CHARACTERS",
                   (0xE0100, 0xE01EF): "U+E0100-U+E01EF VARIATION SELECTORS SUPPLEMENT"}
 _ZWJ = "\u200d"
 
 # Phrases that try to take over the reading model, matched on casefolded NFKC text with hidden characters
 # removed and whitespace collapsed (so "Ignore\u200b previous" and full-width letters do not slip by).
-_INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((label, re.compile(pattern)) for label, pattern in (
+_INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((label, _lazy_regex(pattern)) for label, pattern in (
     ("ignore previous instructions",
      r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|the|your|of|these|those)\s+)*"
      r"(?:previous|prior|above|earlier|preceding|foregoing|original|system|developer)\s+(?:\w+\s+)?"
@@ -14302,9 +14463,9 @@ _INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((label, re.
                              r"api\s+keys?|secrets|tokens|passwords|env(?:ironment)?\s+variables)\s+to\b"),
 ))
 
-_BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/=_-])(?:[A-Za-z0-9+/]{24,}={0,2}|[A-Za-z0-9_-]{24,}={0,2})"
+_BASE64_RUN = _lazy_regex(r"(?<![A-Za-z0-9+/=_-])(?:[A-Za-z0-9+/]{24,}={0,2}|[A-Za-z0-9_-]{24,}={0,2})"
                          r"(?![A-Za-z0-9+/=_-])")
-_BASE64_HINT = re.compile(r"(?i)base64\s+(?:-d|-D|--decode)\b|b64decode|atob\s*\(|frombase64string|"
+_BASE64_HINT = _lazy_regex(r"(?i)base64\s+(?:-d|-D|--decode)\b|b64decode|atob\s*\(|frombase64string|"
                           r"base64\.decode|decode\s+(?:the\s+following|this)\b|\|\s*base64\b|base64[- ]encoded")
 BASE64_MIN_RUN = 32            # characters, for a run with no decoding hint near it
 _BASE64_HINT_WINDOW = 200      # characters either side of a run where a hint counts
@@ -14414,11 +14575,11 @@ def scan_skill_text(text: str, *, first_line: int = 1) -> list[str]:
 
 # -- reading skill files -------------------------------------------------------------------------------------
 
-_SKILL_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
-_SECTION_HEADING = re.compile(r"^##(?!#)\s+(.*?)\s*#*\s*$")
-_TITLE_HEADING = re.compile(r"^#(?!#)\s+(.*?)\s*#*\s*$")
-_INLINE_MARKER = re.compile(r"^\s*<!--\s*inline\s*-->\s*$", re.I)
-_FRONTMATTER_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:\s*(.*)$")
+_SKILL_FENCE = _lazy_regex(r"^\s{0,3}(`{3,}|~{3,})")
+_SECTION_HEADING = _lazy_regex(r"^##(?!#)\s+(.*?)\s*#*\s*$")
+_TITLE_HEADING = _lazy_regex(r"^#(?!#)\s+(.*?)\s*#*\s*$")
+_INLINE_MARKER = _lazy_regex(r"^\s*<!--\s*inline\s*-->\s*$", re.I)
+_FRONTMATTER_KEY = _lazy_regex(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:\s*(.*)$")
 
 
 def _skill_slug(text: str, max_length: int = 48) -> str:

@@ -31,10 +31,11 @@ def timed(function, *args, **kwargs) -> tuple[object, float]:
     return result, (time.perf_counter() - start) * 1000.0
 
 
-def write_results(name: str, parameters: dict, figures: dict) -> str:
-    """Write ``probes/results/<name>.json`` with the module version, machine, parameters and figures."""
-    os.makedirs(RESULTS, exist_ok=True)
-    path = os.path.join(RESULTS, f"{name}.json")
+def write_results(name: str, parameters: dict, figures: dict, path: str | None = None) -> str:
+    """Write ``probes/results/<name>.json`` (or ``path``) with the module version, machine, parameters and
+    figures."""
+    path = path or os.path.join(RESULTS, f"{name}.json")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     document = {"probe": name, "version": km.__version__, "python": platform.python_version(),
                 "sqlite": __import__("sqlite3").sqlite_version, "machine": platform.machine(),
                 "cpus": os.cpu_count(), "parameters": parameters, "figures": figures}

@@ -1,27 +1,66 @@
-"""Probe: recall at scale -- N synthetic memories, index time, cost per write, query p50/p95, peak RSS.
+"""Probe: recall at scale -- warm query p50/p95, cold start in a fresh process, bulk ingest; side by side.
 
 Usage: python probes/scale.py [--sizes 10000,100000] [--queries 200] [--seed 11]
-                              [--systems ours,rank-bm25,bm25s] [--disk]
+                              [--systems ours,rank-bm25,bm25s] [--disk] [--phases warm,cold,bulk]
+                              [--cold-runs 3] [--build-budget-s 600] [--out PATH]
 
-Writes probes/results/scale.json. The corpus is synthetic and deterministic from --seed: a vocabulary of
-50,000 pseudo-words (lowercase a-z, 4-10 letters, no stopwords, chosen so the Porter stemmer leaves them
-alone), word ranks drawn from a Zipf distribution (s = 1.07), 10-30 words a memory; the queries are 3-6
-distinct words drawn from the same distribution, so they mix common and rare words.
+Writes probes/results/scale.json (or --out). The corpus is synthetic and deterministic from --seed: a
+vocabulary of 50,000 pseudo-words (lowercase a-z, 4-10 letters, no stopwords, chosen so the Porter stemmer
+leaves them alone), word ranks drawn from a Zipf distribution (s = 1.07), 10-30 words a memory; the queries
+are 3-6 distinct words drawn from the same distribution, so they mix common and rare words. Every phase runs
+for each size; every measurement runs in its own subprocess, so each peak RSS (ru_maxrss) belongs to one
+system doing one thing.
 
-Each system runs for each size in its own subprocess, so the peak RSS (ru_maxrss) belongs to that system:
+WARM (``figures[system][size]``, the keys probes/readme_figures.py reads):
 
   ours       km.Memory() in memory (with --disk also "ours-disk", a file store in a temp dir): every memory
-             written with remember() (or remember_many() when the module has it), then recall(q, limit=10).
+             written with remember_many() in batches of 1,000 dicts {"content", "space", "kind"} when the
+             module has it, else remember() one by one; then recall(q, limit=10).
   rank-bm25  rank_bm25.BM25Okapi over the same words (the pseudo-words need no stemming), top 10 by score.
+             Not run above 100,000 memories (every query scores every document).
   bm25s      bm25s.BM25().index(tokens), then retrieve([q], k=10) one query at a time.
 
-The documents are held as lists of words before the clock starts (the baselines get them pre-tokenized,
-ours gets them joined with spaces). The first query is timed on its own (an index may be built lazily),
-then all queries are timed, including the first again. When the first 10 timed queries average more than
-200 ms only 20 are measured (rank-bm25 at 100,000 always measures 20); ``queries_measured`` says how many.
-``agreement_vs_bm25s`` is the mean share of top-10 hits (score > 0) shared with bm25s over the first 20
-queries -- a sanity check on the ranking, not a quality metric (the BM25 variants differ a little).
-rank-bm25 and bm25s are dev-only tools: when one is not importable its entry says "skipped".
+  The documents are held as lists of words before the clock starts (the baselines get them pre-tokenized,
+  ours gets them joined with spaces). The first query is timed on its own (an index may be built lazily),
+  then all queries are timed, including the first again. When the first 10 timed queries average more than
+  200 ms only 20 are measured (rank-bm25 at 100,000 always measures 20); ``queries_measured`` says how many.
+  ``agreement_vs_bm25s`` is the mean share of top-10 hits (score > 0) shared with bm25s over the first 20
+  queries -- a sanity check on the ranking, not a quality metric (the BM25 variants differ a little).
+  Building ours is given --build-budget-s: when the first writes project a longer build (a remember() loop at
+  1,000,000, say), ours is skipped at that size and ``skipped`` says why.
+
+BULK INGEST (``figures["bulk_ingest"][size]``): the same texts written to a fresh file store.
+  ours       Memory(path) opened, remember_many() in batches of 1,000 dicts, close(): ``seconds`` is open to
+             closed, ``write_s`` the remember_many calls alone. Without remember_many the store is built with
+             a remember() loop (for the cold start) and ours says "missing".
+  fts5       sqlite3: a fresh file db, CREATE VIRTUAL TABLE t USING fts5(body), every text inserted with
+             executemany in one transaction, commit, close.
+  ``ratio_ours_to_fts5`` = ours seconds / fts5 seconds.
+
+COLD START (``figures["cold_start"][size]``): the stores built above (ours, the FTS5 db, and a bm25s index
+  saved once with save()) are opened by a FRESH python process that runs one query, the first of the query
+  set, and exits. "Cold" means a fresh process with a warm OS file cache: the files were just written and
+  dropping the page cache is not possible here. Each child runs --cold-runs times (3), the systems
+  interleaved, after one untimed import of each system's module (so a stale .pyc is not timed); each figure
+  is the median over the runs (``runs`` holds them all).
+  ours       import kumiho_memory; Memory(path); recall(query, limit=10).
+  fts5       import sqlite3; connect(path); SELECT rowid, bm25(t) FROM t WHERE t MATCH ? ORDER BY bm25(t)
+             LIMIT 10, the query's words quoted and joined with OR.
+  bm25s      import bm25s; BM25.load(dir, mmap=True); retrieve([tokens], k=10).
+  ``first_result_ms`` is from before the import to the first result, in the child; ``first_query_ms`` the
+  query alone (ours: the first recall); ``import_ms``, ``open_ms``; ``process_ms`` the parent's clock from
+  spawning the child to its exit (interpreter start-up and teardown included); ``peak_rss_mb`` the child's
+  ru_maxrss after the first result. ``ratio_ours_to_fts5`` / ``ratio_ours_to_bm25s`` compare
+  first_result_ms; ``top10_matches_warm`` says whether ours' cold top 10 equals the warm in-memory top 10 for
+  the same query (same texts, same ids; only the write times differ).
+
+WARM ON THE REOPENED STORE (``figures["warm_reopened"][size]``): a fresh process opens ours' file store
+  built above and runs every query as WARM does (first query alone, then p50/p95), with its peak RSS --
+  the figures of a long-running process over an existing store. ``agreement_vs_in_memory`` is the mean share
+  of top-10 krefs shared with the warm in-memory run over the first 20 queries.
+
+rank-bm25 and bm25s are dev-only tools: when one is not importable its entries say "skipped". The probe
+reports; it asserts nothing.
 """
 
 from __future__ import annotations
