@@ -1219,6 +1219,37 @@ class _TermPostings:
         self.max_impact = 0.0
 
 
+class _TermTable(list):  # type: ignore[type-arg]
+    """Every term's postings; after a snapshot load each term is unpacked from the packed columns on first
+    use, so a fresh process pays only for the terms its queries read."""
+
+    def __init__(self, packed: tuple[array.array, ...] | None = None) -> None:
+        super().__init__([None] * (len(packed[0]) - 1) if packed else [])
+        self._packed = packed       # (offsets, slots, impacts, live counts, max impacts)
+
+    def __getitem__(self, term_id: int) -> _TermPostings:   # type: ignore[override]
+        postings = super().__getitem__(term_id)
+        if postings is None:
+            offsets, slots, impacts, live, best = self._packed     # type: ignore[misc]
+            postings = _TermPostings()
+            start, end = offsets[term_id], offsets[term_id + 1]
+            postings.slots, postings.impacts = slots[start:end], impacts[start:end]
+            postings.live, postings.max_impact = live[term_id], best[term_id]
+            self[term_id] = postings
+        return postings
+
+    def __iter__(self) -> Iterator[_TermPostings]:
+        for term_id in range(len(self)):
+            yield self[term_id]
+
+
+def _packed(code: str, blob: bytes) -> array.array:
+    """An ``array`` of typecode ``code`` from a snapshot's bytes."""
+    column = array.array(code)
+    column.frombytes(blob)
+    return column
+
+
 # BM25 profiles: chat turns and other short texts saturate term frequency sooner than notes and documents.
 # A text's profile follows how long the texts of its space are, not who wrote it: a space of short turns
 # (LoCoMo's, ~23 terms) reads as chat, a space of long replies and documents (LongMemEval's ~95-term turns)
@@ -1260,7 +1291,7 @@ class RecallIndex:
 
     def __init__(self) -> None:
         self.term_ids: dict[str, int] = {}
-        self.terms: list[_TermPostings] = []
+        self.terms: list[_TermPostings] = _TermTable()
         self.doc_slot: dict[int, int] = {}
         self.slot_doc = array.array("q")          # -1 once the slot is dead
         self.slot_length = array.array("d")
@@ -1383,6 +1414,59 @@ class RecallIndex:
         """Sort every term's postings now (after a bulk load), so no query pays for it later."""
         for postings in self.terms:
             self._merged(postings, force=True)
+
+    # -- snapshot -----------------------------------------------------------------------------------------
+
+    _SCALARS = ("total_length", "reference_length", "dead_slots")
+    _COLUMNS = (("slot_doc", "q"), ("slot_length", "d"), ("slot_short", "d"), ("forward_offsets", "q"),
+                ("forward_terms", "i"), ("forward_tfs", "d"))
+
+    def snapshot_parts(self) -> dict[str, bytes]:
+        """The index as named byte strings (every posting list sorted first), for ``from_parts``."""
+        self.compact()
+        offsets, slots, impacts = array.array("q", [0]), array.array("i"), array.array("d")
+        live, best = array.array("q"), array.array("d")
+        for postings in self.terms:
+            slots.extend(postings.slots)
+            impacts.extend(postings.impacts)
+            offsets.append(len(slots))
+            live.append(postings.live)
+            best.append(postings.max_impact)
+        names = sorted(self.term_ids, key=self.term_ids.__getitem__)
+        parts = {"index.terms": json.dumps(names, ensure_ascii=False).encode(),
+                 "index.scalars": json.dumps([getattr(self, name) for name in self._SCALARS]).encode(),
+                 "index.postings": b"".join(column.tobytes() for column in (offsets, live, best)),
+                 "index.slots": slots.tobytes(), "index.impacts": impacts.tobytes()}
+        for name, _code in self._COLUMNS:
+            parts[f"index.{name}"] = getattr(self, name).tobytes()
+        return parts
+
+    @classmethod
+    def from_parts(cls, parts: Mapping[str, bytes]) -> "RecallIndex":
+        """An index from ``snapshot_parts``; raises ``ValueError`` (or ``KeyError``) when they do not fit."""
+        index = cls()
+        names = json.loads(parts["index.terms"])
+        count = len(names)
+        packed = parts["index.postings"]
+        offsets = _packed("q", packed[:8 * (count + 1)])
+        live = _packed("q", packed[8 * (count + 1):8 * (2 * count + 1)])
+        best = _packed("d", packed[8 * (2 * count + 1):])
+        slots, impacts = _packed("i", parts["index.slots"]), _packed("d", parts["index.impacts"])
+        if not (len(offsets) == count + 1 and len(live) == len(best) == count
+                and offsets[-1] == len(slots) == len(impacts)):
+            raise ValueError("the index snapshot's postings do not fit its terms")
+        index.term_ids = {name: term_id for term_id, name in enumerate(names)}
+        index.terms = _TermTable((offsets, slots, impacts, live, best))
+        for name, code in cls._COLUMNS:
+            setattr(index, name, _packed(code, parts[f"index.{name}"]))
+        for name, value in zip(cls._SCALARS, json.loads(parts["index.scalars"])):
+            setattr(index, name, value)
+        slot_count = len(index.slot_doc)
+        if not (len(index.slot_length) == len(index.slot_short) == slot_count == len(index.forward_offsets) - 1
+                and index.forward_offsets[-1] == len(index.forward_terms) == len(index.forward_tfs)):
+            raise ValueError("the index snapshot's columns do not fit each other")
+        index.doc_slot = {doc_id: slot for slot, doc_id in enumerate(index.slot_doc) if doc_id >= 0}
+        return index
 
     # -- search -------------------------------------------------------------------------------------------
 
@@ -3825,6 +3909,7 @@ class _RecallState:
 
     def __init__(self, signals: RecallSignals) -> None:
         self.signals = signals
+        self._lazy: dict[str, array.array] = {}         # snapshot groups not decoded yet (``__getattr__``)
         self.index = RecallIndex()
         self.last_seq = 0
         self.data_version: int | None = None
@@ -3853,6 +3938,107 @@ class _RecallState:
         self.name_terms: dict[str, int] = {}
         self.vectors: dict[int, array.array] = {}        # unit-length embeddings, by revision
         self.contested: dict[int, set[int]] = {}         # revision -> revisions that CONTRADICT it
+
+    # -- snapshot -----------------------------------------------------------------------------------------
+
+    _INT_MAPS = (("doc_item", "q"), ("doc_event", "d"), ("thread_prev", "q"), ("thread_next", "q"),
+                 ("item_space", "q"), ("item_published", "q"), ("space_newest", "d"), ("space_short", "d"),
+                 ("doc_length", "d"))
+    _INT_SETS = ("doc_message", "doc_deprecated", "superseded", "item_deprecated")
+    _INT_GROUPS = ("item_docs", "current_by_space", "live_by_space", "contested")
+    _LAZY_GROUPS = {"item_docs": list, "live_by_space": set}
+
+    def __getattr__(self, name: str) -> Any:
+        lazy = self.__dict__.get("_lazy")
+        if lazy is None or name not in lazy:
+            raise AttributeError(name)
+        value = self._groups(lazy.pop(name), self._LAZY_GROUPS[name])
+        setattr(self, name, value)
+        return value
+
+    def snapshot_parts(self) -> dict[str, bytes]:
+        """Everything recall keeps, as named byte strings (see ``from_parts``): fixed-width columns for
+        what grows with the store, JSON for the small or sparse rest."""
+        parts = self.index.snapshot_parts()
+        for name, code in self._INT_MAPS:
+            table = getattr(self, name)
+            parts[name] = array.array("q", table).tobytes() + array.array(code, table.values()).tobytes()
+        for name in self._INT_SETS:
+            parts[name] = array.array("q", sorted(getattr(self, name))).tobytes()
+        for name in self._INT_GROUPS:
+            table = getattr(self, name)
+            keys, sizes, flat = array.array("q", [len(table), *table]), array.array("q"), array.array("q")
+            for members in table.values():
+                sizes.append(len(members))
+                flat.extend(members if isinstance(members, list) else sorted(members))
+            parts[name] = keys.tobytes() + sizes.tobytes() + flat.tobytes()
+        small = {"spaces": [list(key) for key in sorted(self.space_ids, key=self.space_ids.__getitem__)],
+                 "who": {str(doc): sorted(names) for doc, names in self.doc_who.items()},
+                 "links": {str(doc): entries for doc, entries in self.links.items()},
+                 "by_project": {project: sorted(docs) for project, docs in self.current_by_project.items()},
+                 "space_terms": {str(space): totals for space, totals in self.space_terms.items()},
+                 "name_terms": self.name_terms, "last_seq": self.last_seq,
+                 "vector_docs": list(self.vectors), "vector_sizes": [len(v) for v in self.vectors.values()]}
+        parts["state"] = json.dumps(small, ensure_ascii=False).encode()
+        vectors = array.array("f")
+        for vector in self.vectors.values():
+            vectors.extend(vector)
+        parts["vectors"] = vectors.tobytes()
+        return parts
+
+    @classmethod
+    def from_parts(cls, signals: RecallSignals, parts: Mapping[str, bytes]) -> "_RecallState":
+        """A state from ``snapshot_parts``; raises ``ValueError``/``KeyError`` when the parts do not fit."""
+        state = cls(signals)
+        state.index = RecallIndex.from_parts(parts)
+        for name, code in cls._INT_MAPS:
+            blob = parts[name]
+            width = 8 + array.array(code).itemsize
+            if len(blob) % width:
+                raise ValueError(f"recall snapshot part {name!r} is damaged")
+            size = 8 * (len(blob) // width)
+            setattr(state, name, dict(zip(_packed("q", blob[:size]), _packed(code, blob[size:]))))
+        for name in cls._INT_SETS:
+            setattr(state, name, set(_packed("q", parts[name])))
+        for name in cls._INT_GROUPS:
+            column = _packed("q", parts[name])
+            if name in cls._LAZY_GROUPS:     # decoded on first use (a process that only reads may never)
+                cls._groups(column, None)    # checked now all the same
+                del state.__dict__[name]
+                state._lazy[name] = column
+            else:
+                setattr(state, name, cls._groups(column, set))
+        small = json.loads(parts["state"])
+        state.space_ids = {(project, space): number for number, (project, space) in enumerate(small["spaces"])}
+        state.space_project = {number: project for (project, _), number in state.space_ids.items()}
+        state.doc_who = {int(doc): frozenset(names) for doc, names in small["who"].items()}
+        state.links = {int(doc): [(other, kind) for other, kind in entries] for doc, entries in small["links"].items()}
+        state.current_by_project = {project: set(docs) for project, docs in small["by_project"].items()}
+        state.space_terms = {int(space): totals for space, totals in small["space_terms"].items()}
+        state.name_terms, state.last_seq = small["name_terms"], int(small["last_seq"])
+        flat, start = _packed("f", parts["vectors"]), 0
+        for doc, size in zip(small["vector_docs"], small["vector_sizes"]):
+            state.vectors[doc] = flat[start:start + size]
+            start += size
+        if start != len(flat) or set(state.doc_item) != set(state.doc_length):
+            raise ValueError("the recall snapshot's parts do not fit each other")
+        return state
+
+    @staticmethod
+    def _groups(column: array.array, kind: type | None) -> dict[int, Any]:
+        """Decode ``count, keys, sizes, members`` (see ``snapshot_parts``) into ``{key: kind(members)}``
+        (``kind`` None: only check the layout)."""
+        count = column[0] if column else -1
+        if count < 0 or 1 + 2 * count + sum(column[1 + count:1 + 2 * count]) != len(column):
+            raise ValueError("a recall snapshot group is damaged")
+        table: dict[int, Any] = {}
+        if kind is None:
+            return table
+        start = 1 + 2 * count
+        for key, size in zip(column[1:1 + count], column[1 + count:1 + 2 * count]):
+            table[key] = kind(column[start:start + size])
+            start += size
+        return table
 
     # -- loading ------------------------------------------------------------------------------------------
 
@@ -4334,6 +4520,8 @@ class SQLiteGraph(GraphBackend):
         self._lock = threading.RLock()
         self._recall: _RecallState | None = None
         self._batch_depth, self._batch_dirty = 0, False     # an open batch(), and whether it has written
+        self._snapshot_seq: int | None = None                # the change-log position of the stored snapshot
+        self._snapshot_due = False
         self._page_index_checked = False
         self.signals = RecallSignals()
         self._conn: sqlite3.Connection | None = None
@@ -4579,6 +4767,9 @@ class SQLiteGraph(GraphBackend):
         with self._lock:
             if self._conn is None:
                 return
+            if self._recall is not None and (self._snapshot_due or self._snapshot_stale(self._recall)):
+                with contextlib.suppress(KumihoMemoryError):
+                    self.save_recall_snapshot()
             with contextlib.suppress(sqlite3.Error):
                 if not self.in_memory:
                     self._conn.execute("PRAGMA busy_timeout = 1000")
@@ -5060,6 +5251,8 @@ class SQLiteGraph(GraphBackend):
                 if isinstance(via, dict) and "kref_id" in via:   # signals carry krefs, never an engine row id
                     seed = records.get(via.pop("kref_id"))
                     notes["via"] = {"kref": str(seed.kref), **via} if seed is not None else {**via}
+        if self._snapshot_due:
+            self.save_recall_snapshot()
         return [ScoredRevision(records[doc_id], score, notes) for doc_id, score, notes in ranked if doc_id in records]
 
     def change_token(self, project: str | None = None) -> int:
@@ -5074,16 +5267,136 @@ class SQLiteGraph(GraphBackend):
         return row[0] if row else 0
 
     def _recall_state(self, conn: sqlite3.Connection) -> _RecallState:
-        """The recall index, built on first use and caught up with other processes' writes."""
+        """The recall index: read from the store's snapshot (or built from the tables when there is none, or
+        it is damaged or too old) on first use, and caught up with every process's writes after."""
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         if self._recall is None or self._recall.signals != self.signals:
-            self._recall = _RecallState(self.signals)
-            self._recall.load(conn)
+            self._recall = self._snapshot_state(conn)
+            if self._recall is None:
+                self._recall = _RecallState(self.signals)
+                self._recall.load(conn)
+                self._snapshot_due = len(self._recall.doc_item) >= self.RECALL_SNAPSHOT_MIN_DOCS
+            else:
+                self._recall.sync(conn)
+                self._snapshot_due = self._snapshot_stale(self._recall)
         elif self._recall.data_version != version or self._batch_dirty:
             self._recall.sync(conn)
             self._batch_dirty = False
         self._recall.data_version = version
         return self._recall
+
+    # -- the recall snapshot ------------------------------------------------------------------------------
+    #
+    # A fresh process would otherwise rebuild the recall index from every revision's terms (seconds at
+    # 100,000 memories). The index and its per-revision signals are kept in the table ``recall_snapshot``
+    # as named columns of fixed-width numbers (``_RecallState.snapshot_parts``), with a manifest in
+    # ``meta``: the change-log position they reflect, the signals they were built with, and a CRC-32 of
+    # every part. A process reads the snapshot, checks it, and replays the change log from there, so the
+    # result is the same as a rebuild's; a damaged, foreign or too old snapshot is ignored and rebuilt. The
+    # snapshot is rewritten in one transaction (a kill mid-way keeps the old one) after a rebuild and, at
+    # close, when the log has moved on by a share of the store.
+
+    RECALL_SNAPSHOT_FORMAT = 1
+    RECALL_SNAPSHOT_MIN_DOCS = 2000       # smaller stores rebuild in milliseconds: no snapshot
+    RECALL_SNAPSHOT_REFRESH = 0.02        # rewrite at close once this share of the store changed since
+
+    def _signals_fingerprint(self) -> str:
+        return canonical_json(dataclasses.asdict(self.signals))
+
+    def _snapshot_manifest(self, conn: sqlite3.Connection) -> dict[str, Any] | None:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'recall_snapshot'").fetchone()
+        try:
+            manifest = json.loads(row[0]) if row else None
+        except ValueError:
+            return None
+        return manifest if isinstance(manifest, dict) else None
+
+    def _snapshot_state(self, conn: sqlite3.Connection) -> _RecallState | None:
+        """The recall state from the store's snapshot, or None when there is no usable one."""
+        if self.in_memory:
+            return None
+        manifest = self._snapshot_manifest(conn)
+        if (manifest is None or manifest.get("format") != self.RECALL_SNAPSHOT_FORMAT
+                or manifest.get("signals") != self._signals_fingerprint()
+                or not isinstance(manifest.get("crc"), dict) or not isinstance(manifest.get("seq"), int)):
+            return None
+        first = conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
+        if first is not None and first > manifest["seq"] + 1:
+            return None                      # the change log no longer reaches back to it
+        crcs: dict[str, Any] = manifest["crc"]
+
+        class Parts(Mapping[str, bytes]):
+            """The snapshot's parts, each read (and checked) when it is used, so only one is in memory
+            at a time beside what has been decoded."""
+
+            def __getitem__(self, name: str) -> bytes:
+                row = conn.execute("SELECT data FROM recall_snapshot WHERE name = ?", (name,)).fetchone()
+                if row is None or zlib.crc32(row[0]) != crcs.get(name):
+                    raise ValueError(f"recall snapshot part {name!r} is missing or damaged")
+                return bytes(row[0])
+
+            def __iter__(self) -> Iterator[str]:
+                return iter(crcs)
+
+            def __len__(self) -> int:
+                return len(crcs)
+
+        try:
+            state = _RecallState.from_parts(self.signals, Parts())
+        except (ValueError, KeyError, IndexError, TypeError, OverflowError, sqlite3.Error):
+            return None
+        if state.last_seq != manifest["seq"]:
+            return None
+        self._snapshot_seq = state.last_seq
+        return state
+
+    def _snapshot_stale(self, state: _RecallState) -> bool:
+        """Whether the stored snapshot lags ``state`` by enough to be worth rewriting."""
+        size = len(state.doc_item)
+        if size < self.RECALL_SNAPSHOT_MIN_DOCS:
+            return False
+        return self._snapshot_seq is None or state.last_seq - self._snapshot_seq >= max(
+            1000, self.RECALL_SNAPSHOT_REFRESH * size)
+
+    def save_recall_snapshot(self, *, wait: bool = False) -> bool:
+        """Write the recall index into the store now, so the next process starts from it (normally done
+        for you: after a rebuild and at close). Returns False when there was nothing to write or the store
+        was busy (``wait=False`` gives up at once rather than queue behind another writer)."""
+        with self._lock:
+            state = self._recall
+            if self.in_memory or state is None or self._batch_depth or self._conn is None:
+                return False
+            conn = self._connection()
+            try:
+                if wait:
+                    self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
+                else:
+                    conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error:
+                return False
+            try:
+                state.sync(conn)            # the newest position, read under the write lock
+                manifest = self._snapshot_manifest(conn)
+                if manifest is not None and manifest.get("format") == self.RECALL_SNAPSHOT_FORMAT and \
+                        manifest.get("signals") == self._signals_fingerprint() and \
+                        isinstance(manifest.get("seq"), int) and manifest["seq"] >= state.last_seq:
+                    conn.execute("ROLLBACK")
+                    return False             # another process stored one at least as new
+                parts = state.snapshot_parts()
+                conn.execute("CREATE TABLE IF NOT EXISTS recall_snapshot (name TEXT PRIMARY KEY, data BLOB NOT NULL)")
+                conn.execute("DELETE FROM recall_snapshot")
+                conn.executemany("INSERT INTO recall_snapshot VALUES (?, ?)", parts.items())
+                manifest = {"format": self.RECALL_SNAPSHOT_FORMAT, "seq": state.last_seq, "written_by": __version__,
+                            "signals": self._signals_fingerprint(),
+                            "crc": {name: zlib.crc32(data) for name, data in parts.items()}}
+                conn.execute("INSERT OR REPLACE INTO meta VALUES ('recall_snapshot', ?)", (canonical_json(manifest),))
+                conn.execute("COMMIT")
+            except sqlite3.Error:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                return False
+            self._snapshot_seq, self._snapshot_due = state.last_seq, False
+            return True
 
     def _current_at(self, conn: sqlite3.Connection, project: str, moment: float, state: _RecallState,
                     space_ids: set[int]) -> set[int]:

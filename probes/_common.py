@@ -45,6 +45,26 @@ def write_results(name: str, parameters: dict, figures: dict, path: str | None =
     return path
 
 
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far, in MB.
+
+    On Linux this is VmHWM from /proc/self/status, the high-water mark of this process's own memory:
+    ``ru_maxrss`` there also counts the parent's peak at fork (a child of a 300 MB parent reports 300 MB
+    before doing anything), which would charge the probe's parent to each measured child. Elsewhere
+    ``ru_maxrss`` (KB on Linux, bytes on macOS).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as stream:
+            for line in stream:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024.0, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    import resource
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1024.0 * 1024.0 if sys.platform == "darwin" else 1024.0), 1)
+
+
 def print_table(rows: list[tuple[str, object]]) -> None:
     """Print name/value rows as an aligned two-column table."""
     width = max(len(name) for name, _ in rows)

@@ -8,8 +8,8 @@ Writes probes/results/scale.json (or --out). The corpus is synthetic and determi
 vocabulary of 50,000 pseudo-words (lowercase a-z, 4-10 letters, no stopwords, chosen so the Porter stemmer
 leaves them alone), word ranks drawn from a Zipf distribution (s = 1.07), 10-30 words a memory; the queries
 are 3-6 distinct words drawn from the same distribution, so they mix common and rare words. Every phase runs
-for each size; every measurement runs in its own subprocess, so each peak RSS (ru_maxrss) belongs to one
-system doing one thing.
+for each size; every measurement runs in its own subprocess, so each peak RSS belongs to one system doing
+one thing (VmHWM from /proc/self/status: on Linux ru_maxrss also counts the parent's peak at fork).
 
 WARM (``figures[system][size]``, the keys probes/readme_figures.py reads):
 
@@ -71,14 +71,14 @@ import json
 import os
 import random
 import re
-import resource
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 
-from _common import km, percentile, print_table, timed, write_results
+from _common import ROOT, km, median, peak_rss_mb, percentile, print_table, timed, write_results
 
 VOCABULARY = 50_000
 ZIPF_S = 1.07
@@ -147,11 +147,18 @@ def queries(seed: int, count: int) -> list[list[str]]:
     return result
 
 
+RANK_BM25_MAX = 100_000           # rank-bm25 scores every document per query: not run above this size
+BATCH = 1000                      # records per remember_many call
+BUDGET_PROBE_AFTER = 5000         # writes before a build's projected time is checked against the budget
+COLD_SYSTEMS = ("ours", "fts5", "bm25s")
+FTS5_QUERY = "SELECT rowid, bm25(t) FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT ?"
+
+
 # -- child: one system, one size -----------------------------------------------------------------------
 
 def rss_mb() -> float:
-    """Peak resident set size of this process so far, in MB (ru_maxrss is KB on Linux)."""
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+    """Peak resident set size of this process so far, in MB (``_common.peak_rss_mb``: VmHWM on Linux)."""
+    return peak_rss_mb()
 
 
 def progress(message: str) -> None:
@@ -186,19 +193,39 @@ def measure_queries(search, query_list: list, force_cap: bool) -> dict:
     return figures
 
 
-def insert_ours(memory, texts: list[str], batch: bool) -> tuple[list, list[float], str]:
-    """Write every text (with remember_many when ``batch``); return (krefs, per-write ms or [], the API used)."""
+class BuildTooSlow(Exception):
+    """Building a store would take longer than --build-budget-s."""
+
+
+def check_budget(started: float, done: int, total: int, budget_s: float, api: str) -> None:
+    """Raise ``BuildTooSlow`` when ``done`` of ``total`` writes took or project more than ``budget_s``."""
+    if done >= total or done == 0:
+        return
+    elapsed = time.perf_counter() - started
+    projected = elapsed / done * total
+    if elapsed > budget_s or (done >= min(BUDGET_PROBE_AFTER, total // 2) and projected > budget_s):
+        raise BuildTooSlow(f"{api} too slow: {done:,} of {total:,} memories written in {elapsed:.0f} s, "
+                           f"{projected:.0f} s projected for all > --build-budget-s {budget_s:.0f}")
+
+
+def insert_ours(memory, texts: list[str], batch: bool, budget_s: float = float("inf")) -> tuple[list, list[float], str]:
+    """Write every text (with remember_many when ``batch``); return (krefs, per-write ms or [], the API used).
+
+    Raises ``BuildTooSlow`` when the writes so far project more than ``budget_s`` for all of them."""
     spaces = [f"space{index % 7}" for index in range(len(texts))]
+    started = time.perf_counter()
     if batch:
         krefs = []
-        for start in range(0, len(texts), 1000):
-            batch = [{"content": text, "space": space, "kind": "memory"}
-                     for text, space in zip(texts[start:start + 1000], spaces[start:start + 1000])]
-            returned = memory.remember_many(batch)
+        for start in range(0, len(texts), BATCH):
+            records = [{"content": text, "space": space, "kind": "memory"}
+                       for text, space in zip(texts[start:start + BATCH], spaces[start:start + BATCH])]
+            returned = memory.remember_many(records)
             krefs.extend(returned if isinstance(returned, (list, tuple)) else [])
-            if start and start % 20000 == 0:
-                progress(f"  {start} written")
-        return krefs, [], "remember_many (batches of 1000 dicts)"
+            done = start + len(records)
+            if done % 20000 == 0:
+                progress(f"  {done} written")
+            check_budget(started, done, len(texts), budget_s, "remember_many")
+        return krefs, [], f"remember_many (batches of {BATCH} dicts)"
     krefs, write_ms = [], []
     for index, (text, space) in enumerate(zip(texts, spaces)):
         kref, elapsed = timed(memory.remember, text, space=space, kind="memory")
@@ -206,43 +233,83 @@ def insert_ours(memory, texts: list[str], batch: bool) -> tuple[list, list[float
         write_ms.append(elapsed)
         if index and index % 20000 == 0:
             progress(f"  {index} written")
+        if (index + 1) % 1000 == 0:
+            check_budget(started, index + 1, len(texts), budget_s, "a remember() loop")
     return krefs, write_ms, "remember"
 
 
-def child_ours(size: int, seed: int, query_count: int, disk: bool) -> dict:
+def _remove_store(path: str) -> None:
+    """Delete a file store and its companions (-wal, -shm, lock files)."""
+    folder, name = os.path.split(path)
+    for leftover in os.listdir(folder):
+        if leftover.startswith(name):
+            os.remove(os.path.join(folder, leftover))
+
+
+def fill_store(path: str | None, texts: list[str], budget_s: float, label: str):
+    """Open a fresh store (in memory when ``path`` is None) and write ``texts``.
+
+    Returns (memory, krefs, write_ms, api, write seconds). Falls back to remember() when remember_many
+    rejects the records' shape; raises ``BuildTooSlow`` (the memory closed) when over ``budget_s``."""
+    memory = km.Memory(path=path, ids=km.SequentialIds())
+    batch = hasattr(memory, "remember_many")
+    start = time.perf_counter()
+    try:
+        try:
+            krefs, write_ms, api = insert_ours(memory, texts, batch, budget_s)
+        except (TypeError, km.KumihoMemoryError) as exc:   # remember_many takes another shape: start over
+            if not batch:
+                raise
+            progress(f"{label}: remember_many rejected ({exc!r}); using remember")
+            memory.close()
+            if path:
+                _remove_store(path)
+            memory = km.Memory(path=path, ids=km.SequentialIds())
+            start = time.perf_counter()
+            krefs, write_ms, api = insert_ours(memory, texts, False, budget_s)
+            api += f" (remember_many rejected: {type(exc).__name__})"
+    except BuildTooSlow:
+        memory.close()
+        raise
+    return memory, krefs, write_ms, api, time.perf_counter() - start
+
+
+def item_of(kref: str) -> str:
+    return kref.split("?")[0]
+
+
+def child_ours(size: int, seed: int, query_count: int, disk: bool, budget_s: float) -> dict:
     texts = [" ".join(words) for words in documents(seed, size)]
     query_list = [" ".join(words) for words in queries(seed, query_count)]
     folder = tempfile.mkdtemp(prefix="kumiho-scale-") if disk else None
     path = os.path.join(folder, "scale.db") if disk else None
+    name = "ours-disk" if disk else "ours"
     try:
         rss_before = rss_mb()
-        memory = km.Memory(path=path, ids=km.SequentialIds())
-        name = "ours-disk" if disk else "ours"
         progress(f"{name} N={size}: inserting...")
-        start = time.perf_counter()
         try:
-            krefs, write_ms, api = insert_ours(memory, texts, batch=hasattr(memory, "remember_many"))
-        except (TypeError, km.KumihoMemoryError) as exc:   # remember_many takes another shape: start over
-            progress(f"{name} N={size}: remember_many rejected ({exc!r}); using remember")
-            memory.close()
-            if disk:
-                for leftover in os.listdir(folder):
-                    os.remove(os.path.join(folder, leftover))
-            memory = km.Memory(path=path, ids=km.SequentialIds())
-            start = time.perf_counter()
-            krefs, write_ms, api = insert_ours(memory, texts, batch=False)
-            api += f" (remember_many rejected: {type(exc).__name__})"
-        index_s = time.perf_counter() - start
+            memory, krefs, write_ms, api, index_s = fill_store(path, texts, budget_s, f"{name} N={size}")
+        except BuildTooSlow as exc:
+            progress(f"{name} N={size}: SKIPPED, {exc}")
+            return {"skipped": str(exc)}
         rss_after_insert = rss_mb()
-        position = {}
-        for number, kref in enumerate(krefs):
-            if isinstance(kref, str):
-                position[kref] = number
-                position[kref.split("?")[0]] = number
+        del texts
+        position = {item_of(kref): number for number, kref in enumerate(krefs) if isinstance(kref, str)}
+        del krefs
+        last_krefs: list[str] = []
 
         def search(query: str) -> list[int]:
-            return [position.get(hit.get("kref"), position.get(hit.get("item_kref"), -1))
-                    for hit in memory.recall(query, limit=LIMIT)]
+            hits = memory.recall(query, limit=LIMIT)
+            last_krefs[:] = [hit["item_kref"] for hit in hits]
+            return [position.get(hit["item_kref"], -1) for hit in hits]
+
+        tops_krefs = []
+
+        def search_keeping_krefs(query: str) -> list[int]:
+            found = search(query)
+            if len(tops_krefs) < AGREEMENT_QUERIES + 1:   # the first query, then the first 20 timed ones
+                tops_krefs.append(list(last_krefs))
+            return found
 
         progress(f"{name} N={size}: querying...")
         figures = {"insert_api": api, "index_s": round(index_s, 3),
@@ -251,7 +318,9 @@ def child_ours(size: int, seed: int, query_count: int, disk: bool) -> dict:
         if write_ms:
             figures["write_p50_ms"] = round(percentile(write_ms, 0.5), 4)
             figures["write_p99_ms"] = round(percentile(write_ms, 0.99), 4)
-        figures.update(measure_queries(search, query_list, force_cap=False))
+        figures.update(measure_queries(search_keeping_krefs, query_list, force_cap=False))
+        figures["top10_krefs"] = tops_krefs[1:]
+        figures["first_query_top10_krefs"] = tops_krefs[0]
         if disk:
             figures["file_bytes"] = sum(os.path.getsize(os.path.join(folder, entry)) for entry in os.listdir(folder))
         memory.close()
@@ -312,41 +381,286 @@ def child_bm25s(size: int, seed: int, query_count: int) -> dict:
     return figures
 
 
-def child(system: str, size: int, seed: int, query_count: int) -> None:
+# -- children of the bulk and cold phases: build a store once, reopen it --------------------------------
+
+def child_build_ours(size: int, seed: int, path: str, budget_s: float) -> dict:
+    """Write the texts to a fresh file store at ``path`` and close it (the bulk-ingest figure of ours)."""
+    texts = [" ".join(words) for words in documents(seed, size)]
+    rss_before = rss_mb()
+    progress(f"build ours N={size}: writing a file store...")
+    started = time.perf_counter()
+    try:
+        memory, _, _, api, write_s = fill_store(path, texts, budget_s, f"build ours N={size}")
+    except BuildTooSlow as exc:
+        progress(f"build ours N={size}: SKIPPED, {exc}")
+        _remove_store(path)
+        return {"skipped": str(exc)}
+    closing = time.perf_counter()
+    memory.close()
+    done = time.perf_counter()
+    folder, name = os.path.split(path)
+    return {"api": api, "seconds": round(done - started, 3), "write_s": round(write_s, 3),
+            "close_s": round(done - closing, 3), "memories_per_s": round(size / (done - started), 1),
+            "file_bytes": sum(os.path.getsize(os.path.join(folder, entry)) for entry in os.listdir(folder)
+                              if entry.startswith(name)),
+            "rss_before_mb": rss_before, "peak_rss_mb": rss_mb()}
+
+
+def child_build_fts5(size: int, seed: int, path: str) -> dict:
+    """The same texts into a fresh FTS5 table in a file db, one transaction (executemany)."""
+    texts = [" ".join(words) for words in documents(seed, size)]
+    rss_before = rss_mb()
+    progress(f"build fts5 N={size}: inserting in one transaction...")
+    started = time.perf_counter()
+    connection = sqlite3.connect(path)
+    connection.execute("CREATE VIRTUAL TABLE t USING fts5(body)")
+    with connection:                                    # one transaction, committed on leaving
+        connection.executemany("INSERT INTO t(rowid, body) VALUES (?, ?)",
+                               ((number + 1, text) for number, text in enumerate(texts)))
+    connection.close()
+    seconds = time.perf_counter() - started
+    return {"api": "executemany in one transaction", "seconds": round(seconds, 3),
+            "memories_per_s": round(size / seconds, 1), "file_bytes": os.path.getsize(path),
+            "sqlite": sqlite3.sqlite_version, "rss_before_mb": rss_before, "peak_rss_mb": rss_mb()}
+
+
+def child_build_bm25s(size: int, seed: int, path: str) -> dict:
+    """A bm25s index of the same tokens, saved once with save() into the folder ``path``."""
+    try:
+        import bm25s
+    except ImportError:
+        return {"skipped": "not installed"}
+    corpus = list(documents(seed, size))
+    progress(f"build bm25s N={size}: indexing and saving...")
+    retriever = bm25s.BM25()
+    _, index_ms = timed(retriever.index, corpus, show_progress=False)
+    _, save_ms = timed(retriever.save, path)
+    return {"index_s": round(index_ms / 1000.0, 3), "save_s": round(save_ms / 1000.0, 3),
+            "file_bytes": sum(os.path.getsize(os.path.join(path, entry)) for entry in os.listdir(path)),
+            "bm25s_version": getattr(bm25s, "__version__", "?"), "peak_rss_mb": rss_mb()}
+
+
+def child_ours_reopened(size: int, seed: int, query_count: int, path: str) -> dict:
+    """Open the built file store in this fresh process and time every query (no texts held here)."""
+    query_list = [" ".join(words) for words in queries(seed, query_count)]
+    rss_before = rss_mb()
+    memory, open_ms = timed(km.Memory, path)
+    tops: list[list[str]] = []
+
+    def search(query: str) -> list[str]:
+        return [hit["item_kref"] for hit in memory.recall(query, limit=LIMIT)]
+
+    progress(f"ours reopened N={size}: querying...")
+    figures = {"open_ms": round(open_ms, 3), "rss_before_open_mb": rss_before}
+    figures.update(measure_queries(search, query_list, force_cap=False))
+    figures["top10_krefs"] = figures.pop("top10")
+    memory.close()
+    return figures
+
+
+# The cold children: nothing imported before the clock starts but json, sys and time. argv: the repository
+# root (for ours), the store, the query as JSON (a list of words), the limit. peak_rss_mb reads VmHWM (see
+# _common.peak_rss_mb; the definition is repeated so the child imports nothing of the probe's).
+COLD_PRELUDE = """\
+import json, sys, time
+
+
+def peak_rss_mb():
+    try:
+        with open("/proc/self/status", encoding="ascii") as stream:
+            return [int(line.split()[1]) / 1024.0 for line in stream if line.startswith("VmHWM:")][0]
+    except (OSError, ValueError, IndexError):
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1048576.0 if sys.platform == "darwin" else 1024.0)
+
+
+start = time.perf_counter()
+"""
+COLD_REPORT = """\
+done = time.perf_counter()
+print(json.dumps({"import_ms": (imported - start) * 1000, "open_ms": (opened - imported) * 1000,
+                  "first_query_ms": (done - opened) * 1000, "first_result_ms": (done - start) * 1000,
+                  "hits": len(top), "top10": top, "peak_rss_mb": peak_rss_mb()}), flush=True)
+"""
+COLD_CODE = {
+    "ours": COLD_PRELUDE + """\
+sys.path.insert(0, sys.argv[1])
+import kumiho_memory
+imported = time.perf_counter()
+memory = kumiho_memory.Memory(sys.argv[2])
+opened = time.perf_counter()
+top = [hit["item_kref"] for hit in memory.recall(" ".join(json.loads(sys.argv[3])), limit=int(sys.argv[4]))]
+""" + COLD_REPORT + "memory.close()\n",
+    "fts5": COLD_PRELUDE + """\
+import sqlite3
+imported = time.perf_counter()
+connection = sqlite3.connect(sys.argv[2])
+opened = time.perf_counter()
+match = " OR ".join('"' + word.replace('"', '""') + '"' for word in json.loads(sys.argv[3]))
+top = [row[0] for row in connection.execute(%r, (match, int(sys.argv[4]))).fetchall()]
+""" % FTS5_QUERY + COLD_REPORT + "connection.close()\n",
+    "bm25s": COLD_PRELUDE + """\
+import bm25s
+imported = time.perf_counter()
+retriever = bm25s.BM25.load(sys.argv[2], mmap=True)
+opened = time.perf_counter()
+found, scores = retriever.retrieve([json.loads(sys.argv[3])], k=int(sys.argv[4]), show_progress=False)
+top = [int(number) for number, score in zip(found[0], scores[0]) if score > 0]
+""" + COLD_REPORT,
+}
+COLD_WARMUP = {"ours": f"import sys; sys.path.insert(0, {ROOT!r}); import kumiho_memory",
+               "fts5": "import sqlite3", "bm25s": "import bm25s"}
+
+
+def child(args: argparse.Namespace) -> None:
+    system, size, seed, query_count = args.child, args.size, args.seed, args.queries
     rss_start = rss_mb()
     if system in ("ours", "ours-disk"):
-        figures = child_ours(size, seed, query_count, disk=system == "ours-disk")
+        figures = child_ours(size, seed, query_count, system == "ours-disk", args.build_budget_s)
     elif system == "rank-bm25":
         figures = child_rank_bm25(size, seed, query_count)
     elif system == "bm25s":
         figures = child_bm25s(size, seed, query_count)
+    elif system == "build-ours":
+        figures = child_build_ours(size, seed, args.path, args.build_budget_s)
+    elif system == "build-fts5":
+        figures = child_build_fts5(size, seed, args.path)
+    elif system == "build-bm25s":
+        figures = child_build_bm25s(size, seed, args.path)
+    elif system == "ours-reopened":
+        figures = child_ours_reopened(size, seed, query_count, args.path)
     else:
         raise SystemExit(f"unknown system {system!r}")
     if "skipped" not in figures:
         figures["rss_start_mb"] = rss_start
         figures["peak_rss_mb"] = rss_mb()
-        figures["peak_minus_before_index_mb"] = round(figures["peak_rss_mb"] - figures["rss_before_index_mb"], 1)
+        before = figures.get("rss_before_index_mb", figures.get("rss_before_open_mb"))
+        if before is not None:
+            figures["peak_minus_before_index_mb"] = round(figures["peak_rss_mb"] - before, 1)
     print(json.dumps(figures), flush=True)
 
 
 # -- parent --------------------------------------------------------------------------------------------
 
-def run_child(system: str, size: int, args: argparse.Namespace) -> dict:
+def last_json(stdout: str) -> dict | None:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return None
+
+
+def run_child(system: str, size: int, args: argparse.Namespace, path: str | None = None) -> dict:
     command = [sys.executable, os.path.abspath(__file__), "--child", system, "--size", str(size),
-               "--seed", str(args.seed), "--queries", str(args.queries)]
+               "--seed", str(args.seed), "--queries", str(args.queries), "--build-budget-s", str(args.build_budget_s)]
+    if path:
+        command += ["--path", path]
     start = time.perf_counter()
     completed = subprocess.run(command, stdout=subprocess.PIPE, text=True)
     wall = round(time.perf_counter() - start, 1)
-    for line in reversed(completed.stdout.splitlines()):
-        if line.startswith("{"):
-            figures = json.loads(line)
-            break
-    else:
-        figures = {"error": f"child exited {completed.returncode} without figures (see stderr)"}
+    figures = last_json(completed.stdout) or {
+        "error": f"child exited {completed.returncode} without figures (see stderr)"}
     if "skipped" not in figures:
         figures["child_wall_s"] = wall
     progress(f"{system} N={size}: done in {wall} s")
     return figures
+
+
+def run_cold(system: str, store: str, query: list[str], size: int, timeout_s: float) -> dict:
+    """One fresh process: open ``store`` and answer ``query``; the child's figures plus ``process_ms``."""
+    command = [sys.executable, "-c", COLD_CODE[system], ROOT, store, json.dumps(query), str(min(LIMIT, size))]
+    start = time.perf_counter()
+    try:
+        completed = subprocess.run(command, stdout=subprocess.PIPE, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"error": f"did not finish within {timeout_s:.0f} s"}
+    process_ms = (time.perf_counter() - start) * 1000.0
+    figures = last_json(completed.stdout)
+    if figures is None:
+        return {"error": f"cold child exited {completed.returncode} without figures (see stderr)"}
+    figures["process_ms"] = process_ms
+    return figures
+
+
+COLD_FIGURES = ("first_result_ms", "first_query_ms", "import_ms", "open_ms", "process_ms", "peak_rss_mb")
+
+
+def cold_summary(runs: list[dict]) -> dict:
+    """The median of each figure over the runs that finished, and every run."""
+    good = [run for run in runs if "error" not in run]
+    if not good:
+        return {"error": runs[0]["error"] if runs else "no runs", "runs": runs}
+    summary = {key: round(median([run[key] for run in good]), 3 if key != "peak_rss_mb" else 1)
+               for key in COLD_FIGURES}
+    summary["hits"] = good[0]["hits"]
+    summary["top10"] = good[0]["top10"]
+    summary["runs_measured"] = len(good)
+    summary["runs"] = [{key: round(run[key], 3) for key in COLD_FIGURES if key in run} if "error" not in run
+                       else run for run in runs]
+    return summary
+
+
+def ratio(numerator, denominator) -> float | None:
+    if isinstance(numerator, (int, float)) and isinstance(denominator, (int, float)) and denominator > 0:
+        return round(numerator / denominator, 2)
+    return None
+
+
+def stores_phase(size: int, args: argparse.Namespace, phases: set, warm_ours: dict) -> tuple[dict, dict, dict]:
+    """Bulk ingest, cold start and warm-on-reopened for one size: (bulk, cold, reopened) figures."""
+    workdir = tempfile.mkdtemp(prefix=f"kumiho-scale-{size}-", dir=args.workdir)
+    paths = {"ours": os.path.join(workdir, "ours.db"), "fts5": os.path.join(workdir, "fts5.db"),
+             "bm25s": os.path.join(workdir, "bm25s-index")}
+    try:
+        built = {"ours": run_child("build-ours", size, args, paths["ours"]),
+                 "fts5": run_child("build-fts5", size, args, paths["fts5"])}
+        if "cold" in phases:
+            built["bm25s"] = run_child("build-bm25s", size, args, paths["bm25s"])
+        bulk: dict = {}
+        if "bulk" in phases:
+            ours = dict(built["ours"])
+            if "skipped" not in ours and not ours.get("api", "").startswith("remember_many ("):
+                ours = {"missing": f"Memory has no usable remember_many; the store was built with "
+                                   f"{ours.get('api', '?')} in {ours.get('seconds', '?')} s", "built": ours}
+            bulk = {"ours": ours, "fts5": built["fts5"],
+                    "ratio_ours_to_fts5": ratio(ours.get("seconds"), built["fts5"].get("seconds"))}
+        cold: dict = {}
+        reopened: dict = {}
+        if "cold" in phases:
+            query = queries(args.seed, 1)[0]
+            ready = [system for system in COLD_SYSTEMS if "skipped" not in built[system] and "error" not in built[system]]
+            for system in ready:                        # untimed: a stale .pyc is compiled here, not timed
+                subprocess.run([sys.executable, "-c", COLD_WARMUP[system]], stdout=subprocess.DEVNULL)
+            runs: dict = {system: [] for system in ready}
+            for number in range(args.cold_runs):
+                for system in ready:
+                    figures = run_cold(system, paths[system], query, size, args.build_budget_s)
+                    runs[system].append(figures)
+                    progress(f"cold {system} N={size} run {number + 1}: " + (
+                        f"{figures['first_result_ms']:.1f} ms to the first result" if "error" not in figures
+                        else figures["error"]))
+            cold = {system: cold_summary(runs[system]) if system in runs else
+                    {"skipped": built[system].get("skipped") or built[system].get("error")} for system in COLD_SYSTEMS}
+            cold["query"] = query
+            ours_ms = cold["ours"].get("first_result_ms")
+            cold["ratio_ours_to_fts5"] = ratio(ours_ms, cold["fts5"].get("first_result_ms"))
+            cold["ratio_ours_to_bm25s"] = ratio(ours_ms, cold["bm25s"].get("first_result_ms"))
+            cold["rss_ratio_ours_to_fts5"] = ratio(cold["ours"].get("peak_rss_mb"), cold["fts5"].get("peak_rss_mb"))
+            warm_first = warm_ours.get("first_query_top10_krefs")
+            if "top10" in cold["ours"] and warm_first is not None:
+                cold["ours"]["top10_matches_warm"] = cold["ours"]["top10"] == warm_first
+            if "ours" in ready:
+                reopened = run_child("ours-reopened", size, args, paths["ours"])
+                if warm_ours.get("top10_krefs") and reopened.get("top10_krefs"):
+                    shares = [len(set(mine) & set(theirs)) / max(len(mine), len(theirs))
+                              for mine, theirs in zip(reopened["top10_krefs"], warm_ours["top10_krefs"])
+                              if mine or theirs]
+                    if shares:
+                        reopened["agreement_vs_in_memory"] = round(sum(shares) / len(shares), 3)
+            else:
+                reopened = {"skipped": cold["ours"].get("skipped", "no store")}
+        return bulk, cold, reopened
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def agreement(figures: dict, size_key: str) -> None:
@@ -365,6 +679,69 @@ def agreement(figures: dict, size_key: str) -> None:
 ROWS = ("index_s", "write_mean_ms", "first_query_ms", "query_p50_ms", "query_p95_ms", "queries_measured",
         "rss_before_index_mb", "peak_rss_mb", "peak_minus_before_index_mb", "file_bytes", "agreement_vs_bm25s",
         "child_wall_s")
+COLD_ROWS = ("first_result_ms", "first_query_ms", "import_ms", "open_ms", "process_ms", "peak_rss_mb")
+
+
+def cell(entry: dict, metric: str) -> str:
+    if "skipped" in entry:
+        return "skipped"
+    if "missing" in entry:
+        return "missing"
+    if "error" in entry:
+        return "error"
+    value = entry.get(metric, "-")
+    return f"{value:.1f}" if isinstance(value, float) and metric.endswith(("_ms", "_mb")) and value >= 100 else str(value)
+
+
+def table(figures: dict, sizes: list[int], systems: list[str], phases: set, cold_runs: int) -> list[tuple[str, object]]:
+    width = max(12, *(len(system) + 2 for system in systems))
+    rows = []
+    for size in sizes:
+        key = str(size)
+        if "warm" in phases:
+            rows.append((f"N={size} warm", "".join(f"{system:>{width}}" for system in systems)))
+            for metric in ROWS:
+                values = [cell(figures[system][key], metric) for system in systems]
+                if all(value == "-" for value in values):
+                    continue
+                rows.append((f"  {metric}", "".join(f"{value:>{width}}" for value in values)))
+            for system in systems:
+                entry = figures[system][key]
+                for note in ("queries_capped", "error", "insert_api", "skipped"):
+                    if note in entry and not (note == "skipped" and entry[note] == "not installed"):
+                        rows.append((f"  {system} {note}", entry[note]))
+        bulk = figures.get("bulk_ingest", {}).get(key)
+        if bulk:
+            ours, fts5 = bulk["ours"], bulk["fts5"]
+            rows.append((f"N={size} bulk ingest, file store", ""))
+            rows.append(("  ours remember_many", f"{ours['seconds']} s ({ours['memories_per_s']:,.0f}/s, {ours['api']})"
+                         if "seconds" in ours and "missing" not in ours else ours.get("missing") or ours.get("skipped")
+                         or ours.get("error")))
+            rows.append(("  fts5 executemany", f"{fts5.get('seconds')} s"))
+            rows.append(("  ratio ours / fts5", bulk["ratio_ours_to_fts5"]))
+        cold = figures.get("cold_start", {}).get(key)
+        if cold:
+            rows.append((f"N={size} cold start, ms and MB (median of {cold_runs})",
+                         "".join(f"{system:>{width}}" for system in COLD_SYSTEMS)))
+            for metric in COLD_ROWS:
+                rows.append((f"  {metric}", "".join(f"{cell(cold[system], metric):>{width}}" for system in COLD_SYSTEMS)))
+            for system in COLD_SYSTEMS:
+                for note in ("skipped", "error"):
+                    if note in cold[system]:
+                        rows.append((f"  {system} {note}", cold[system][note]))
+            rows.append(("  ratio ours / fts5, / bm25s", f"{cold['ratio_ours_to_fts5']}, {cold['ratio_ours_to_bm25s']}"))
+            if "top10_matches_warm" in cold["ours"]:
+                rows.append(("  ours' cold top 10 = warm top 10", cold["ours"]["top10_matches_warm"]))
+        reopened = figures.get("warm_reopened", {}).get(key)
+        if reopened:
+            rows.append((f"N={size} warm on the reopened file store", ""))
+            if "skipped" in reopened or "error" in reopened:
+                rows.append(("  ours", reopened.get("skipped") or reopened.get("error")))
+            else:
+                for metric in ("open_ms", "first_query_ms", "query_p50_ms", "query_p95_ms", "peak_rss_mb",
+                               "agreement_vs_in_memory"):
+                    rows.append((f"  {metric}", reopened.get(metric, "-")))
+    return rows
 
 
 def main() -> None:
@@ -372,56 +749,70 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--seed", type=int, default=11)
-    parser.add_argument("--systems", default="ours,rank-bm25,bm25s")
-    parser.add_argument("--disk", action="store_true", help="also run ours on a file store in a temp dir")
+    parser.add_argument("--systems", default="ours,rank-bm25,bm25s", help="the warm phase's systems")
+    parser.add_argument("--disk", action="store_true", help="also run ours warm on a file store in a temp dir")
+    parser.add_argument("--phases", default="warm,cold,bulk", help="any of warm, cold, bulk")
+    parser.add_argument("--cold-runs", type=int, default=3, help="fresh processes per cold system (median)")
+    parser.add_argument("--build-budget-s", type=float, default=600.0,
+                        help="skip ours at a size whose build projects longer than this")
+    parser.add_argument("--workdir", default=None, help="where the built stores go (default the temp dir)")
+    parser.add_argument("--out", default=None, help="results file (default probes/results/scale.json)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--path", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.size, args.seed, args.queries)
+        child(args)
         return
     sizes = [int(size) for size in args.sizes.split(",") if size.strip()]
     systems = [system.strip() for system in args.systems.split(",") if system.strip()]
+    phases = {phase.strip() for phase in args.phases.split(",") if phase.strip()}
     if args.disk and "ours-disk" not in systems:
         systems.insert(systems.index("ours") + 1 if "ours" in systems else 0, "ours-disk")
     unknown = set(systems) - set(SYSTEMS)
-    if unknown or args.queries < 1 or not sizes:
-        parser.error(f"systems must be among {', '.join(SYSTEMS)}; --queries and --sizes must be positive")
+    if unknown or args.queries < 1 or not sizes or phases - {"warm", "cold", "bulk"} or not phases \
+            or args.cold_runs < 1:
+        parser.error(f"systems must be among {', '.join(SYSTEMS)}, phases among warm, cold, bulk; "
+                     "--queries, --cold-runs and --sizes must be positive")
+    if "warm" not in phases:
+        systems = []
     started = time.perf_counter()
     figures: dict = {system: {} for system in systems}
     for size in sizes:
         for system in systems:
+            if system == "rank-bm25" and size > RANK_BM25_MAX:
+                figures[system][str(size)] = {"skipped": f"not run above {RANK_BM25_MAX:,} memories "
+                                                         "(every query scores every document: too slow)"}
+                progress(f"rank-bm25 N={size}: skipped above {RANK_BM25_MAX:,}")
+                continue
             figures[system][str(size)] = run_child(system, size, args)
         agreement(figures, str(size))
-    for by_size in figures.values():
-        for entry in by_size.values():
-            entry.pop("top10", None)
-    parameters = {**{key: value for key, value in vars(args).items() if key not in ("child", "size")},
+        if phases & {"cold", "bulk"}:
+            bulk, cold, reopened = stores_phase(size, args, phases, figures.get("ours", {}).get(str(size), {}))
+            for name, entry in (("bulk_ingest", bulk), ("cold_start", cold), ("warm_reopened", reopened)):
+                if entry:
+                    figures.setdefault(name, {})[str(size)] = entry
+    for system in systems:
+        for entry in figures[system].values():
+            for key in ("top10", "top10_krefs", "first_query_top10_krefs"):
+                entry.pop(key, None)
+    for entry in figures.get("warm_reopened", {}).values():
+        entry.pop("top10_krefs", None)
+    for entry in figures.get("cold_start", {}).values():
+        for system in COLD_SYSTEMS:
+            entry[system].pop("top10", None)
+    parameters = {**{key: value for key, value in vars(args).items() if key not in ("child", "size", "path", "out")},
                   "vocabulary": VOCABULARY, "zipf_s": ZIPF_S, "doc_words": list(DOC_WORDS),
-                  "query_words": list(QUERY_WORDS), "limit": LIMIT, "total_runtime_s": 0.0}
+                  "query_words": list(QUERY_WORDS), "limit": LIMIT, "total_runtime_s": 0.0,
+                  "remember_many": hasattr(km.Memory, "remember_many")}
     if hasattr(km, "tokenize"):
         parameters["vocabulary_words_changed_by_tokenizer"] = sum(
             km.tokenize(word) != [word] for word in vocabulary(args.seed))
     parameters["total_runtime_s"] = round(time.perf_counter() - started, 1)
 
-    width = max(12, *(len(system) + 2 for system in systems))
-    rows = []
-    for size in sizes:
-        rows.append((f"N={size}", "".join(f"{system:>{width}}" for system in systems)))
-        for metric in ROWS:
-            values = [figures[system][str(size)].get(metric, figures[system][str(size)].get("skipped", "-"))
-                      for system in systems]
-            if all(value == "-" for value in values):
-                continue
-            rows.append((f"  {metric}", "".join(f"{str(value):>{width}}" for value in values)))
-        for system in systems:
-            entry = figures[system][str(size)]
-            for note in ("queries_capped", "error", "insert_api"):
-                if note in entry:
-                    rows.append((f"  {system} {note}", entry[note]))
-    print_table(rows)
+    print_table(table(figures, sizes, systems, phases, args.cold_runs))
     print("total runtime", parameters["total_runtime_s"], "s")
-    print("wrote", write_results("scale", parameters, figures))
+    print("wrote", write_results("scale", parameters, figures, args.out))
 
 
 if __name__ == "__main__":
