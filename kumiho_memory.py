@@ -4521,7 +4521,7 @@ class SQLiteGraph(GraphBackend):
         self._recall: _RecallState | None = None
         self._batch_depth, self._batch_dirty = 0, False     # an open batch(), and whether it has written
         self._snapshot_seq: int | None = None                # the change-log position of the stored snapshot
-        self._snapshot_due = False
+        self._snapshot_due = self._snapshot_unusable = False  # save one soon; the stored one failed its checks
         self._page_index_checked = False
         self.signals = RecallSignals()
         self._conn: sqlite3.Connection | None = None
@@ -5324,6 +5324,7 @@ class SQLiteGraph(GraphBackend):
         if first is not None and first > manifest["seq"] + 1:
             return None                      # the change log no longer reaches back to it
         crcs: dict[str, Any] = manifest["crc"]
+        self._snapshot_unusable = True            # until it has passed every check below
 
         class Parts(Mapping[str, bytes]):
             """The snapshot's parts, each read (and checked) when it is used, so only one is in memory
@@ -5347,7 +5348,7 @@ class SQLiteGraph(GraphBackend):
             return None
         if state.last_seq != manifest["seq"]:
             return None
-        self._snapshot_seq = state.last_seq
+        self._snapshot_seq, self._snapshot_unusable = state.last_seq, False
         return state
 
     def _snapshot_stale(self, state: _RecallState) -> bool:
@@ -5358,10 +5359,24 @@ class SQLiteGraph(GraphBackend):
         return self._snapshot_seq is None or state.last_seq - self._snapshot_seq >= max(
             1000, self.RECALL_SNAPSHOT_REFRESH * size)
 
-    def save_recall_snapshot(self, *, wait: bool = False) -> bool:
+    def rebuild_recall_index(self) -> dict[str, Any]:
+        """Build the recall index from the tables now (ignoring any stored snapshot) and store it. Returns
+        ``{"indexed": revisions, "stored": whether it was written to the file}``."""
+        with self._read() as conn:
+            state = _RecallState(self.signals)
+            state.load(conn)
+            state.data_version = conn.execute("PRAGMA data_version").fetchone()[0]
+        with self._lock:
+            self._recall, self._snapshot_seq = state, None
+        stored = self.save_recall_snapshot(wait=True, replace=True)
+        return {"indexed": len(state.doc_item), "stored": stored}
+
+    def save_recall_snapshot(self, *, wait: bool = False, replace: bool = False) -> bool:
         """Write the recall index into the store now, so the next process starts from it (normally done
-        for you: after a rebuild and at close). Returns False when there was nothing to write or the store
-        was busy (``wait=False`` gives up at once rather than queue behind another writer)."""
+        for you: after a rebuild and at close). Returns False when there was nothing to write, another
+        process stored one at least as new (unless ``replace``), or the store was busy (``wait=False`` gives
+        up at once rather than queue behind another writer)."""
+        replace = replace or self._snapshot_unusable
         with self._lock:
             state = self._recall
             if self.in_memory or state is None or self._batch_depth or self._conn is None:
@@ -5377,7 +5392,7 @@ class SQLiteGraph(GraphBackend):
             try:
                 state.sync(conn)            # the newest position, read under the write lock
                 manifest = self._snapshot_manifest(conn)
-                if manifest is not None and manifest.get("format") == self.RECALL_SNAPSHOT_FORMAT and \
+                if not replace and manifest is not None and manifest.get("format") == self.RECALL_SNAPSHOT_FORMAT and \
                         manifest.get("signals") == self._signals_fingerprint() and \
                         isinstance(manifest.get("seq"), int) and manifest["seq"] >= state.last_seq:
                     conn.execute("ROLLBACK")
@@ -5395,7 +5410,7 @@ class SQLiteGraph(GraphBackend):
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
                 return False
-            self._snapshot_seq, self._snapshot_due = state.last_seq, False
+            self._snapshot_seq, self._snapshot_due, self._snapshot_unusable = state.last_seq, False, False
             return True
 
     def _current_at(self, conn: sqlite3.Connection, project: str, moment: float, state: _RecallState,
@@ -14112,6 +14127,12 @@ class UniversalMemoryManager:
             return await self._store_any(payload)
         return await self.retry_queue.flush(replay)
 
+    async def remember_many(self, records: Iterable[str | Mapping[str, Any]], *,
+                            progress: Callable[[int, int], None] | None = None) -> list[str]:
+        """``Memory.remember_many`` on the manager's memory, off the event loop: many memories in one
+        transaction (each a string or a mapping of ``remember``'s arguments); returns their krefs."""
+        return await asyncio.to_thread(self.memory.remember_many, list(records), progress=progress)
+
     async def store_tool_execution(self, *, task: str, status: str = "done", exit_code: int | None = None,
                                    duration_ms: int | None = None, stdout: str = "", stderr: str = "",
                                    tools: Sequence[str] | None = None, topics: Sequence[str] | None = None,
@@ -15646,6 +15667,7 @@ class DreamState:
         self.cursor_space = cursor_item_name
         self.verifier = verifier
         self.verifier_model = verifier_model
+        self._copies: dict[tuple[str, str, str], list[dict[str, Any]]] | None = None   # see _collect
 
     @classmethod
     def from_env(cls, memory: Memory | None = None, environ: Mapping[str, str] | None = None,
@@ -15777,23 +15799,36 @@ class DreamState:
     # -- collecting and assessing -----------------------------------------------------------------------------
 
     def _collect(self, state: dict[str, Any]) -> list[dict[str, Any]]:
-        """Current revisions of live items written after the cursor, oldest first (parked items skipped)."""
+        """Current revisions of live items written after the cursor, oldest first (parked items skipped).
+
+        The same pass files every live memory by its words (``_duplicate_key``) within its space and kind,
+        so finding a memory's copies is one lookup, not a recall: a run's cost grows with the store's size,
+        not its square."""
         parked = set(state["parked"])
         revisions = []
+        self._copies = {}
         for item in self.memory.items():
-            if item["kind"] in SYSTEM_KINDS or item["item_kref"] in parked:
-                continue
-            if self.kind_filter is not None and item["kind"] not in self.kind_filter:
+            if item["kind"] in SYSTEM_KINDS:
                 continue
             try:
                 revision = self.memory.get(item["item_kref"])
             except NotFoundError:
                 continue
-            if revision["deprecated"] or (state["cursor"] and revision["created_at"] <= state["cursor"]):
+            if revision["deprecated"]:
+                continue
+            self._file_copy(revision)
+            if item["item_kref"] in parked or (state["cursor"] and revision["created_at"] <= state["cursor"]):
+                continue
+            if self.kind_filter is not None and item["kind"] not in self.kind_filter:
                 continue
             revisions.append(revision)
         revisions.sort(key=lambda revision: (revision["created_at"], revision["kref"]))
         return revisions
+
+    def _file_copy(self, revision: dict[str, Any]) -> None:
+        key = _duplicate_key(revision["content"])
+        if len(key) >= 2:
+            self._copies.setdefault((revision["space"], revision["kind"], key), []).append(revision)
 
     async def _assess_batch(self, batch: list[dict[str, Any]]
                             ) -> tuple[list[tuple[dict[str, Any], MemoryAssessment]], list[dict[str, Any]], list[str], int]:
@@ -15858,12 +15893,10 @@ class DreamState:
         key = _duplicate_key(revision["content"])
         if len(key) < 2:
             return None
-        copies = [revision]
-        for hit in self.memory.recall(revision["content"][:2000], limit=10, space=revision["space"] or None,
-                                      follow_edges=False, evidence_rank=False):
-            if hit["item_kref"] != revision["item_kref"] and hit["space"] == revision["space"] and \
-                    hit["kind"] == revision["kind"] and _duplicate_key(hit["content"]) == key:
-                copies.append(hit)
+        if self._copies is None:                 # called outside a run: file the store now
+            self._collect({"parked": [], "cursor": None})
+        copies = [revision] + [other for other in self._copies.get((revision["space"], revision["kind"], key), ())
+                               if other["item_kref"] != revision["item_kref"]]
         if len(copies) == 1:
             return None
         keeper = max(copies, key=self._keep_rank)
@@ -17873,6 +17906,64 @@ def _cmd_import(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
     return counts, f"imported {counts['records']} records ({counts['added']} added, {counts['skipped']} skipped)"
 
 
+def _cmd_remember_many(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    """Store JSON lines of records (a string, or an object of ``remember``'s fields) in batches of
+    ``--batch-size``, each one transaction."""
+    if args.batch_size < 1:
+        raise InvalidArgumentError("--batch-size must be at least 1")
+    show = sys.stderr.isatty() or args.progress
+
+    def records(stream: IO[str]) -> Iterator[tuple[int, Any]]:
+        for number, line in enumerate(stream, 1):
+            if line.strip():
+                try:
+                    yield number, json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ImportFormatError(f"line {number} is not JSON: {exc.msg}") from exc
+
+    def store(stream: IO[str]) -> list[str]:
+        krefs: list[str] = []
+        batch: list[tuple[int, Any]] = []
+        for entry in itertools.chain(records(stream), [None]):
+            if entry is not None:
+                batch.append(entry)
+            if batch and (entry is None or len(batch) >= args.batch_size):
+                try:
+                    krefs += memory.remember_many([record for _, record in batch])
+                except KumihoMemoryError as exc:
+                    exc.add_note(f"{len(krefs)} memories from earlier batches were stored (lines before "
+                                 f"{batch[0][0]}); this batch (lines {batch[0][0]}-{batch[-1][0]}) was not")
+                    raise
+                if show:
+                    print(f"remember-many: {len(krefs)} stored", file=sys.stderr, flush=True)
+                batch = []
+        return krefs
+
+    if args.file == "-":
+        krefs = store(sys.stdin)
+    else:
+        try:
+            with open(args.file, encoding="utf-8") as stream:
+                krefs = store(stream)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StoreError(f"cannot read {args.file!r}: {exc}") from exc
+    return {"stored": len(krefs), "krefs": krefs}, f"stored {len(krefs)} memories"
+
+
+def _cmd_index(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
+    """Build the recall index from the tables and store it (once after an upgrade; then kept for you)."""
+    backend = memory.backend
+    if not isinstance(backend, SQLiteGraph):
+        return {"indexed": 0, "stored": False}, "nothing to do: the graph server keeps its own index"
+    print("index: reading every memory's terms...", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    figures = backend.rebuild_recall_index()
+    seconds = round(time.perf_counter() - started, 2)
+    print(f"index: {figures['indexed']} memories indexed in {seconds} s", file=sys.stderr, flush=True)
+    where = "stored in the store file" if figures["stored"] else "kept in memory only (an in-memory store)"
+    return {**figures, "seconds": seconds}, f"indexed {figures['indexed']} memories; {where}"
+
+
 def _manager(memory: Memory) -> "UniversalMemoryManager":
     """The manager the chat commands use: Redis when KUMIHO_REDIS_URL/REDIS_URL is set, else the buffer kept
     in the store file."""
@@ -18166,6 +18257,14 @@ def build_cli_parser() -> argparse.ArgumentParser:
     sub.add_argument("--output", "-o", metavar="FILE", help="write here instead of standard output")
     sub = command("import", _cmd_import, "load a JSON-lines export (atomically)")
     sub.add_argument("file", help="the export file ('-' reads standard input)")
+    sub = command("remember-many", _cmd_remember_many,
+                  "store many memories from JSON lines (a string or an object of remember's fields each)")
+    sub.add_argument("file", help="the JSON-lines file ('-' reads standard input)")
+    sub.add_argument("--batch-size", type=int, default=1000, metavar="N",
+                     help="records per transaction (default 1000): a failing batch stores nothing")
+    sub.add_argument("--progress", action="store_true", help="print progress on stderr even when not a terminal")
+    sub = command("index", _cmd_index, "rebuild the recall index and store it in the file (after an upgrade, "
+                                       "or to repair it; normally automatic)")
     sub = command("dream", _cmd_dream, "Dream State: tidy memory (duplicates, leftovers) behind hard guardrails")
     sub.add_argument("--dry-run", action="store_true", help="report what would change; change nothing")
     sub.add_argument("--policy", metavar="TEXT", help="deployment policy (default $KUMIHO_DREAM_EXTRA_INSTRUCTIONS)")

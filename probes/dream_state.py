@@ -38,17 +38,57 @@ again until quiet. Figures: precision and recall of the set of deprecated memori
 (targets: precision 1.0, recall >= 0.9), protected memories touched (target 0), the same per category, runs,
 and runtime; the headline also without the traps and the young duplicates (the cases a bag-of-words
 heuristic and a cursor that passes guarded memories get wrong). The probe reports; it asserts nothing.
+
+SCALING MODE
+
+Usage: python probes/dream_state.py --scale 2500,10000,40000 [--budget-s 600] [--seed 11] [--disk]
+                                    [--ratio 0.9] [--batch-size 50] [--out PATH]
+
+Writes probes/results/dream_state_scale.json (or --out; dream_state.json is left alone). For each N, in its
+own subprocess, a store of N memories is generated deterministically from --seed, written with
+remember_many() in batches of 1,000 records when the module has it (else remember() one by one), then aged
+200 days, and DreamState's offline dry run (heuristics, no LLM, ``dry_run=True``: it assesses everything
+and changes nothing) is timed once. The mix, as fractions of N, across five fact spaces (people, ops,
+projects/alpha, projects/beta, facts) and five chat spaces (chat, chat/work, chat/home, chat/travel,
+chat/health) that all grow with N:
+
+  chat turns       ~46%  user and assistant messages (metadata speaker/role and session) from templates
+                         with many slots: distinct within their space.
+  acknowledgements ~4%   "ok thanks!", "Cool cool", ... as chat messages: repeated (so some are copies of
+                         each other) and stale.
+  facts            ~36%  statements about people, services, projects, distinct within their space.
+  duplicates       ~6%   a copy of an earlier fact or chat turn in its space (exact, or a case, punctuation
+                         or spacing variant).
+  superseded pairs ~2%   x2: an old plan and a newer one in another item with a SUPERSEDES edge to it.
+  keyed updates    ~2%   a fact written again under the same key= (a new revision of the same item).
+  cross-space      ~1%   a fact copied into another space (not a duplicate).
+  protected        ~1%   a fact tagged published or graded official, some with a plain copy.
+
+Figures per N: ``dream_s`` (the dry run alone), ``build_s``, ``peak_rss_mb`` (VmHWM, see
+_common.peak_rss_mb) and the RSS after the build, the findings (deprecations proposed by category, kept
+by guard, contradictions) next to what was planted. ``growth`` gives, for each pair of sizes, the time
+ratio and the exponent log(time ratio) / log(size ratio) (1.0 is linear); ``growth_4x`` the pairs where one
+size is 4x the other (time(4N) / time(N)). A dry run still going after --budget-s (counted from the end of
+the build) is killed; its entry says "did not finish within N s" with how far it got, and a ratio involving
+it is a lower bound (">= x").
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
+import queue
 import random
+import re
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 
-from _common import km, print_table, write_results
+from _common import km, peak_rss_mb, print_table, write_results
 
 FIRST = ("Alice Bob Carol Dave Erin Frank Grace Heidi Ivan Judy Karl Laura Mallory Nina Oscar Peggy Quentin Rita "
          "Sam Trent Uma Victor Wendy Xavier Yara Zoe Liam Maya Noah Olga").split()
@@ -283,6 +323,335 @@ def measure(memory: km.Memory, store: Store, exclude: frozenset = frozenset()) -
             "protected": sum(store.truth[kref]["protected"] for kref in current),
             "protected_touched": len(touched), "by_category": categories, "examples": examples}
 
+# -- scaling mode -------------------------------------------------------------------------------------------
+
+CHAT_SPACES = ("chat", "chat/work", "chat/home", "chat/travel", "chat/health")
+TASKS = ("call the dentist", "renew the passport", "pay the rent", "water the plants", "book the flights",
+         "send the slides", "pick up the parcel", "back up the laptop", "cancel the gym", "buy a gift for Olga",
+         "file the expense report", "check the smoke alarm", "order new lenses", "feed the neighbours' cat")
+WEEKDAYS = "Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split()
+RELATIVES = "sister brother cousin aunt uncle mother father niece".split()
+ACTIVITIES = ("hiking", "climbing", "a museum visit", "a cooking class", "kayaking", "a concert", "cycling",
+              "a flea market", "a wine tasting", "yoga in the park")
+STREETS = ("Elm", "Oak", "Harbour", "Station", "Mill", "Church", "Bridge", "Market", "Castle", "Garden", "King",
+           "Queen", "River", "Park", "Hill", "Lake", "North", "South", "West", "East")
+OPINIONS = ("amazing", "a bit salty", "too loud", "worth it", "overpriced", "lovely", "just fine", "slow")
+LANGUAGES = "Spanish Italian Japanese Polish Korean Dutch Greek Portuguese".split()
+PETS = "cats dogs parrots rabbits goldfish hamsters".split()
+USER_TURNS = ("I moved to {city} last {month} for a job at {company}",
+              "Can you remind me to {task} on {weekday} at {hour}?",
+              "My {relative} {first} is visiting from {city} in {month}",
+              "I'm thinking about {activity} this weekend, maybe near {city}",
+              "We had {food} at a place on {street} Street, it was {opinion}",
+              "My {car} needs a service before the trip to {city} on the {day}th",
+              "The {service} invoice for {month} came to {amount} dollars",
+              "I started learning {language} with {first}, twice a week",
+              "{first} said the {service} meeting moved to {weekday} {hour}",
+              "I ran {day} kilometres along {street} Street this morning")
+ASSISTANT_TURNS = ("Sure, I will remind you to {task} on {weekday} at {hour}.",
+                   "{city} is lovely in {month}; want a list of places for {activity}?",
+                   "Noted: {first} prefers {food} over {food2}.",
+                   "The {service} incident on {weekday} failed {amount} requests; the summary is in your inbox.",
+                   "Your {car} service is booked for {weekday} the {day}th at {hour}.",
+                   "{language} lessons with {first}: I added {weekday} {hour} to your calendar.")
+
+
+def _slots(rng: random.Random) -> dict:
+    return {"city": rng.choice(CITIES), "company": rng.choice(COMPANIES), "first": rng.choice(FIRST),
+            "month": rng.choice(MONTHS), "task": rng.choice(TASKS), "weekday": rng.choice(WEEKDAYS),
+            "hour": f"{rng.randint(1, 12)}{rng.choice(('am', 'pm'))}", "relative": rng.choice(RELATIVES),
+            "activity": rng.choice(ACTIVITIES), "food": rng.choice(FOODS), "food2": rng.choice(FOODS),
+            "street": rng.choice(STREETS), "opinion": rng.choice(OPINIONS), "car": rng.choice(CARS),
+            "day": rng.randint(1, 28), "service": rng.choice(SERVICES), "amount": rng.randint(12, 990),
+            "language": rng.choice(LANGUAGES)}
+
+
+def scale_fact(rng: random.Random) -> tuple[str, str]:
+    """A fact from a larger space than ``fact_text`` (numbers and dates added), and its space."""
+    person = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
+    kind = rng.randrange(10)
+    if kind < 6:
+        return fact_text(rng)
+    if kind == 6:
+        return f"{person}'s birthday is {rng.choice(MONTHS)} {rng.randint(1, 28)}", "people"
+    if kind == 7:
+        return f"{person} has {rng.randint(1, 6)} {rng.choice(PETS)}", "facts"
+    if kind == 8:
+        return (f"The {rng.choice(SERVICES)} service keeps {rng.randint(2, 400)} days of logs in "
+                f"{rng.choice(CITIES)}", "ops")
+    return (f"Project {rng.choice(PROJECTS)} needs {rng.randint(2, 40)} {rng.choice(ROLES)}s by "
+            f"{rng.choice(MONTHS)}", rng.choice(("projects/alpha", "projects/beta")))
+
+
+def copy_key(text: str) -> tuple[str, ...]:
+    """What Dream State compares for copies: the words in order, casefolded, without punctuation."""
+    return tuple(re.findall(r"\w+", text.casefold()))
+
+
+def scale_records(count: int, seed: int) -> tuple[list[dict], list[tuple[int, int]], dict]:
+    """``count`` records for remember/remember_many, the SUPERSEDES pairs (new, old) by position, and what
+    was planted (the counts per category)."""
+    rng = random.Random(f"dream-scale-{seed}")
+    records: list[dict] = []
+    pairs: list[tuple[int, int]] = []
+    seen: set = set()
+    originals: list[int] = []                 # positions a duplicate may copy
+    planted = {name: 0 for name in ("chat", "acks", "facts", "duplicate_copies", "superseded_pairs",
+                                    "keyed_updates", "cross_space_copies", "protected")}
+    keyed: list[tuple[str, str]] = []         # (key, person) of keyed facts written once so far
+
+    def distinct(make) -> tuple[str, str]:
+        for _ in range(50):
+            text, space = make()
+            if (space, copy_key(text)) not in seen:
+                seen.add((space, copy_key(text)))
+                return text, space
+        text, space = make()                  # a crowded corner: make it distinct by construction
+        text = f"{text} (note {len(records)})"
+        seen.add((space, copy_key(text)))
+        return text, space
+
+    def chat_turn(speaker: str) -> tuple[str, str]:
+        template = rng.choice(USER_TURNS if speaker == "user" else ASSISTANT_TURNS)
+        return template.format(**_slots(rng)), rng.choice(CHAT_SPACES)
+
+    while len(records) < count:
+        roll = rng.random()
+        session = f"s{len(records) // 40}"
+        if roll < 0.46:
+            speaker = "user" if rng.random() < 0.6 else "assistant"
+            text, space = distinct(lambda: chat_turn(speaker))
+            records.append({"content": text, "space": space, "kind": "memory",
+                            "metadata": {rng.choice(("speaker", "role")): speaker, "session": session}})
+            originals.append(len(records) - 1)
+            planted["chat"] += 1
+        elif roll < 0.50:
+            records.append({"content": rng.choice(ACKS), "space": rng.choice(CHAT_SPACES), "kind": "memory",
+                            "metadata": {"speaker": rng.choice(("user", "assistant")), "session": session}})
+            planted["acks"] += 1
+        elif roll < 0.86:
+            text, space = distinct(lambda: scale_fact(rng))
+            records.append({"content": text, "space": space, "kind": "fact"})
+            originals.append(len(records) - 1)
+            planted["facts"] += 1
+        elif roll < 0.92 and originals:
+            source = records[rng.choice(originals)]
+            copy = {**source, "content": variant(source["content"], rng)}
+            if "metadata" in copy:
+                copy["metadata"] = {**copy["metadata"], "session": session}
+            records.append(copy)
+            planted["duplicate_copies"] += 1
+        elif roll < 0.94 and len(records) + 2 <= count:
+            project, space = rng.choice(PROJECTS), rng.choice(("projects/alpha", "projects/beta"))
+            number = planted["superseded_pairs"]
+            records.append({"content": f"Plan {number}: {project} launches in {rng.choice(MONTHS)}",
+                            "space": space, "kind": "decision"})
+            records.append({"content": f"Plan {number} revised: {project} launches in {rng.choice(MONTHS)} "
+                                       f"after review {number}", "space": space, "kind": "decision"})
+            pairs.append((len(records) - 1, len(records) - 2))
+            planted["superseded_pairs"] += 1
+        elif roll < 0.96:
+            if keyed and rng.random() < 0.5:
+                key, person = keyed.pop(rng.randrange(len(keyed)))
+                planted["keyed_updates"] += 1
+            else:
+                key, person = f"person.{len(records)}.city", f"{rng.choice(FIRST)} {rng.choice(LAST)}"
+                keyed.append((key, person))
+            records.append({"content": f"{person} now lives in {rng.choice(CITIES)} (update {len(records)})",
+                            "space": "people", "kind": "fact", "key": key})
+        elif roll < 0.97 and originals:
+            source = records[rng.choice(originals)]
+            elsewhere = rng.choice([space for space in SPACES if space != source["space"]])
+            if source["kind"] == "fact" and (elsewhere, copy_key(source["content"])) not in seen:
+                seen.add((elsewhere, copy_key(source["content"])))
+                records.append({**source, "space": elsewhere})
+                planted["cross_space_copies"] += 1
+        elif roll < 0.98:
+            text, space = distinct(lambda: scale_fact(rng))
+            grade = {"tags": ["published"]} if rng.random() < 0.5 else {"evidence_level": "official"}
+            records.append({"content": text, "space": space, "kind": "fact", **grade})
+            planted["protected"] += 1
+            if rng.random() < 0.3 and len(records) < count:
+                records.append({"content": variant(text, rng), "space": space, "kind": "fact"})
+                planted["duplicate_copies"] += 1
+        else:
+            text, space = distinct(lambda: chat_turn("user"))
+            records.append({"content": text, "space": space, "kind": "memory",
+                            "metadata": {"speaker": "user", "session": session}})
+            originals.append(len(records) - 1)
+            planted["chat"] += 1
+    del records[count:]
+    return records, [(new, old) for new, old in pairs if new < count], planted
+
+
+def write_records(memory: km.Memory, records: list[dict]) -> tuple[list[str], str]:
+    """Write ``records`` in order; return their krefs and the API used."""
+    if hasattr(memory, "remember_many"):
+        krefs: list[str] = []
+        for start in range(0, len(records), 1000):
+            krefs.extend(memory.remember_many(records[start:start + 1000]))
+        return krefs, "remember_many (batches of 1000 records)"
+    return [memory.remember(record["content"], **{key: value for key, value in record.items() if key != "content"})
+            for record in records], "remember"
+
+
+def emit(phase: str, **fields) -> None:
+    print(json.dumps({"phase": phase, **fields}), flush=True)
+
+
+def scale_child(size: int, args: argparse.Namespace) -> None:
+    """One N: build the store, then time one heuristic dry run; JSON lines on stdout for the parent."""
+    started = time.perf_counter()
+    records, pairs, planted = scale_records(size, args.seed)
+    with tempfile.TemporaryDirectory() as folder:
+        clock = km.ManualClock("2025-06-01T00:00:00Z", tick=1)
+        memory = km.Memory(os.path.join(folder, "dream.db") if args.disk else None, clock=clock,
+                           ids=km.SequentialIds(), project="DreamProbe")
+        krefs, api = write_records(memory, records)
+        for new, old in pairs:
+            memory.link(krefs[new], krefs[old], "SUPERSEDES")
+        clock.advance(days=200)
+        build_s = time.perf_counter() - started
+        del records
+        emit("built", build_s=round(build_s, 2), api=api, records=size, links=len(pairs), planted=planted,
+             rss_after_build_mb=peak_rss_mb())
+        last = [0.0]
+        dream_started = time.perf_counter()
+
+        def progress(done: int, total: int) -> None:
+            now = time.perf_counter()
+            if now - last[0] >= 5 or done == total:
+                last[0] = now
+                emit("progress", done=done, total=total, elapsed_s=round(now - dream_started, 1))
+
+        result = km.DreamState(memory, dry_run=True, max_deprecation_ratio=args.ratio, batch_size=args.batch_size,
+                               progress=progress).run_sync()
+        dream_s = time.perf_counter() - dream_started
+        findings: dict = {}
+        for action in result["actions"]:
+            name = action["action"]
+            if name in ("deprecate", "kept"):
+                detail = action.get("category", "?") if name == "deprecate" else \
+                    f"{action.get('category', '?')}/{action.get('guard', '?')}"
+                findings.setdefault(name, {})[detail] = findings.setdefault(name, {}).get(detail, 0) + 1
+            else:
+                findings[name] = findings.get(name, 0) + 1
+        memories = len(memory.items())
+        memory.close()
+    emit("result", dream_s=round(dream_s, 2), memories_per_s=round(result["events_processed"] / dream_s, 1),
+         items=memories, events_processed=result["events_processed"],
+         revisions_assessed=result["revisions_assessed"], deprecations_proposed=result["deprecations_proposed"],
+         would_deprecate=result["deprecated"], guarded_skips=result["guarded_skips"],
+         errors=len(result["errors"]), findings=findings, peak_rss_mb=peak_rss_mb())
+
+
+def _reader(stream, lines: "queue.Queue") -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def run_scale_child(size: int, args: argparse.Namespace) -> dict:
+    """Run one N in a subprocess; kill it when the build or the dry run passes --budget-s."""
+    command = [sys.executable, os.path.abspath(__file__), "--scale-child", str(size), "--seed", str(args.seed),
+               "--ratio", str(args.ratio), "--batch-size", str(args.batch_size)] + (["--disk"] if args.disk else [])
+    started = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_reader, args=(child.stdout, lines), daemon=True).start()
+    entry: dict = {}
+    phase, deadline = "build", time.perf_counter() + args.budget_s
+    while True:
+        try:
+            line = lines.get(timeout=max(0.1, deadline - time.perf_counter()))
+        except queue.Empty:
+            line = ""
+        if line is None:
+            break
+        if line.startswith("{"):
+            message = json.loads(line)
+            kind = message.pop("phase")
+            if kind == "built":
+                entry.update(message)
+                phase, deadline = "dream", time.perf_counter() + args.budget_s
+                print(f"N={size}: built in {message['build_s']} s ({message['api']}); dry run...", file=sys.stderr,
+                      flush=True)
+            elif kind == "progress":
+                entry["progress"] = message
+            elif kind == "result":
+                entry.update(message)
+        if time.perf_counter() >= deadline and "dream_s" not in entry:
+            child.kill()                          # our own child, by its pid
+            child.wait()
+            where = entry.get("progress")
+            entry["did_not_finish"] = (f"did not finish within {args.budget_s:.0f} s" +
+                                       (" (the build)" if phase == "build" else "") +
+                                       (f"; batch {where['done']} of {where['total']} after {where['elapsed_s']} s"
+                                        if where and phase == "dream" else ""))
+            break
+    if child.poll() is None:
+        child.wait()
+    if "dream_s" not in entry and "did_not_finish" not in entry:
+        entry["error"] = f"child exited {child.returncode} without a result (see stderr)"
+    entry["child_wall_s"] = round(time.perf_counter() - started, 1)
+    print(f"N={size}: " + (f"dry run {entry['dream_s']} s" if "dream_s" in entry else
+                           entry.get("did_not_finish") or entry["error"]), file=sys.stderr, flush=True)
+    return entry
+
+
+def growth(by_size: dict, budget_s: float) -> tuple[dict, dict]:
+    """Time ratios between every pair of sizes (a lower bound when the larger did not finish)."""
+    sizes = sorted(by_size)
+    pairs, fourfold = {}, {}
+    for index, small in enumerate(sizes):
+        for large in sizes[index + 1:]:
+            low, high = by_size[small].get("dream_s"), by_size[large].get("dream_s")
+            if not low:
+                continue
+            size_ratio = large / small
+            if high:
+                row = {"size_ratio": round(size_ratio, 2), "time_ratio": round(high / low, 2),
+                       "exponent": round(math.log(high / low) / math.log(size_ratio), 2) if high > low else 0.0}
+            elif "did_not_finish" in by_size[large]:
+                row = {"size_ratio": round(size_ratio, 2), "time_ratio": f">= {budget_s / low:.1f}",
+                       "exponent": f">= {math.log(budget_s / low) / math.log(size_ratio):.2f}"}
+            else:
+                continue
+            pairs[f"{large}/{small}"] = row
+            if large == 4 * small:
+                fourfold[f"{large}/{small}"] = row["time_ratio"]
+    return pairs, fourfold
+
+
+def scale_main(args: argparse.Namespace) -> None:
+    sizes = sorted({int(size) for size in args.scale.split(",") if size.strip()})
+    if not sizes or sizes[0] < 10:
+        raise SystemExit("--scale takes sizes of at least 10 memories, e.g. 2500,10000,40000")
+    started = time.perf_counter()
+    by_size = {size: run_scale_child(size, args) for size in sizes}
+    pairs, fourfold = growth(by_size, args.budget_s)
+    figures = {"by_size": {str(size): entry for size, entry in by_size.items()}, "growth": pairs,
+               "growth_4x": fourfold, "elapsed_s": round(time.perf_counter() - started, 1)}
+    rows = [("N", "dry run s   build s   peak RSS MB   proposed   would deprecate   by category")]
+    for size, entry in by_size.items():
+        if "dream_s" in entry:
+            categories = ", ".join(f"{name} {count}" for name, count in sorted(entry["findings"].get("deprecate", {}).items()))
+            rows.append((f"  {size:,}", f"{entry['dream_s']:>9}   {entry['build_s']:>7}   {entry['peak_rss_mb']:>11}   "
+                                        f"{entry['deprecations_proposed']:>8}   {entry['would_deprecate']:>15}   {categories}"))
+        else:
+            rows.append((f"  {size:,}", entry.get("did_not_finish") or entry.get("error")))
+    for key, row in pairs.items():
+        rows.append((f"  time ratio {key}", f"{row['time_ratio']} (exponent {row['exponent']})"))
+    print_table(rows)
+    for size, entry in by_size.items():
+        if "planted" in entry:
+            print(f"N={size:,} planted: " + ", ".join(f"{name} {count}" for name, count in entry["planted"].items()))
+    parameters = {key: value for key, value in vars(args).items() if key in
+                  ("scale", "budget_s", "seed", "disk", "ratio", "batch_size")}
+    parameters["remember_many"] = hasattr(km.Memory, "remember_many")
+    print("wrote", write_results("dream_state_scale", parameters, figures, args.out))
+
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -299,7 +668,17 @@ def main() -> None:
     parser.add_argument("--max-runs", type=int, default=12, help="runs per phase at most")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--disk", action="store_true", help="use a file store instead of an in-memory one")
+    parser.add_argument("--scale", help="scaling mode: sizes, e.g. 2500,10000,40000 (see the docstring)")
+    parser.add_argument("--budget-s", type=float, default=600.0, help="scaling mode: seconds per size's dry run")
+    parser.add_argument("--out", help="scaling mode: results file (default probes/results/dream_state_scale.json)")
+    parser.add_argument("--scale-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.scale_child:
+        scale_child(args.scale_child, args)
+        return
+    if args.scale:
+        scale_main(args)
+        return
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         clock = km.ManualClock("2025-06-01T00:00:00Z", tick=1)

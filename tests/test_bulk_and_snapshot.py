@@ -1,0 +1,329 @@
+"""Issue 19: ``remember_many`` (one transaction per call), the recall snapshot kept in the store (read by a
+fresh process instead of a rebuild), and a Dream State whose duplicate search is one pass.
+
+The snapshot tests compare a process that starts from the snapshot with the truth computed by brute force
+from what was written (which items are current, live and contain the query's word), and with a process
+that rebuilt its index from the tables; kills and damaged bytes are real (SIGKILL, bytes changed in the
+file through SQLite)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import kumiho_memory as km
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURE = os.path.join(ROOT, "tests", "data", "store_0_2_0.db")
+WORDS = "harbor lantern copper meadow violet quarry saffron timber glacier orchard falcon ember".split()
+
+
+def child(code: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh Python process that imports this checkout's module."""
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, check=False)
+
+
+@pytest.fixture
+def small_snapshots(monkeypatch):
+    """Snapshots for stores of any size (the default skips stores under 2,000 memories)."""
+    monkeypatch.setattr(km.SQLiteGraph, "RECALL_SNAPSHOT_MIN_DOCS", 1)
+    monkeypatch.setattr(km.SQLiteGraph, "RECALL_SNAPSHOT_REFRESH", 0.0)
+
+
+def manifest(path: str) -> dict | None:
+    with sqlite3.connect(path) as conn:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'recall_snapshot'").fetchone()
+    return json.loads(row[0]) if row else None
+
+
+# -- remember_many ------------------------------------------------------------------------------------------
+
+def test_remember_many_stores_what_remember_would(tmp_path):
+    records = ["I live in Berlin.", {"content": "Actually I moved to Munich last month.", "stack": True},
+               {"content": "The deploy window is Friday.", "key": "deploy", "space": "ops"},
+               {"content": "The deploy window is Thursday.", "key": "deploy", "space": "ops"},
+               {"content": "Ann likes tea", "metadata": {"speaker": "Ann"}, "tags": ["drink"], "kind": "fact"}]
+    one = km.Memory(path=str(tmp_path / "one.db"), ids=km.SequentialIds(),
+                    clock=km.ManualClock("2026-01-01T00:00:00Z", tick=1.0))
+    many = km.Memory(path=str(tmp_path / "many.db"), ids=km.SequentialIds(),
+                     clock=km.ManualClock("2026-01-01T00:00:00Z", tick=1.0))
+    looped = []
+    for record in records:
+        arguments = {"content": record} if isinstance(record, str) else dict(record)
+        looped.append(one.remember(arguments.pop("content"), **arguments))
+    assert many.remember_many(records) == looped
+    assert looped[1].endswith("?r=2") and looped[3].endswith("?r=2")    # stacked and keyed like remember
+    assert list(one.backend.export_records()) == list(many.backend.export_records())
+    assert many.recall("where do I live", limit=1)[0]["content"].startswith("Actually I moved to Munich")
+
+
+def test_a_failing_record_leaves_nothing_of_the_batch(tmp_path):
+    memory = km.Memory(path=str(tmp_path / "m.db"), credentials="refuse")
+    memory.remember("kept from before the batch")
+    secret = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+    with pytest.raises(km.CredentialDetectedError) as caught:
+        memory.remember_many(["batch one harbor", "batch two harbor", f"the stripe key is {secret}"])
+    assert caught.value.written == []
+    assert [hit["content"] for hit in memory.recall("harbor", limit=10)] == []
+    assert len(memory.items()) == 1
+    memory.close()
+    reopened = km.Memory(path=str(tmp_path / "m.db"))
+    assert [reopened.get(item["item_kref"])["content"] for item in reopened.items()] == ["kept from before the batch"]
+    assert reopened.remember_many(["batch one harbor"])    # the store is usable afterwards
+    assert len(reopened.recall("harbor", limit=5)) == 1
+
+
+def test_remember_many_checks_every_record_before_writing(tmp_path):
+    memory = km.Memory(path=str(tmp_path / "m.db"))
+    cases = [(["fine", {"content": 3}], "record 1"), (["fine", {"text": "x"}], "record 1 has unknown field"),
+             ([{"content": "x", "space": "../up"}], "record 0"), (["fine", 7], "record 1 must be a string"),
+             (["a", {"content": "b", "metadata": {"event_date": "not a date"}}], "record 1")]
+    for records, message in cases:
+        with pytest.raises(km.InvalidArgumentError, match=message):
+            memory.remember_many(records)
+    with pytest.raises(km.InvalidArgumentError):
+        memory.remember_many("one string is not a list of records")
+    with pytest.raises(km.NotFoundError, match="record 0"):
+        memory.remember_many([{"content": "x", "item": "kref://other/notes/a.memory"}])
+    assert memory.items() == []
+    assert memory.remember_many([]) == []
+
+
+def test_remember_many_progress_and_a_second_process_at_the_same_time(tmp_path):
+    path = str(tmp_path / "shared.db")
+    seen = []
+    km.Memory(path=path).remember_many([f"parent {n} orchard" for n in range(2500)],
+                                       progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1000, 2500), (2000, 2500), (2500, 2500)]
+    code = """
+        import sys, kumiho_memory as km
+        m = km.Memory(path=sys.argv[1])
+        for start in range(0, 600, 200):
+            m.remember_many([f"child {n} meadow" for n in range(start, start + 200)])
+        m.close()
+    """
+    process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), path],
+                               env={**os.environ, "PYTHONPATH": ROOT})
+    memory = km.Memory(path=path)
+    for start in range(0, 600, 200):
+        memory.remember_many([f"parent again {n} quarry" for n in range(start, start + 200)])
+    assert process.wait(timeout=120) == 0
+    contents = [memory.get(item["item_kref"])["content"] for item in memory.items()]
+    assert len(contents) == len(set(contents)) == 2500 + 600 + 600
+    assert len(memory.recall("meadow", limit=1000)) == 600          # this process's index caught up
+
+
+def test_the_manager_and_the_cli_store_many(tmp_path):
+    import asyncio
+
+    path = str(tmp_path / "m.db")
+    manager = km.UniversalMemoryManager(memory=km.Memory(path=path))
+    krefs = asyncio.run(manager.remember_many(["manager one copper", {"content": "manager two copper"}]))
+    assert len(krefs) == 2
+    lines = tmp_path / "records.jsonl"
+    lines.write_text('"cli one falcon"\n{"content": "cli two falcon", "space": "birds"}\n\n'
+                     '{"content": "cli three falcon", "tags": ["x"]}\n')
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "kumiho_memory.py"), "--db", path, "--json",
+                           "remember-many", str(lines), "--batch-size", "2"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["stored"] == 3
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('"good one ember"\n{"content": 5}\n')
+    failed = subprocess.run([sys.executable, os.path.join(ROOT, "kumiho_memory.py"), "--db", path,
+                             "remember-many", str(bad)], capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 2 and "record 1" in failed.stderr
+    memory = km.Memory(path=path)
+    assert len(memory.recall("falcon", limit=10)) == 3
+    assert memory.recall("ember", limit=10) == []                 # the failing batch stored nothing
+
+
+# -- the recall snapshot ----------------------------------------------------------------------------------
+
+def brute_force(truth: dict[str, dict], word: str) -> set[str]:
+    """Items whose current text holds ``word`` and that are neither deprecated nor forgotten."""
+    return {item for item, state in truth.items() if state["live"] and word in state["text"].split()}
+
+
+def recalled(memory: km.Memory, word: str) -> set[str]:
+    return {hit["item_kref"] for hit in memory.recall(word, limit=1000)}
+
+
+def test_a_fresh_process_starts_from_the_snapshot_and_agrees_with_a_rebuild(tmp_path, small_snapshots):
+    path = str(tmp_path / "m.db")
+    memory = km.Memory(path=path)
+    memory.remember_many([" ".join(random.Random(n).choices(WORDS, k=6)) for n in range(300)])
+    before = {word: [hit["kref"] for hit in memory.recall(word, limit=20)] for word in WORDS}
+    assert manifest(path) is not None and manifest(path)["seq"] > 0        # written after the first build
+    memory.close()
+    fresh = km.Memory(path=path)
+    assert {word: [hit["kref"] for hit in fresh.recall(word, limit=20)] for word in WORDS} == before
+    assert fresh.backend._snapshot_seq == manifest(path)["seq"]             # it was read, not rebuilt
+    rebuilt = km.Memory(path=path)
+    rebuilt.backend.rebuild_recall_index()
+    assert {word: [hit["kref"] for hit in rebuilt.recall(word, limit=20)] for word in WORDS} == before
+    run = child("""
+        import sys, json, kumiho_memory as km
+        m = km.Memory(path=sys.argv[1])
+        print(json.dumps([h["kref"] for h in m.recall("harbor", limit=20)]))
+    """, path)
+    assert json.loads(run.stdout) == before["harbor"], run.stderr
+
+
+def test_random_changes_across_two_processes_and_reopens_match_brute_force(tmp_path, small_snapshots):
+    """Writes, revisions, forgets, deprecations and tag moves by two writers; each check opens the store
+    afresh (snapshot + change log) and compares every word's recall with the truth."""
+    path = str(tmp_path / "m.db")
+    rng = random.Random(19)
+    writers = [km.Memory(path=path), km.Memory(path=path)]
+    truth: dict[str, dict] = {}
+    for step in range(240):
+        memory = rng.choice(writers)
+        live = [item for item, state in truth.items() if state["live"]]
+        action = rng.random()
+        if action < 0.5 or not live:
+            text = " ".join(rng.choices(WORDS, k=rng.randint(2, 6)))
+            kref = memory.remember(text, space=rng.choice(["a", "b/c"]))
+            truth[km.Kref.parse(kref).item_kref().__str__()] = {"text": text, "live": True}
+        elif action < 0.65:
+            item = rng.choice(live)
+            text = " ".join(rng.choices(WORDS, k=3))
+            memory.remember(text, item=item)
+            truth[item]["text"] = text
+        elif action < 0.75:
+            item = rng.choice(live)
+            memory.forget(item)
+            truth[item]["live"] = False
+        elif action < 0.85:
+            item = rng.choice(live)
+            memory.deprecate(item)
+            truth[item]["live"] = False
+        else:
+            memory.tag(rng.choice(live), "published")    # the newest revision: what recall shows anyway
+        if step % 60 == 59:
+            if step == 119:
+                writers[0].backend.save_recall_snapshot(wait=True)
+            reopened = km.Memory(path=path)
+            for word in WORDS:
+                assert recalled(reopened, word) == brute_force(truth, word), (step, word)
+            reopened.close()
+    run = child("""
+        import sys, json, kumiho_memory as km
+        km.SQLiteGraph.RECALL_SNAPSHOT_MIN_DOCS = 1
+        m = km.Memory(path=sys.argv[1])
+        print(json.dumps({w: sorted(h["item_kref"] for h in m.recall(w, limit=1000)) for w in sys.argv[2:]}))
+    """, path, *WORDS)
+    assert json.loads(run.stdout) == {word: sorted(brute_force(truth, word)) for word in WORDS}, run.stderr
+
+
+def test_a_damaged_snapshot_is_rebuilt_never_served(tmp_path, small_snapshots):
+    path = str(tmp_path / "m.db")
+    memory = km.Memory(path=path)
+    texts = [" ".join(random.Random(n).choices(WORDS, k=5)) for n in range(200)]
+    memory.remember_many(texts)
+    expected = {word: recalled(memory, word) for word in WORDS}
+    memory.close()
+    for part in ("index.impacts", "doc_item", "state", "index.terms"):
+        with sqlite3.connect(path) as conn:
+            data = bytearray(conn.execute("SELECT data FROM recall_snapshot WHERE name = ?", (part,)).fetchone()[0])
+            data[len(data) // 2] ^= 0xFF
+            conn.execute("UPDATE recall_snapshot SET data = ? WHERE name = ?", (bytes(data), part))
+        reopened = km.Memory(path=path)
+        assert {word: recalled(reopened, word) for word in WORDS} == expected, part
+        assert reopened.backend._snapshot_seq is not None       # rebuilt and stored again
+        reopened.close()
+        fresh = km.Memory(path=path)
+        fresh.recall("harbor")
+        assert fresh.backend._snapshot_unusable is False       # the rewritten one passes its checks
+        fresh.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = '{not json' WHERE key = 'recall_snapshot'")
+    assert {word: recalled(km.Memory(path=path), word) for word in WORDS} == expected
+
+
+def test_a_kill_while_the_snapshot_is_written_keeps_the_store_whole(tmp_path, small_snapshots):
+    path = str(tmp_path / "m.db")
+    memory = km.Memory(path=path)
+    memory.remember_many([" ".join(random.Random(n).choices(WORDS, k=8)) for n in range(3000)])
+    expected = {word: recalled(memory, word) for word in WORDS[:4]}
+    memory.close()
+    code = """
+        import sys, kumiho_memory as km
+        m = km.Memory(path=sys.argv[1])
+        print("ready", flush=True)
+        while True:
+            m.backend.rebuild_recall_index()
+    """
+    for delay in (0.05, 0.2, 0.45):
+        process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), path], stdout=subprocess.PIPE,
+                                   env={**os.environ, "PYTHONPATH": ROOT})
+        assert process.stdout.readline().strip() == b"ready"
+        time.sleep(delay)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        reopened = km.Memory(path=path)
+        assert {word: recalled(reopened, word) for word in WORDS[:4]} == expected, delay
+        reopened.close()
+
+
+def test_a_store_written_by_the_0_2_release_is_migrated_once(tmp_path, small_snapshots):
+    path = str(tmp_path / "old.db")
+    with open(FIXTURE, "rb") as source, open(path, "wb") as target:
+        target.write(source.read())
+    assert manifest(path) is None
+    memory = km.Memory(path=path)
+    hits = memory.recall("harbor lantern", limit=50)
+    assert len(hits) == 50 and all(not hit["deprecated"] for hit in hits)
+    assert manifest(path) is not None                      # built once, stored for the next process
+    memory.close()
+    run = child("""
+        import sys, kumiho_memory as km
+        km.SQLiteGraph.RECALL_SNAPSHOT_MIN_DOCS = 1
+        m = km.Memory(path=sys.argv[1])
+        m.recall("harbor")
+        print(m.backend._snapshot_seq is not None)
+    """, path)
+    assert run.stdout.strip() == "True", run.stderr
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "kumiho_memory.py"), "--db", path, "--json", "index"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and json.loads(done.stdout)["indexed"] >= 250, done.stderr
+    assert "memories indexed" in done.stderr
+
+
+def test_small_and_in_memory_stores_keep_no_snapshot(tmp_path):
+    path = str(tmp_path / "small.db")
+    memory = km.Memory(path=path)
+    memory.remember_many(["a little harbor", "a little lantern"])
+    memory.recall("harbor")
+    memory.close()
+    assert manifest(path) is None
+    assert km.Memory().backend.save_recall_snapshot() is False
+
+
+# -- Dream State in one pass --------------------------------------------------------------------------------
+
+def test_dream_state_finds_every_copy_not_only_a_recall_page(tmp_path):
+    clock = km.ManualClock("2026-01-01T00:00:00Z", tick=1.0)
+    memory = km.Memory(path=str(tmp_path / "m.db"), clock=clock)
+    memory.remember_many(["The billing service runs on port 8443."] * 15 +
+                         ["The billing service runs on port 8444.", "the BILLING service runs on port 8443!"] +
+                         [{"content": "The billing service runs on port 8443.", "space": "elsewhere"}])
+    clock.advance(days=30)                # older than the 7-day minimum age
+    result = km.DreamState(memory, dry_run=True, max_deprecation_ratio=0.9).run_sync()
+    duplicates = [action for action in result["actions"] if action.get("action") == "deprecate"]
+    assert len(duplicates) == 15          # 16 copies in one space keep one; the other value and space stay
+    keeper = {action["reason"] for action in duplicates}
+    assert len(keeper) == 1
