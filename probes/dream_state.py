@@ -520,7 +520,7 @@ def scale_child(size: int, args: argparse.Namespace) -> None:
 
         def progress(done: int, total: int) -> None:
             now = time.perf_counter()
-            if now - last[0] >= 5 or done == total:
+            if now - last[0] >= 2 or done == total:
                 last[0] = now
                 emit("progress", done=done, total=total, elapsed_s=round(now - dream_started, 1))
 

@@ -206,9 +206,93 @@ def longmemeval_table(document: dict) -> str:
     return "\n".join(rows) + f"\n\nrecall@10 of evidence turns by question type (ours): {types}. {ours['questions']} questions."
 
 
+def _ms(value) -> str:
+    """Milliseconds as the tables show them: 0.42 ms, 12.3 ms, 1.46 s."""
+    if not isinstance(value, (int, float)):
+        return "–"
+    if value >= 1000:
+        return f"{value / 1000:.2f} s"
+    return f"{value:.1f} ms" if value >= 10 else f"{value:.2f} ms"
+
+
+def _why(entry: dict) -> str:
+    return str(entry.get("skipped") or entry.get("missing") or entry.get("error") or "–")
+
+
+def scale_store_table(document: dict) -> str:
+    """Cold start in a fresh process, warm recall on a reopened file store, bulk ingest (probes/scale.py)."""
+    figures = document["figures"]
+    cold, reopened, bulk = (figures.get(key, {}) for key in ("cold_start", "warm_reopened", "bulk_ingest"))
+    parts = []
+    if cold:
+        rows = ["| N | system | fresh process to first result | first query alone | import | peak RSS |",
+                "|---|---|---|---|---|---|"]
+        labels = {"ours": "kumiho_memory", "fts5": "SQLite FTS5", "bm25s": "bm25s (mmap)"}
+        for size, entry in sorted(cold.items(), key=lambda pair: int(pair[0])):
+            for key, label in labels.items():
+                row = entry.get(key, {})
+                if "first_result_ms" not in row:
+                    rows.append(f"| {int(size):,} | {label} | {_why(row)} | | | |")
+                    continue
+                rows.append(f"| {int(size):,} | {label} | {_ms(row['first_result_ms'])} | {_ms(row['first_query_ms'])} "
+                            f"| {_ms(row['import_ms'])} | {row['peak_rss_mb']:.0f} MB |")
+        runs = document["parameters"].get("cold_runs", 3)
+        ratios = "; ".join(f"{int(size):,}: {entry['ratio_ours_to_fts5']}x FTS5, {entry['ratio_ours_to_bm25s']}x bm25s"
+                           for size, entry in sorted(cold.items(), key=lambda pair: int(pair[0]))
+                           if entry.get("ratio_ours_to_fts5") is not None)
+        parts.append("\n".join(rows) + f"\n\nMedian of {runs} fresh processes each (warm OS file cache)"
+                     + (f"; ours' time to the first result: {ratios}." if ratios else "."))
+    if reopened:
+        rows = ["| N | kumiho_memory, reopened file store: first recall | query p50 | query p95 | peak RSS "
+                "| bm25s p50 (same run) |", "|---|---|---|---|---|---|"]
+        for size, row in sorted(reopened.items(), key=lambda pair: int(pair[0])):
+            if "query_p50_ms" not in row:
+                rows.append(f"| {int(size):,} | {_why(row)} | | | | |")
+                continue
+            reference = figures.get("bm25s", {}).get(size, {}).get("query_p50_ms")
+            versus = f"{_ms(reference)} ({row['query_p50_ms'] / reference:.1f}x)" if reference else "–"
+            rows.append(f"| {int(size):,} | {_ms(row['first_query_ms'])} | {_ms(row['query_p50_ms'])} "
+                        f"| {_ms(row['query_p95_ms'])} | {row['peak_rss_mb']:.0f} MB | {versus} |")
+        parts.append("\n".join(rows))
+    if bulk:
+        rows = ["| N | `remember_many` into a fresh file store | SQLite FTS5, one transaction | ratio |",
+                "|---|---|---|---|"]
+        for size, entry in sorted(bulk.items(), key=lambda pair: int(pair[0])):
+            ours, fts5 = entry.get("ours", {}), entry.get("fts5", {})
+            mine = (f"{ours['seconds']:.1f} s ({ours['memories_per_s']:,.0f}/s)"
+                    if "seconds" in ours and "missing" not in ours else _why(ours))
+            theirs = f"{fts5['seconds']:.2f} s ({fts5['memories_per_s']:,.0f}/s)" if "seconds" in fts5 else _why(fts5)
+            factor = f"{entry['ratio_ours_to_fts5']}x" if entry.get("ratio_ours_to_fts5") is not None else "–"
+            rows.append(f"| {int(size):,} | {mine} | {theirs} | {factor} |")
+        parts.append("\n".join(rows))
+    return "\n\n".join(parts)
+
+
+def dream_scale_table(document: dict) -> str:
+    """Dream State's heuristic dry run at growing N (probes/dream_state.py --scale)."""
+    figures, params = document["figures"], document["parameters"]
+    rows = ["| memories | dry run | memories/s | peak RSS | deprecations proposed (duplicate · stale · superseded) |",
+            "|---|---|---|---|---|"]
+    for size, entry in sorted(figures["by_size"].items(), key=lambda pair: int(pair[0])):
+        if "dream_s" not in entry:
+            rows.append(f"| {int(size):,} | {entry.get('did_not_finish') or entry.get('error')} | | | |")
+            continue
+        found = entry["findings"].get("deprecate", {})
+        rows.append(f"| {int(size):,} | {entry['dream_s']:.1f} s | {entry['memories_per_s']:,.0f} "
+                    f"| {entry['peak_rss_mb']:.0f} MB | {entry['deprecations_proposed']:,} "
+                    f"({found.get('duplicate', 0):,} · {found.get('stale', 0):,} · {found.get('superseded', 0):,}) |")
+    growth = "; ".join(f"time({key.split('/')[0]}) / time({key.split('/')[1]}) = {value}"
+                       for key, value in figures.get("growth_4x", {}).items())
+    return "\n".join(rows) + (f"\n\n{growth}. " if growth else "\n\n") + (
+        f"Heuristics, no LLM, one dry run per size in its own process, "
+        f"{'file store' if params.get('disk') else 'in memory'}, seed {params['seed']}; "
+        f"a run over {params['budget_s']:.0f} s is stopped.")
+
+
 TABLES = {"longmemeval": ("longmemeval_retrieval", longmemeval_table), "browser": ("browser", browser_table), "privacy": ("privacy", privacy_table),
           "redteam": ("privacy_redteam", redteam_table), "dream": ("dream_state", dream_table), "prefetch": ("prefetch", prefetch_table), "kumiho": ("kumiho_backend", kumiho_table),
           "locomo": ("locomo_retrieval", locomo_table), "scale": ("scale", scale_table),
+          "scale_store": ("scale", scale_store_table), "dream_scale": ("dream_state_scale", dream_scale_table),
           "store": ("store_basics", store_table), "belief": ("belief_updates", belief_table)}
 
 

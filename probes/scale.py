@@ -151,6 +151,7 @@ RANK_BM25_MAX = 100_000           # rank-bm25 scores every document per query: n
 BATCH = 1000                      # records per remember_many call
 BUDGET_PROBE_AFTER = 5000         # writes before a build's projected time is checked against the budget
 COLD_SYSTEMS = ("ours", "fts5", "bm25s")
+SPACES_USED = tuple(f"space{index}" for index in range(7))   # memory i goes to space i % 7 (shared strings)
 FTS5_QUERY = "SELECT rowid, bm25(t) FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT ?"
 
 
@@ -212,7 +213,7 @@ def insert_ours(memory, texts: list[str], batch: bool, budget_s: float = float("
     """Write every text (with remember_many when ``batch``); return (krefs, per-write ms or [], the API used).
 
     Raises ``BuildTooSlow`` when the writes so far project more than ``budget_s`` for all of them."""
-    spaces = [f"space{index % 7}" for index in range(len(texts))]
+    spaces = [SPACES_USED[index % len(SPACES_USED)] for index in range(len(texts))]
     started = time.perf_counter()
     if batch:
         krefs = []
@@ -294,22 +295,13 @@ def child_ours(size: int, seed: int, query_count: int, disk: bool, budget_s: flo
             return {"skipped": str(exc)}
         rss_after_insert = rss_mb()
         del texts
-        position = {item_of(kref): number for number, kref in enumerate(krefs) if isinstance(kref, str)}
-        del krefs
-        last_krefs: list[str] = []
+        first_top: list[list[str]] = []
 
-        def search(query: str) -> list[int]:
-            hits = memory.recall(query, limit=LIMIT)
-            last_krefs[:] = [hit["item_kref"] for hit in hits]
-            return [position.get(hit["item_kref"], -1) for hit in hits]
-
-        tops_krefs = []
-
-        def search_keeping_krefs(query: str) -> list[int]:
-            found = search(query)
-            if len(tops_krefs) < AGREEMENT_QUERIES + 1:   # the first query, then the first 20 timed ones
-                tops_krefs.append(list(last_krefs))
-            return found
+        def search(query: str) -> list[str]:
+            hits = [hit["item_kref"] for hit in memory.recall(query, limit=LIMIT)]
+            if not first_top:
+                first_top.append(hits)
+            return hits
 
         progress(f"{name} N={size}: querying...")
         figures = {"insert_api": api, "index_s": round(index_s, 3),
@@ -318,9 +310,15 @@ def child_ours(size: int, seed: int, query_count: int, disk: bool, budget_s: flo
         if write_ms:
             figures["write_p50_ms"] = round(percentile(write_ms, 0.5), 4)
             figures["write_p99_ms"] = round(percentile(write_ms, 0.99), 4)
-        figures.update(measure_queries(search_keeping_krefs, query_list, force_cap=False))
-        figures["top10_krefs"] = tops_krefs[1:]
-        figures["first_query_top10_krefs"] = tops_krefs[0]
+        figures.update(measure_queries(search, query_list, force_cap=False))
+        figures["peak_rss_mb"] = rss_mb()               # before the probe's own bookkeeping below
+        # hits as krefs -> as positions in the corpus (for agreement_vs_bm25s), only for the krefs needed
+        needed = {kref for top in figures["top10"] for kref in top}
+        position = {item_of(kref): number for number, kref in enumerate(krefs)
+                    if isinstance(kref, str) and item_of(kref) in needed}
+        figures["top10_krefs"] = figures["top10"]
+        figures["top10"] = [[position.get(kref, -1) for kref in top] for top in figures["top10_krefs"]]
+        figures["first_query_top10_krefs"] = first_top[0]
         if disk:
             figures["file_bytes"] = sum(os.path.getsize(os.path.join(folder, entry)) for entry in os.listdir(folder))
         memory.close()
@@ -533,7 +531,7 @@ def child(args: argparse.Namespace) -> None:
         raise SystemExit(f"unknown system {system!r}")
     if "skipped" not in figures:
         figures["rss_start_mb"] = rss_start
-        figures["peak_rss_mb"] = rss_mb()
+        figures.setdefault("peak_rss_mb", rss_mb())
         before = figures.get("rss_before_index_mb", figures.get("rss_before_open_mb"))
         if before is not None:
             figures["peak_minus_before_index_mb"] = round(figures["peak_rss_mb"] - before, 1)
@@ -714,10 +712,10 @@ def table(figures: dict, sizes: list[int], systems: list[str], phases: set, cold
         if bulk:
             ours, fts5 = bulk["ours"], bulk["fts5"]
             rows.append((f"N={size} bulk ingest, file store", ""))
-            rows.append(("  ours remember_many", f"{ours['seconds']} s ({ours['memories_per_s']:,.0f}/s, {ours['api']})"
+            rows.append(("  ours remember_many", f"{ours['seconds']} s ({ours['memories_per_s']:,.0f} memories/s)"
                          if "seconds" in ours and "missing" not in ours else ours.get("missing") or ours.get("skipped")
                          or ours.get("error")))
-            rows.append(("  fts5 executemany", f"{fts5.get('seconds')} s"))
+            rows.append(("  fts5 executemany", f"{fts5.get('seconds')} s ({fts5.get('memories_per_s', 0):,.0f} memories/s)"))
             rows.append(("  ratio ours / fts5", bulk["ratio_ours_to_fts5"]))
         cold = figures.get("cold_start", {}).get(key)
         if cold:
