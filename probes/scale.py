@@ -42,7 +42,9 @@ COLD START (``figures["cold_start"][size]``): the stores built above (ours, the 
   set, and exits. "Cold" means a fresh process with a warm OS file cache: the files were just written and
   dropping the page cache is not possible here. Each child runs --cold-runs times (3), the systems
   interleaved, after one untimed import of each system's module (so a stale .pyc is not timed); each figure
-  is the median over the runs (``runs`` holds them all).
+  is the median over the runs (``runs`` holds them all). Before them, one more child per system is the first
+  process to open the store after the build; it is kept apart as ``first_open_after_build`` (a store may do
+  one-time work there, such as writing a persisted index that the build left out).
   ours       import kumiho_memory; Memory(path); recall(query, limit=10).
   fts5       import sqlite3; connect(path); SELECT rowid, bm25(t) FROM t WHERE t MATCH ? ORDER BY bm25(t)
              LIMIT 10, the query's words quoted and joined with OR.
@@ -629,15 +631,19 @@ def stores_phase(size: int, args: argparse.Namespace, phases: set, warm_ours: di
             for system in ready:                        # untimed: a stale .pyc is compiled here, not timed
                 subprocess.run([sys.executable, "-c", COLD_WARMUP[system]], stdout=subprocess.DEVNULL)
             runs: dict = {system: [] for system in ready}
-            for number in range(args.cold_runs):
+            for number in range(args.cold_runs + 1):  # run 0: the first process to open the store after the build
                 for system in ready:
                     figures = run_cold(system, paths[system], query, size, args.build_budget_s)
                     runs[system].append(figures)
-                    progress(f"cold {system} N={size} run {number + 1}: " + (
+                    progress(f"cold {system} N={size} {'first open' if number == 0 else f'run {number}'}: " + (
                         f"{figures['first_result_ms']:.1f} ms to the first result" if "error" not in figures
                         else figures["error"]))
-            cold = {system: cold_summary(runs[system]) if system in runs else
+            cold = {system: cold_summary(runs[system][1:]) if system in runs else
                     {"skipped": built[system].get("skipped") or built[system].get("error")} for system in COLD_SYSTEMS}
+            for system in ready:
+                first = runs[system][0]
+                cold[system]["first_open_after_build"] = first if "error" in first else {
+                    key: round(first[key], 3) for key in COLD_FIGURES if key in first}
             cold["query"] = query
             ours_ms = cold["ours"].get("first_result_ms")
             cold["ratio_ours_to_fts5"] = ratio(ours_ms, cold["fts5"].get("first_result_ms"))
@@ -723,6 +729,11 @@ def table(figures: dict, sizes: list[int], systems: list[str], phases: set, cold
                          "".join(f"{system:>{width}}" for system in COLD_SYSTEMS)))
             for metric in COLD_ROWS:
                 rows.append((f"  {metric}", "".join(f"{cell(cold[system], metric):>{width}}" for system in COLD_SYSTEMS)))
+            rows.append(("  first open after the build:", ""))
+            for metric in ("first_result_ms", "first_query_ms", "peak_rss_mb"):
+                rows.append((f"    {metric}", "".join(
+                    f"{cell(cold[system].get('first_open_after_build', cold[system]), metric):>{width}}"
+                    for system in COLD_SYSTEMS)))
             for system in COLD_SYSTEMS:
                 for note in ("skipped", "error"):
                     if note in cold[system]:
