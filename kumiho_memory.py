@@ -3627,11 +3627,16 @@ def refuse_credentials_in(value: str, field: str) -> str:
     Raises:
         CredentialDetectedError: a credential was found (named by kind, never shown).
     """
-    kinds = _credential_kinds(value)
+    kinds = _name_credential_kinds(value) if len(value) <= 256 else tuple(_credential_kinds(value))
     if kinds:
         raise CredentialDetectedError(f"{field} holds {' and '.join(kinds)}; a name or address cannot hold a "
-                                      "secret, nothing was stored", kinds)
+                                      "secret, nothing was stored", list(kinds))
     return value
+
+
+@functools.lru_cache(maxsize=4096)     # the same few spaces, tags and keys come back with every write
+def _name_credential_kinds(value: str) -> tuple[str, ...]:
+    return tuple(_credential_kinds(value))
 
 
 # ==========================================================================================================
@@ -4537,6 +4542,8 @@ class SQLiteGraph(GraphBackend):
         self._lock = threading.RLock()
         self._recall: _RecallState | None = None
         self._batch_depth, self._batch_dirty = 0, False     # an open batch(), and whether it has written
+        self._known_spaces: set[tuple[str, str]] = set()   # spaces (with their parents) known to exist
+        self._new_spaces: list[tuple[str, str]] = []        # ... and those the open transaction adds
         self._snapshot_seq: int | None = None                # the change-log position of the stored snapshot
         self._snapshot_due = self._snapshot_unusable = False  # save one soon; the stored one failed its checks
         self._page_index_checked = False
@@ -4670,6 +4677,7 @@ class SQLiteGraph(GraphBackend):
             conn = self._connection()
             if self._batch_depth:
                 conn.execute("SAVEPOINT write")
+                mark = len(self._new_spaces)
                 try:
                     yield conn
                     conn.execute("RELEASE write")
@@ -4677,6 +4685,7 @@ class SQLiteGraph(GraphBackend):
                     with contextlib.suppress(sqlite3.Error):
                         conn.execute("ROLLBACK TO write")
                         conn.execute("RELEASE write")
+                    del self._new_spaces[mark:]
                     if isinstance(exc, sqlite3.Error):
                         raise self._store_error(exc) from exc
                     raise
@@ -4692,6 +4701,7 @@ class SQLiteGraph(GraphBackend):
             except BaseException as exc:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
+                self._new_spaces.clear()
                 if isinstance(exc, sqlite3.Error):
                     raise self._store_error(exc) from exc
                 raise
@@ -4723,6 +4733,7 @@ class SQLiteGraph(GraphBackend):
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
                 self._recall = None          # it may have indexed writes that no longer exist
+                self._new_spaces.clear()
                 if isinstance(exc, sqlite3.Error):
                     raise self._store_error(exc) from exc
                 raise
@@ -4733,6 +4744,8 @@ class SQLiteGraph(GraphBackend):
     def _after_commit(self) -> None:
         """Bring the recall index up to date with what was just written. The write is already durable, so a
         failure here only drops the index, which is rebuilt at the next recall."""
+        self._known_spaces.update(self._new_spaces)
+        self._new_spaces.clear()
         if self._recall is None:
             return
         try:
@@ -4748,9 +4761,13 @@ class SQLiteGraph(GraphBackend):
 
     @classmethod
     def _log_change(cls, conn: sqlite3.Connection, *item_ids: int) -> None:
-        cursor = conn.executemany("INSERT INTO changes (item_id) VALUES (?)",
-                                  [(item_id,) for item_id in dict.fromkeys(item_ids)])
-        last = conn.execute("SELECT max(seq) FROM changes").fetchone()[0] or 0
+        unique = list(dict.fromkeys(item_ids))
+        if len(unique) == 1:
+            cursor = conn.execute("INSERT INTO changes (item_id) VALUES (?)", (unique[0],))
+            last = cursor.lastrowid or 0
+        else:
+            cursor = conn.executemany("INSERT INTO changes (item_id) VALUES (?)", [(item_id,) for item_id in unique])
+            last = conn.execute("SELECT max(seq) FROM changes").fetchone()[0] or 0
         if cursor.rowcount and last % 10_000 < cursor.rowcount:     # now and then, trim the log
             conn.execute("DELETE FROM changes WHERE seq <= ?", (last - cls.CHANGE_LOG_KEEP,))
 
@@ -4938,9 +4955,12 @@ class SQLiteGraph(GraphBackend):
     # -- writing revisions --------------------------------------------------------------------------------
 
     def _ensure_spaces(self, conn: sqlite3.Connection, project: str, space: str, now: str) -> None:
+        if (project, space) in self._known_spaces:
+            return
         parts = space.split("/") if space else []
         for depth in range(len(parts) + 1):
             conn.execute("INSERT OR IGNORE INTO spaces VALUES (?, ?, ?)", (project, "/".join(parts[:depth]), now))
+        self._new_spaces.append((project, space))     # known once the transaction commits (_after_commit)
 
     def _create_item(self, conn: sqlite3.Connection, draft: RevisionDraft, now: str) -> int:
         self._ensure_spaces(conn, draft.project, draft.space, now)
@@ -5224,7 +5244,10 @@ class SQLiteGraph(GraphBackend):
 
     def _index(self, conn: sqlite3.Connection, revision_id: int, title: str, content: str, kind: str) -> None:
         # Bookkeeping (SYSTEM_KINDS) is never recalled, and must not shift the word statistics of what is.
-        terms = [] if kind in SYSTEM_KINDS else tokenize(title + "\n" + content)
+        if kind in SYSTEM_KINDS:
+            terms = []
+        else:              # a one-line memory is its own title: the same terms twice, tokenized once
+            terms = tokenize(content) * 2 if title == content else tokenize(title + "\n" + content)
         counts: dict[str, int] = {}
         for term in terms:
             counts[term] = counts.get(term, 0) + 1
@@ -12653,7 +12676,9 @@ class Memory:
             otherwise                               -> created: a new item
         """
         # screened first, so that stacking compares and sources are canonicalized from what will be stored
-        content, title = self._screen(content, "content"), self._screen(title, "title")
+        screened = self._screen(content, "content")
+        title = screened if title == content else self._screen(title, "title")   # one line: screened once
+        content = screened
         metadata = self._screen(metadata, "metadata")
         target: dict[str, Any] | None = None
         if item_kref is not None:

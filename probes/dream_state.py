@@ -538,7 +538,7 @@ def scale_child(size: int, args: argparse.Namespace) -> None:
                 findings[name] = findings.get(name, 0) + 1
         memories = len(memory.items())
         memory.close()
-    emit("result", dream_s=round(dream_s, 2), memories_per_s=round(result["events_processed"] / dream_s, 1),
+    emit("result", dream_s=round(dream_s, 3), memories_per_s=round(result["events_processed"] / dream_s, 1),
          items=memories, events_processed=result["events_processed"],
          revisions_assessed=result["revisions_assessed"], deprecations_proposed=result["deprecations_proposed"],
          would_deprecate=result["deprecated"], guarded_skips=result["guarded_skips"],

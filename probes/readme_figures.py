@@ -45,8 +45,20 @@ def locomo_table(document: dict) -> str:
     return "\n".join(rows) + f"\n\nrecall@10 by category (ours): {categories}. {ours['questions']} questions."
 
 
+def _scale_figures(document: dict) -> dict:
+    """scale.json's figures, with those of scale_1m.json (a separate --sizes 1000000 --out run) added."""
+    extra = _load("scale_1m")
+    if extra is None:
+        return document["figures"]
+    figures = {key: dict(value) if isinstance(value, dict) else value for key, value in document["figures"].items()}
+    for key, by_size in extra["figures"].items():
+        if isinstance(by_size, dict):
+            figures.setdefault(key, {}).update(by_size)
+    return figures
+
+
 def scale_table(document: dict) -> str:
-    figures = document["figures"]
+    figures = _scale_figures(document)
     labels = {"ours": "kumiho_memory (in memory)", "ours-disk": "kumiho_memory (file store)",
               "rank-bm25": "rank-bm25", "bm25s": "bm25s"}
     rows = ["| system | N | query p50 | query p95 | index build | peak RSS |", "|---|---|---|---|---|---|"]
@@ -221,7 +233,7 @@ def _why(entry: dict) -> str:
 
 def scale_store_table(document: dict) -> str:
     """Cold start in a fresh process, warm recall on a reopened file store, bulk ingest (probes/scale.py)."""
-    figures = document["figures"]
+    figures = _scale_figures(document)
     cold, reopened, bulk = (figures.get(key, {}) for key in ("cold_start", "warm_reopened", "bulk_ingest"))
     parts = []
     if cold:
@@ -237,11 +249,16 @@ def scale_store_table(document: dict) -> str:
                 rows.append(f"| {int(size):,} | {label} | {_ms(row['first_result_ms'])} | {_ms(row['first_query_ms'])} "
                             f"| {_ms(row['import_ms'])} | {row['peak_rss_mb']:.0f} MB |")
         runs = document["parameters"].get("cold_runs", 3)
+        ordered = sorted(cold.items(), key=lambda pair: int(pair[0]))
         ratios = "; ".join(f"{int(size):,}: {entry['ratio_ours_to_fts5']}x FTS5, {entry['ratio_ours_to_bm25s']}x bm25s"
-                           for size, entry in sorted(cold.items(), key=lambda pair: int(pair[0]))
-                           if entry.get("ratio_ours_to_fts5") is not None)
+                           for size, entry in ordered if entry.get("ratio_ours_to_fts5") is not None)
+        first = "; ".join(f"{int(size):,}: {_ms(entry['ours']['first_open_after_build']['first_result_ms'])}"
+                          for size, entry in ordered
+                          if "first_result_ms" in entry.get("ours", {}).get("first_open_after_build", {}))
         parts.append("\n".join(rows) + f"\n\nMedian of {runs} fresh processes each (warm OS file cache)"
-                     + (f"; ours' time to the first result: {ratios}." if ratios else "."))
+                     + (f"; ours' time to the first result: {ratios}" if ratios else "")
+                     + (f". The first process to open ours' store after the build (not in the medians): {first}."
+                        if first else "."))
     if reopened:
         rows = ["| N | kumiho_memory, reopened file store: first recall | query p50 | query p95 | peak RSS "
                 "| bm25s p50 (same run) |", "|---|---|---|---|---|---|"]
@@ -259,9 +276,9 @@ def scale_store_table(document: dict) -> str:
                 "|---|---|---|---|"]
         for size, entry in sorted(bulk.items(), key=lambda pair: int(pair[0])):
             ours, fts5 = entry.get("ours", {}), entry.get("fts5", {})
-            mine = (f"{ours['seconds']:.1f} s ({ours['memories_per_s']:,.0f}/s)"
+            mine = (f"{_ms(1000 * ours['seconds'])} ({ours['memories_per_s']:,.0f}/s)"
                     if "seconds" in ours and "missing" not in ours else _why(ours))
-            theirs = f"{fts5['seconds']:.2f} s ({fts5['memories_per_s']:,.0f}/s)" if "seconds" in fts5 else _why(fts5)
+            theirs = f"{_ms(1000 * fts5['seconds'])} ({fts5['memories_per_s']:,.0f}/s)" if "seconds" in fts5 else _why(fts5)
             factor = f"{entry['ratio_ours_to_fts5']}x" if entry.get("ratio_ours_to_fts5") is not None else "–"
             rows.append(f"| {int(size):,} | {mine} | {theirs} | {factor} |")
         parts.append("\n".join(rows))
@@ -278,10 +295,10 @@ def dream_scale_table(document: dict) -> str:
             rows.append(f"| {int(size):,} | {entry.get('did_not_finish') or entry.get('error')} | | | |")
             continue
         found = entry["findings"].get("deprecate", {})
-        rows.append(f"| {int(size):,} | {entry['dream_s']:.1f} s | {entry['memories_per_s']:,.0f} "
+        rows.append(f"| {int(size):,} | {_ms(1000 * entry['dream_s'])} | {entry['memories_per_s']:,.0f} "
                     f"| {entry['peak_rss_mb']:.0f} MB | {entry['deprecations_proposed']:,} "
                     f"({found.get('duplicate', 0):,} · {found.get('stale', 0):,} · {found.get('superseded', 0):,}) |")
-    growth = "; ".join(f"time({key.split('/')[0]}) / time({key.split('/')[1]}) = {value}"
+    growth = "; ".join(f"time({int(key.split('/')[0]):,}) / time({int(key.split('/')[1]):,}) = {value}"
                        for key, value in figures.get("growth_4x", {}).items())
     return "\n".join(rows) + (f"\n\n{growth}. " if growth else "\n\n") + (
         f"Heuristics, no LLM, one dry run per size in its own process, "
