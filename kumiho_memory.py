@@ -5399,6 +5399,18 @@ class SQLiteGraph(GraphBackend):
         return self._snapshot_seq is None or state.last_seq - self._snapshot_seq >= max(
             1000, self.RECALL_SNAPSHOT_REFRESH * size)
 
+    def warm_recall_index(self) -> bool:
+        """Bring the stored recall index up to date now (read it or build it, replay the change log, store it
+        when it lagged), so the next process's first recall does not pay for it; after a bulk write. Returns
+        whether a snapshot was written."""
+        if self.in_memory:
+            return False
+        with self._read() as conn:
+            state = self._recall_state(conn)
+        if self._snapshot_due or self._snapshot_stale(state):
+            return self.save_recall_snapshot(wait=True)
+        return False
+
     def rebuild_recall_index(self) -> dict[str, Any]:
         """Build the recall index from the tables now (ignoring any stored snapshot) and store it. Returns
         ``{"indexed": revisions, "stored": whether it was written to the file}``."""
@@ -17989,6 +18001,10 @@ def _cmd_remember_many(memory: Memory, args: argparse.Namespace) -> tuple[Any, s
                 krefs = store(stream)
         except (OSError, UnicodeDecodeError) as exc:
             raise StoreError(f"cannot read {args.file!r}: {exc}") from exc
+    if isinstance(memory.backend, SQLiteGraph) and len(krefs) >= 1000:
+        if show:
+            print("remember-many: updating the stored recall index...", file=sys.stderr, flush=True)
+        memory.backend.warm_recall_index()      # the next process's first recall starts from it
     return {"stored": len(krefs), "krefs": krefs}, f"stored {len(krefs)} memories"
 
 

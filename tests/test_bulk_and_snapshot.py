@@ -327,3 +327,25 @@ def test_dream_state_finds_every_copy_not_only_a_recall_page(tmp_path):
     assert len(duplicates) == 15          # 16 copies in one space keep one; the other value and space stay
     keeper = {action["reason"] for action in duplicates}
     assert len(keeper) == 1
+
+
+def test_remember_many_on_every_backend(memory):
+    """The same records give the same memories on each backend; a bad record stops the call."""
+    krefs = memory.remember_many(["Ann lives in Lisbon.", {"content": "The deploy window is Friday.", "key": "deploy"},
+                                  {"content": "The deploy window is Monday.", "key": "deploy"}])
+    assert len(krefs) == 3 and krefs[2].endswith("?r=2")
+    assert memory.get(krefs[2].split("?")[0])["content"] == "The deploy window is Monday."
+    assert memory.recall("where does Ann live", limit=1)[0]["kref"] == krefs[0]
+    with pytest.raises(km.InvalidArgumentError, match="record 1"):
+        memory.remember_many(["fine", {"content": ""}])
+    assert len(memory.items()) == 2
+    atomic = memory.backend.atomic_batches
+    forgotten = krefs[0].split("?")[0]
+    memory.forget(forgotten)
+    with pytest.raises(km.NotFoundError) as caught:
+        memory.remember_many(["before the failure", {"content": "revise a forgotten item", "item": forgotten}])
+    if atomic:
+        assert caught.value.written == [] and len(memory.items()) == 1
+    else:                                   # the Kumiho server: written one by one, and said so
+        assert len(caught.value.written) == 1 and len(memory.items()) == 2
+        assert memory.get(caught.value.written[0])["content"] == "before the failure"
