@@ -16467,7 +16467,7 @@ MEMORY_TOOLS: list[dict[str, Any]] = [
      "inputSchema": _schema({**_RECALL, "session_id": {"type": "string", "description": "The pipeline run or "
                                                        "session this step belongs to (anticipatory recall)."},
                              "agent": {"type": "string", "description": "Who is asking."}}, ["query"])},
-    {"name": "kumiho_memory_reflect", "description": "Record your reply and store what is worth remembering from it. A capture with `revises` updates\nthat memory (new revision, SUPERSEDES edge); every capture gets DERIVED_FROM edges to source_krefs.\nEverything is checked before anything is written.\n\nReturns {buffered, captures_stored, edges_discovered, stored_krefs, created_bucket, capture_results,\ndropped_event_dates}.",
+    {"name": "kumiho_memory_reflect", "description": "Record your reply and store what is worth remembering from it. A capture with `revises` updates\nthat memory (new revision, SUPERSEDES edge); every capture gets DERIVED_FROM edges to source_krefs.\nEverything is checked before anything is written, and the captures and their edges are stored together\n(all or none).\n\nReturns {buffered, captures_stored, edges_discovered, stored_krefs, created_bucket, capture_results,\ndropped_event_dates}.",
      "inputSchema": _schema({"session_id": _STRING, "response": _STRING,
                              "captures": {"type": "array", "items": _CAPTURE}, "source_krefs": _STRINGS,
                              "space_path": _STRING, "discover_edges": {"type": "boolean", "default": True},
@@ -16638,25 +16638,31 @@ class MemoryToolbox:
         if session_id is not None:
             await self.manager.add_assistant_response(session_id=session_id, response=response, channel="tools")
             buffered = True
-        stored = []
+        records = []
         for position, capture in enumerate(captures or []):
-            space = capture.get("space_hint") or space_path or f"reflections/{capture['type']}"
             metadata = {"memory_type": capture["type"], "captured_by": "reflect"}
             if capture.get("event_date"):
                 metadata["event_date"] = capture["event_date"]
-            options = {"title": capture["title"], "kind": capture["type"], "metadata": metadata,
-                       "tags": capture.get("tags") or None}
+            record = {"content": capture["content"], "title": capture["title"], "kind": capture["type"],
+                      "metadata": metadata, "tags": capture.get("tags") or None}
             if capture.get("revises"):
-                item = str(parse_item_kref(capture["revises"]).item_kref())
-                kref = await asyncio.to_thread(self.memory.remember, capture["content"], item=item, **options)
-            elif idempotency_prefix:
-                kref = await asyncio.to_thread(self.memory.remember, capture["content"], space=space,
-                                               key=f"{idempotency_prefix}:{position}", **options)
+                record["item"] = str(parse_item_kref(capture["revises"]).item_kref())
             else:
-                kref = await asyncio.to_thread(self.memory.remember, capture["content"], space=space, **options)
-            for source in source_krefs or []:
-                await asyncio.to_thread(self.memory.link, kref, source, DERIVED_FROM)
-            stored.append(kref)
+                record["space"] = capture.get("space_hint") or space_path or f"reflections/{capture['type']}"
+                if idempotency_prefix:
+                    record["key"] = f"{idempotency_prefix}:{position}"
+            records.append(record)
+
+        def write() -> list[str]:
+            """The captures and their edges in one transaction (on the embedded engine): all or none."""
+            with self.memory.backend.batch():
+                krefs = self.memory.remember_many(records)
+                for kref in krefs:
+                    for source in source_krefs or []:
+                        self.memory.link(kref, source, DERIVED_FROM)
+            return krefs
+
+        stored = await asyncio.to_thread(write) if records else []
         return {"buffered": buffered, "captures_stored": len(stored), "stored_krefs": stored}
 
     async def _dream_state(self, project: str | None = None, **options: Any) -> dict[str, Any]:

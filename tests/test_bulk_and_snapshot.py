@@ -349,3 +349,23 @@ def test_remember_many_on_every_backend(memory):
     else:                                   # the Kumiho server: written one by one, and said so
         assert len(caught.value.written) == 1 and len(memory.items()) == 2
         assert memory.get(caught.value.written[0])["content"] == "before the failure"
+
+
+def test_reflect_stores_its_captures_and_edges_together_or_not_at_all(tmp_path):
+    import asyncio
+
+    memory = km.Memory(path=str(tmp_path / "m.db"))
+    source = memory.remember("The source conversation about the deploy window")
+    toolbox = km.MemoryToolbox(km.UniversalMemoryManager(memory=memory))
+    captures = [{"type": "decision", "title": "Deploy on Fridays", "content": "We deploy on Fridays."},
+                {"type": "fact", "title": "Window", "content": "The deploy window is two hours."}]
+    done = asyncio.run(toolbox.call("kumiho_memory_reflect", {"response": "noted", "captures": captures,
+                                                              "source_krefs": [source]}))
+    assert done["captures_stored"] == 2
+    assert all(memory.edges(kref, edge_type="DERIVED_FROM") for kref in done["stored_krefs"])
+    before = len(memory.items())
+    missing = source.replace(source.split("/")[-1].split(".")[0], "memory-0000000000")
+    with pytest.raises(km.NotFoundError):
+        asyncio.run(toolbox.call("kumiho_memory_reflect", {"response": "noted", "captures": captures,
+                                                           "source_krefs": [missing]}))
+    assert len(memory.items()) == before          # the captures written before the bad edge are gone too
