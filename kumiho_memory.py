@@ -1291,7 +1291,7 @@ class RecallIndex:
 
     def __init__(self) -> None:
         self.term_ids: dict[str, int] = {}
-        self.terms: list[_TermPostings] = _TermTable()
+        self.terms: list[_TermPostings] = []      # a _TermTable when read from a snapshot (from_parts)
         self.doc_slot: dict[int, int] = {}
         self.slot_doc = array.array("q")          # -1 once the slot is dead
         self.slot_length = array.array("d")
