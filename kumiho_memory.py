@@ -1304,8 +1304,16 @@ class RecallIndex:
         self.dead_slots = 0
         self._rebuilding = False
 
+    def __getattr__(self, name: str) -> Any:
+        # After a snapshot read, which slot a document holds is worked out on first use: a process that
+        # only searches reads slots, never documents, and never pays for the map.
+        if name != "doc_slot" or "slot_doc" not in self.__dict__:
+            raise AttributeError(name)
+        self.doc_slot = {doc_id: slot for slot, doc_id in enumerate(self.slot_doc) if doc_id >= 0}
+        return self.doc_slot
+
     def __len__(self) -> int:
-        return len(self.doc_slot)
+        return len(self.slot_doc) - self.dead_slots      # every dead slot was once a live one
 
     def __contains__(self, doc_id: object) -> bool:
         return doc_id in self.doc_slot
@@ -1370,7 +1378,7 @@ class RecallIndex:
         """Re-freeze the average length after a 25% drift, and drop dead slots once they outnumber live ones."""
         if self._rebuilding:
             return
-        live = len(self.doc_slot)
+        live = len(self)
         average = self.total_length / live if live else 0.0
         drifted = bool(average) and not 0.8 <= average / self.reference_length <= 1.25
         if drifted or self.dead_slots > max(1024, live):
@@ -1465,14 +1473,16 @@ class RecallIndex:
         if not (len(index.slot_length) == len(index.slot_short) == slot_count == len(index.forward_offsets) - 1
                 and index.forward_offsets[-1] == len(index.forward_terms) == len(index.forward_tfs)):
             raise ValueError("the index snapshot's columns do not fit each other")
-        index.doc_slot = {doc_id: slot for slot, doc_id in enumerate(index.slot_doc) if doc_id >= 0}
+        del index.__dict__["doc_slot"]          # rebuilt on first use (__getattr__)
+        if len(index.slot_doc) - index.dead_slots != len(index.slot_doc) - index.slot_doc.count(-1):
+            raise ValueError("the index snapshot's dead slots do not add up")
         return index
 
     # -- search -------------------------------------------------------------------------------------------
 
     def term_weights(self, terms: Iterable[str], weights: Mapping[str, float] | None = None) -> dict[int, float]:
         """``{term_id: idf x query weight}`` for the query terms the index knows."""
-        count = max(1, len(self.doc_slot))
+        count = max(1, len(self))
         result = {}
         for term in dict.fromkeys(terms):
             term_id = self.term_ids.get(term)
@@ -3960,8 +3970,14 @@ class _RecallState:
         if lazy is None or name not in lazy:
             raise AttributeError(name)
         packed = lazy.pop(name)
-        value = self._groups(packed, self._LAZY_GROUPS[name]) if name in self._LAZY_GROUPS else \
-            self._map(packed, self._LAZY_MAPS[name])
+        if name == "current_by_project":        # the union of its spaces' current sets
+            value: Any = {}
+            for space, project in self.space_project.items():
+                value.setdefault(project, set()).update(self.current_by_space.get(space, ()))
+        elif name in self._LAZY_GROUPS:
+            value = self._groups(packed, self._LAZY_GROUPS[name])
+        else:
+            value = self._map(packed, self._LAZY_MAPS[name])
         setattr(self, name, value)
         return value
 
@@ -3993,7 +4009,6 @@ class _RecallState:
         small = {"spaces": [list(key) for key in sorted(self.space_ids, key=self.space_ids.__getitem__)],
                  "who": {str(doc): sorted(names) for doc, names in self.doc_who.items()},
                  "links": {str(doc): entries for doc, entries in self.links.items()},
-                 "by_project": {project: sorted(docs) for project, docs in self.current_by_project.items()},
                  "space_terms": {str(space): totals for space, totals in self.space_terms.items()},
                  "name_terms": self.name_terms, "last_seq": self.last_seq,
                  "vector_docs": list(self.vectors), "vector_sizes": [len(v) for v in self.vectors.values()]}
@@ -4035,7 +4050,8 @@ class _RecallState:
         state.space_project = {number: project for (project, _), number in state.space_ids.items()}
         state.doc_who = {int(doc): frozenset(names) for doc, names in small["who"].items()}
         state.links = {int(doc): [(other, kind) for other, kind in entries] for doc, entries in small["links"].items()}
-        state.current_by_project = {project: set(docs) for project, docs in small["by_project"].items()}
+        del state.__dict__["current_by_project"]
+        state._lazy["current_by_project"] = None
         state.space_terms = {int(space): totals for space, totals in small["space_terms"].items()}
         state.name_terms, state.last_seq = small["name_terms"], int(small["last_seq"])
         flat, start = _packed("f", parts["vectors"]), 0
@@ -5336,7 +5352,7 @@ class SQLiteGraph(GraphBackend):
     # snapshot is rewritten in one transaction (a kill mid-way keeps the old one) after a rebuild and, at
     # close, when the log has moved on by a share of the store.
 
-    RECALL_SNAPSHOT_FORMAT = 1
+    RECALL_SNAPSHOT_FORMAT = 2
     RECALL_SNAPSHOT_MIN_DOCS = 2000       # smaller stores rebuild in milliseconds: no snapshot
     RECALL_SNAPSHOT_REFRESH = 0.02        # rewrite at close once this share of the store changed since
 
