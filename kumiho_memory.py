@@ -4978,17 +4978,21 @@ class SQLiteGraph(GraphBackend):
             conn.execute("INSERT OR IGNORE INTO spaces VALUES (?, ?, ?)", (project, "/".join(parts[:depth]), now))
         self._new_spaces.append((project, space))     # known once the transaction commits (_after_commit)
 
-    def _create_item(self, conn: sqlite3.Connection, draft: RevisionDraft, now: str) -> int:
+    def _create_item(self, conn: sqlite3.Connection, draft: RevisionDraft, now: str) -> tuple[int, str]:
+        """A new item for ``draft``: its row id and name (the draft's, suffixed when that is taken)."""
         self._ensure_spaces(conn, draft.project, draft.space, now)
         for attempt in itertools.count(1):
             name = draft.name if attempt == 1 else f"{draft.name}-{attempt}"
-            taken = conn.execute("SELECT 1 FROM items WHERE project = ? AND space = ? AND name = ? AND kind = ?",
-                                 (draft.project, draft.space, name, draft.kind)).fetchone()
-            if not taken:
+            try:
                 cursor = conn.execute(
                     "INSERT INTO items (project, space, name, kind, key, metadata, created_at) "
                     "VALUES (?, ?, ?, ?, ?, '{}', ?)", (draft.project, draft.space, name, draft.kind, draft.key, now))
-                return int(cursor.lastrowid)
+            except sqlite3.IntegrityError:
+                if conn.execute("SELECT 1 FROM items WHERE project = ? AND space = ? AND name = ? AND kind = ?",
+                                (draft.project, draft.space, name, draft.kind)).fetchone() is None:
+                    raise                  # not the name: another constraint (a key held elsewhere)
+                continue
+            return int(cursor.lastrowid), name
         raise AssertionError("unreachable")  # pragma: no cover
 
     def write_revision(self, draft: RevisionDraft) -> tuple[RevisionRecord, bool]:
@@ -5010,15 +5014,17 @@ class SQLiteGraph(GraphBackend):
                 if draft.key is not None and draft.item is None and head_hash == text_hash:
                     return self._revision_by_id(conn, head_id), False
             if item_row is None:
-                item_id, number = self._create_item(conn, draft, now), 1
+                (item_id, name), number = self._create_item(conn, draft, now), 1
             else:
-                item_id, number = item_row[0], item_row[9] + 1
+                item_id, number, name = item_row[0], item_row[9] + 1, item_row[3]
             created_at = max(now, head_created) if head_created else now   # never before its predecessor
+            counts, token_count = self._term_counts(draft.title, draft.content, draft.kind)
+            metadata_json = canonical_json(dict(draft.metadata))
             revision_id = int(conn.execute(
-                "INSERT INTO revisions (item_id, number, title, content, metadata, content_hash, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (item_id, number, draft.title, draft.content, canonical_json(dict(draft.metadata)), text_hash,
-                 created_at)).lastrowid)
+                "INSERT INTO revisions (item_id, number, title, content, metadata, content_hash, created_at, "
+                "token_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (item_id, number, draft.title, draft.content, metadata_json, text_hash, created_at,
+                 token_count)).lastrowid)
             conn.execute("UPDATE items SET last_number = ?, head_id = ? WHERE id = ?", (number, revision_id, item_id))
             if head_id is not None:
                 conn.execute("INSERT INTO edges (source_id, target_id, edge_type, metadata, created_at) "
@@ -5029,7 +5035,7 @@ class SQLiteGraph(GraphBackend):
                 tags.append(PUBLISHED_TAG)        # a revised published belief stays published
             for tag in dict.fromkeys(tags):
                 self._move_tag(conn, item_id, tag, revision_id, created_at)
-            self._index(conn, revision_id, draft.title, draft.content, draft.kind)
+            conn.execute("INSERT OR REPLACE INTO doc_terms VALUES (?, ?)", (revision_id, canonical_json(counts)))
             if draft.vector is not None:
                 conn.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
                              (revision_id, draft.vector_model, array.array("f", draft.vector).tobytes()))
@@ -5046,7 +5052,13 @@ class SQLiteGraph(GraphBackend):
             if item_row is None and is_message(draft.metadata):
                 changed.extend(self._thread(conn, draft, revision_id, created_at))
             self._log_change(conn, *changed)
-            return self._revision_by_id(conn, revision_id), True
+            if item_row is not None:
+                return self._revision_by_id(conn, revision_id), True
+            # A new item: the record is what was just written (no read back)
+            return RevisionRecord(
+                kref=Kref.trusted(draft.project, draft.space, name, draft.kind, 1), number=1, title=draft.title,
+                content=draft.content, metadata=json.loads(metadata_json), created_at=created_at, deprecated=False,
+                tags=tuple(sorted({*tags, LATEST_TAG}))), True
 
     def _thread(self, conn: sqlite3.Connection, draft: RevisionDraft, revision_id: int, now: str) -> list[int]:
         """Link a new message to the previous message of its thread (FOLLOWS); return the items touched."""
@@ -5258,7 +5270,9 @@ class SQLiteGraph(GraphBackend):
 
     # -- the lexical index --------------------------------------------------------------------------------
 
-    def _index(self, conn: sqlite3.Connection, revision_id: int, title: str, content: str, kind: str) -> None:
+    @staticmethod
+    def _term_counts(title: str, content: str, kind: str) -> tuple[dict[str, int], int]:
+        """A revision's index terms ``{term: count}`` and how many there are."""
         # Bookkeeping (SYSTEM_KINDS) is never recalled, and must not shift the word statistics of what is.
         if kind in SYSTEM_KINDS:
             terms = []
@@ -5267,8 +5281,12 @@ class SQLiteGraph(GraphBackend):
         counts: dict[str, int] = {}
         for term in terms:
             counts[term] = counts.get(term, 0) + 1
+        return counts, len(terms)
+
+    def _index(self, conn: sqlite3.Connection, revision_id: int, title: str, content: str, kind: str) -> None:
+        counts, token_count = self._term_counts(title, content, kind)
         conn.execute("INSERT OR REPLACE INTO doc_terms VALUES (?, ?)", (revision_id, canonical_json(counts)))
-        conn.execute("UPDATE revisions SET token_count = ? WHERE id = ?", (len(terms), revision_id))
+        conn.execute("UPDATE revisions SET token_count = ? WHERE id = ?", (token_count, revision_id))
 
     def _unindex(self, conn: sqlite3.Connection, revision_ids: Sequence[int]) -> None:
         for revision_id in revision_ids:
