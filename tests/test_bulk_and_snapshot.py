@@ -19,6 +19,8 @@ import textwrap
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import kumiho_memory as km
 
@@ -369,3 +371,53 @@ def test_reflect_stores_its_captures_and_edges_together_or_not_at_all(tmp_path):
         asyncio.run(toolbox.call("kumiho_memory_reflect", {"response": "noted", "captures": captures,
                                                            "source_krefs": [missing]}))
     assert len(memory.items()) == before          # the captures written before the bad edge are gone too
+
+_OPERATION = st.one_of(
+    st.tuples(st.just("remember"), st.integers(0, 1), st.lists(st.sampled_from(WORDS[:6]), min_size=1, max_size=4)),
+    st.tuples(st.just("revise"), st.integers(0, 1), st.lists(st.sampled_from(WORDS[:6]), min_size=1, max_size=3)),
+    st.tuples(st.just("forget"), st.integers(0, 1), st.integers(0, 50)),
+    st.tuples(st.just("deprecate"), st.integers(0, 1), st.integers(0, 50)),
+    st.tuples(st.just("publish"), st.integers(0, 1), st.integers(0, 50)),
+    st.tuples(st.just("snapshot"), st.integers(0, 1), st.just(0)),
+    st.tuples(st.just("reopen"), st.integers(0, 1), st.just(0)))
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(operations=st.lists(_OPERATION, min_size=1, max_size=30))
+def test_the_snapshot_and_its_replay_agree_with_brute_force(tmp_path_factory, small_snapshots, operations):
+    """Random writes, revisions, forgets, deprecations, tag moves, snapshot writes and reopens by two
+    connections to one file; after each step a third, fresh connection (snapshot plus change log) must
+    find exactly the live items holding each word."""
+    path = str(tmp_path_factory.mktemp("snap") / "m.db")
+    writers = [km.Memory(path=path), km.Memory(path=path)]
+    truth: dict[str, dict] = {}
+    for action, who, argument in operations:
+        memory = writers[who]
+        live = sorted(item for item, state in truth.items() if state["live"])
+        if action == "remember":
+            kref = memory.remember(" ".join(argument))
+            truth[str(km.Kref.parse(kref).item_kref())] = {"text": " ".join(argument), "live": True}
+        elif action == "revise" and live:
+            item = live[len(argument) % len(live)]
+            memory.remember(" ".join(argument), item=item)
+            truth[item]["text"] = " ".join(argument)
+        elif action in ("forget", "deprecate", "publish") and live:
+            item = live[argument % len(live)]
+            if action == "publish":
+                memory.tag(item, "published")
+            else:
+                (memory.forget if action == "forget" else memory.deprecate)(item)
+                truth[item]["live"] = False
+        elif action == "snapshot":
+            memory.recall("harbor")                  # loads (or builds) its index
+            memory.backend.save_recall_snapshot(wait=True)
+        elif action == "reopen":
+            memory.close()
+            writers[who] = km.Memory(path=path)
+        fresh = km.Memory(path=path)
+        for word in WORDS[:6]:
+            assert recalled(fresh, word) == brute_force(truth, word), (action, word)
+        fresh.close()
+    for memory in writers:
+        memory.close()
