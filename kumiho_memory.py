@@ -14542,7 +14542,7 @@ def _longest_chain(successors: Mapping[str, Sequence[str]], cap: int) -> int:
     return min(cap, max(depth.values(), default=0))
 
 
-def _space_from_path(memory: Any, space_path: str) -> str:
+def _space_from_path(memory: Memory, space_path: str) -> str:
     """A space given as ``news`` or upstream-style ``/Project/news`` (this memory's project)."""
     if not isinstance(space_path, str):
         raise InvalidArgumentError(f"space_path must be a string, not {type(space_path).__name__}")
@@ -14554,7 +14554,7 @@ def _space_from_path(memory: Any, space_path: str) -> str:
     return normalize_space(space_path)
 
 
-def _stored_profile(memory: Any, space: str, profile_kind: str, profile_item_name: str) -> dict[str, Any] | None:
+def _stored_profile(memory: Memory, space: str, profile_kind: str, profile_item_name: str) -> dict[str, Any] | None:
     """The latest stored profile revision of ``space`` (as ``Memory.get`` returns it), or None."""
     held = _keyed_item(memory, space, profile_item_name, profile_kind)
     return None if held is None or held["latest_revision"] is None else memory.get(held["item_kref"])
@@ -15245,7 +15245,7 @@ def _checked_skill_options(space: Any, evidence_level: Any, tags: Any = None) ->
     return space, tuple(dict.fromkeys(t.strip() for t in tags if t.strip()))
 
 
-def _skill_index(memory: Any, space: str) -> dict[str, dict[str, Any]]:
+def _skill_index(memory: Memory, space: str) -> dict[str, dict[str, Any]]:
     """The skill items in exactly ``space`` by supersession key (deprecated ones too)."""
     return {item["key"]: item for item in memory.items(space=space, kind=SKILL_KIND, include_deprecated=True)
             if item["space"] == space and item["key"]}
@@ -15254,7 +15254,7 @@ def _skill_index(memory: Any, space: str) -> dict[str, dict[str, Any]]:
 _MAX_QUARANTINE_REASONS = 50
 
 
-def _plan(memory: Any, index: Mapping[str, dict[str, Any]], *, key: str, section: str | None, title: str,
+def _plan(memory: Memory, index: Mapping[str, dict[str, Any]], *, key: str, section: str | None, title: str,
           content: str, summary: str, description: str, tags: tuple[str, ...], source_skill: str, real: str,
           line_start: int, evidence_level: str | None, scan_prefix: str = "") -> _PlannedSkillWrite:
     reasons = tuple(scan_skill_text(f"{title}\n{content}", first_line=max(1, line_start)))
@@ -15300,7 +15300,7 @@ def _plan(memory: Any, index: Mapping[str, dict[str, Any]], *, key: str, section
                               demote=held_level == OFFICIAL and evidence_level not in (None, OFFICIAL))
 
 
-def _plan_skill(memory: Any, parsed: ParsedSkill, index: Mapping[str, dict[str, Any]], *,
+def _plan_skill(memory: Memory, parsed: ParsedSkill, index: Mapping[str, dict[str, Any]], *,
                 section_filter: Any, evidence_level: str | None) -> list[_PlannedSkillWrite]:
     wanted = None
     if section_filter is not None:
@@ -15325,7 +15325,7 @@ def _plan_skill(memory: Any, parsed: ParsedSkill, index: Mapping[str, dict[str, 
     return plans
 
 
-def _plan_file(memory: Any, parsed: ParsedSkill, index: Mapping[str, dict[str, Any]], *, item_name: str | None,
+def _plan_file(memory: Memory, parsed: ParsedSkill, index: Mapping[str, dict[str, Any]], *, item_name: str | None,
                tags: tuple[str, ...], evidence_level: str | None) -> _PlannedSkillWrite:
     name = item_name if item_name is not None else os.path.splitext(os.path.basename(parsed.path))[0]
     if not isinstance(name, str) or not _skill_slug(name):
@@ -15337,7 +15337,7 @@ def _plan_file(memory: Any, parsed: ParsedSkill, index: Mapping[str, dict[str, A
                  source_skill=name, real=parsed.path, line_start=1, evidence_level=evidence_level)
 
 
-def _apply(memory: Any, plans: Sequence[_PlannedSkillWrite], space: str, dry_run: bool) -> list[IngestResult]:
+def _apply(memory: Memory, plans: Sequence[_PlannedSkillWrite], space: str, dry_run: bool) -> list[IngestResult]:
     """Write the plans that changed (none on a dry run); one result per plan, in order."""
     results = []
     for plan in plans:
@@ -15365,7 +15365,7 @@ def _apply(memory: Any, plans: Sequence[_PlannedSkillWrite], space: str, dry_run
     return results
 
 
-def _write_skill_revision(memory: Any, plan: _PlannedSkillWrite, space: str) -> str:
+def _write_skill_revision(memory: Memory, plan: _PlannedSkillWrite, space: str) -> str:
     """Add one revision; a flagged one never inherits ``published`` from the item's older revisions."""
     tags = [QUARANTINE_TAG] if plan.reasons else [PUBLISHED_TAG]
     options = dict(space=space, kind=SKILL_KIND, title=plan.title, metadata=plan.metadata, tags=tags,
@@ -18116,7 +18116,7 @@ def _cmd_consolidate(memory: Memory, args: argparse.Namespace) -> tuple[Any, str
     return result, f"consolidated {args.session} -> {where}"
 
 
-def _cmd_profile(memory: Any, args: argparse.Namespace) -> tuple[Any, str]:
+def _cmd_profile(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
     """``kumiho-memory profile [--dry-run] [--window-days N]``: classify every space."""
     result = SpaceProfiler(memory, window_days=args.window_days, dry_run=args.dry_run).run_sync()
     lines = []
@@ -18135,7 +18135,7 @@ def _cmd_profile(memory: Any, args: argparse.Namespace) -> tuple[Any, str]:
     return result, "\n".join(lines + [summary])
 
 
-def _cmd_ingest_skill(memory: Any, args: argparse.Namespace) -> tuple[Any, str]:
+def _cmd_ingest_skill(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
     """``kumiho-memory ingest-skill PATH [--batch] [--evidence-level L] [--dry-run] [--clear-quarantine KREF]``."""
     if args.clear_quarantine:
         result = clear_quarantine(memory, args.clear_quarantine)
