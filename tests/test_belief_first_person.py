@@ -3,6 +3,9 @@ in other words, and recall that never serves a superseded value first."""
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
 import kumiho_memory as km
@@ -77,13 +80,57 @@ def test_look_alikes_of_the_speaker_stay_apart(memory):
     assert item_of(other) != item_of(me)
 
 
+DANA = {"speaker": "user", "user_id": "dana"}
+
+
 def test_a_third_person_statement_about_the_user_joins_the_belief(memory):
-    mine = said(memory, "I live in Berlin.", {"speaker": "user", "user_id": "dana"})
-    note = said(memory, "Dana lives in Porto.", {"role": "assistant"})
+    mine = said(memory, "I live in Berlin.", DANA)
     assert km.statement_subject(km.resolved_statement("I live in Berlin.", {"user_id": "dana"})) == "dana"
-    dana = said(memory, "Dana lives in Porto now.", None)
-    assert item_of(dana) == item_of(note)
-    assert mine
+    note = said(memory, "Dana moved to Porto.", {"role": "assistant"})
+    assert item_of(note) == item_of(mine), "the assistant's note about Dana did not revise her own statement"
+    again = said(memory, "Dana lives in Porto now.", None)
+    assert item_of(again) == item_of(mine)
+    assert memory.recall("Where does Dana live?", space=SPACE)[0]["content"] == "Dana lives in Porto now."
+
+
+def test_a_third_person_statement_about_the_users_relative_joins_theirs(memory):
+    daughter = said(memory, "My daughter is 7 years old.", DANA)
+    son = said(memory, "My son is 12 years old.", DANA)
+    later = said(memory, "Dana's daughter just turned 8.", None)
+    assert item_of(later) == item_of(daughter) and item_of(later) != item_of(son)
+    other = said(memory, "Bob's daughter just turned 9.", None)
+    assert item_of(other) not in (item_of(daughter), item_of(son))
+
+
+def test_a_named_speaker_is_a_user_too(memory):
+    mine = said(memory, "I work at Acme.", {"speaker": "Dana"})
+    note = said(memory, "Dana now works at Globex.", None)
+    assert item_of(note) == item_of(mine)
+    stranger = said(memory, "Erin now works at Initech.", None)
+    assert item_of(stranger) != item_of(mine)
+
+
+def test_the_spaces_user_is_who_i_is_without_metadata(memory):
+    assert km.speaker_name({}, "Eve") == "Eve" and km.speaker_name({"user_id": "ann"}, "Eve") == "ann"
+    km.set_space_attribute(memory, "eve-chat", km.SPACE_USER_ATTRIBUTE, "Eve")
+    mine = memory.remember("I work at Acme.", space="eve-chat", stack=True)
+    note = memory.remember("Eve now works at Globex.", space="eve-chat", stack=True)
+    assert item_of(note) == item_of(mine)
+    elsewhere = memory.remember("I work at Acme.", space="other-chat", stack=True)
+    assert item_of(memory.remember("Eve now works at Globex.", space="other-chat", stack=True)) != item_of(elsewhere)
+
+
+def test_we_and_our_are_the_users_group(memory):
+    assert km.statement_subject("We moved to Leeds.", speaker="ann") == km.statement_subject(
+        "Our office is in Leeds.", speaker="ann") == "ann group"
+    home = said(memory, "We live in Berlin.")
+    moved = said(memory, "Actually we moved to Leeds.")
+    mine = said(memory, "I live in Paris.")
+    office = said(memory, "Our office is in Leeds.")
+    assert item_of(moved) == item_of(home)
+    assert len({item_of(home), item_of(mine), item_of(office)}) == 3
+    theirs = said(memory, "We live in Oslo.", {"speaker": "user", "user_id": "bob"})
+    assert item_of(theirs) != item_of(home)
 
 
 # -- 2. an explicit target decides ------------------------------------------------------------------------
@@ -152,6 +199,49 @@ def test_a_cue_and_the_old_value_tie_a_correction_to_its_belief():
     beliefs = ["Ann drives a Honda Civic.", "Ann lives in Berlin."]
     assert matcher.corrected("Ann sold the Civic and bought a Tesla.", beliefs) == 0
     assert matcher.corrected("Ann bought a Tesla.", beliefs) is None            # no cue, no old value
+
+
+def test_a_value_of_a_known_kind_ties_a_correction_in_other_words():
+    store = ["Bob's favorite sport is judo", "Carol's favourite sport is judo", "Dan's favorite food is pho",
+             "Erin plays judo every weekend", "Ann's favorite sport is rugby", "Ann's favorite food is pasta"]
+    matcher = km.RelationMatcher(lambda word: [text for text in store if word in km._words(text)])
+    assert matcher.value_kind("judo") == "favorite:sport" and matcher.value_relation("Ann is into judo") == "favorite:sport"
+    assert matcher.value_kind("plays") is None               # a word before the relation is not its value
+    beliefs = ["Ann's favorite food is pasta", "Ann's favorite sport is rugby"]
+    assert matcher.corrected("Update: Ann is into judo these days", beliefs) == 1
+    assert matcher.corrected("Ann is obsessed with pho now", beliefs) == 0
+    assert matcher.corrected("Ann is into judo and pho", beliefs) is None           # two kinds: unsure
+
+
+def test_a_possessed_attribute_is_not_another_relations_value():
+    store = ["Bob moved to Leeds", "Carol lives in Leeds", "Dan's home is in Leeds"]
+    matcher = km.RelationMatcher(lambda word: [text for text in store if word in km._words(text)])
+    assert km.possessed_attribute("Ann's office is in Leeds.") == "office"
+    assert km.possessed_attribute("Ann's car is a Volvo") is None and km.possessed_attribute("Ann's daughter is 8") is None
+    assert matcher.corrected("Ann's office is in Leeds.", ["Ann lives in Berlin."]) is None
+    assert matcher.corrected("Ann is in Leeds these days.", ["Ann lives in Berlin."]) == 0
+
+
+# -- the fresh held-out set (written before any failure was looked at; never tuned on) -----------------------
+
+FRESH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "first_person_fresh.json")
+
+
+def test_the_fresh_held_out_set_is_frozen_and_never_merges_unrelated_beliefs(memory):
+    with open(FRESH, encoding="utf-8") as handle:
+        data = json.load(handle)
+    assert len(data["pairs"]) == 20 and all(len(pair) == 4 and all(isinstance(part, str) for part in pair)
+                                            for pair in data["pairs"])
+    owner = {}
+    for index, text in enumerate(data["controls"]):
+        owner[item_of(said(memory, text, data["metadata"]))] = f"control {index}"
+    firsts = [item_of(said(memory, old, data["metadata"])) for old, _, _, _ in data["pairs"]]
+    assert len(set(firsts)) == len(firsts) and not set(firsts) & set(owner), "a first statement stacked"
+    for index, (_, new, _, _) in enumerate(data["pairs"]):
+        item = item_of(said(memory, new, data["metadata"]))
+        assert item not in owner and (item == firsts[index] or item not in firsts), f"{new!r} merged wrongly"
+    for item, text in zip(owner, data["controls"]):
+        assert memory.get(item)["content"] == text
 
 
 # -- 6. recall never serves a superseded value first --------------------------------------------------------

@@ -1,0 +1,190 @@
+"""Issue 16, item 5: an LLM as judge of the beliefs the rules cannot decide, against a loopback server speaking
+OpenAI's chat-completions wire format. On any failure the rule decision stands and nothing is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+import kumiho_memory as km
+from test_llm_adapters import API_KEY, OpenAIServer, openai_adapter
+
+SPACE = "facts"
+OLD = "Zed Quinn commutes 40 minutes by train"
+NEW = "Zed Quinn cycles to the office now"          # same subject; no relation or value kind decides
+
+
+def item_of(kref: str) -> str:
+    return str(km.Kref.parse(kref).item_kref())
+
+
+@pytest.fixture
+def server():
+    running = OpenAIServer(api_key=API_KEY).start()
+    yield running
+    running.stop()
+
+
+def judged_memory(server: OpenAIServer, **options) -> km.Memory:
+    adapter = openai_adapter(server, retries=0, timeout=5.0)
+    return km.Memory(None, llm=km.BeliefJudge(adapter, **options) if options else adapter)
+
+
+def verdict(same: bool, reason: str = "both say how Zed gets to work") -> str:
+    return json.dumps({"same_belief": same, "reason": reason})
+
+
+def test_the_pair_is_one_the_rules_leave_open():
+    matcher = km.RelationMatcher(lambda word: [])
+    assert matcher.corrected(NEW, [OLD]) is None
+    assert matcher.undecided(NEW, [OLD]) == [0]
+    # rejected by a rule: another subject, two named relations, a many-valued predicate
+    assert matcher.undecided("Ann Quinn cycles to the office now", [OLD]) == []
+    assert matcher.undecided("Zed Quinn's favorite color is red", ["Zed Quinn's favorite food is pasta"]) == []
+    assert matcher.undecided("Zed Quinn plays tennis", ["Zed Quinn plays the piano"]) == []
+
+
+def test_without_a_judge_the_rules_keep_them_apart():
+    memory = km.Memory(None)
+    one, two = (memory.remember(text, space=SPACE, stack=True) for text in (OLD, NEW))
+    assert item_of(one) != item_of(two)
+    assert "belief_judge" not in memory.get(two)["metadata"]
+
+
+def test_a_judge_that_says_yes_revises_the_belief_and_the_revision_says_so(server):
+    memory = judged_memory(server)
+    one = memory.remember(OLD, space=SPACE, stack=True)
+    server.replies.append(verdict(True))
+    two = memory.remember(NEW, space=SPACE, stack=True)
+    assert item_of(two) == item_of(one) and two.endswith("?r=2")
+    assert memory.get(two)["metadata"]["belief_judge"] == {
+        "same_belief": True, "reason": "both say how Zed gets to work", "compared_with": one}
+    assert memory.recall("How does Zed Quinn get to the office?", space=SPACE)[0]["content"] == NEW
+    body = server.bodies()[-1]
+    assert body["messages"][0]["role"] == "system" and "same_belief" in body["messages"][0]["content"]
+    assert json.loads(body["messages"][1]["content"]) == {"stored": OLD, "new": NEW}
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"]["required"] == ["same_belief", "reason"]
+
+
+def test_a_judge_that_says_no_keeps_a_new_belief_and_says_why(server):
+    memory = judged_memory(server)
+    one = memory.remember(OLD, space=SPACE, stack=True)
+    server.replies.append(verdict(False, "a commute and a habit are two facts"))
+    two = memory.remember(NEW, space=SPACE, stack=True)
+    assert item_of(two) != item_of(one)
+    assert memory.get(two)["metadata"]["belief_judge"]["same_belief"] is False
+    assert memory.get(item_of(one))["content"] == OLD
+
+
+@pytest.mark.parametrize("script", [
+    ("reply", "Sure! They are the same belief."),                         # prose, no JSON
+    ("reply", '{"same_belief": "yes", "reason": "same"}'),                  # not a boolean
+    ("reply", '{"same_belief": true}'),                                     # a key missing
+    ("reply", '{"same_belief": true, "reason": "x", "confidence": 0.9}'),   # another shape
+    ("reply", '[true, "same"]'),                                            # an array
+    ("garbage", None),                                                      # an HTML error page with 200
+    ("status", 500), ("status", 400), ("drop", None),
+], ids=["prose", "not-bool", "missing-key", "extra-key", "array", "html", "http-500", "http-400", "dropped"])
+def test_a_failing_judge_keeps_the_rule_decision_and_loses_nothing(server, script):
+    memory = judged_memory(server)
+    one = memory.remember(OLD, space=SPACE, stack=True)
+    action, value = script
+    if action == "reply":
+        server.replies.append(value)
+    elif action == "status":
+        server.script("status", code=value)
+    else:
+        server.script(action)
+    two = memory.remember(NEW, space=SPACE, stack=True)
+    assert len(server.requests) == 1                          # asked once (no retries), then the rules decided
+    assert item_of(two) != item_of(one)                       # the rules' decision: a new belief
+    assert memory.get(two)["content"] == NEW and memory.get(item_of(one))["content"] == OLD
+    assert "belief_judge" not in memory.get(two)["metadata"]
+    assert isinstance(memory.last_judge_error, km.ServiceError)
+
+
+def test_a_judge_that_times_out_keeps_the_rule_decision(server):
+    memory = judged_memory(server, timeout=0.3)
+    one = memory.remember(OLD, space=SPACE, stack=True)
+    server.script("hang", seconds=30)
+    two = memory.remember(NEW, space=SPACE, stack=True)
+    assert item_of(two) != item_of(one)
+    assert memory.last_judge_error is not None and memory.last_judge_error.transient
+    assert "did not answer" in str(memory.last_judge_error)
+
+
+def test_the_judge_is_not_asked_what_the_rules_decide(server):
+    memory = judged_memory(server)
+    first = memory.remember("Zed Quinn lives in Paris", space=SPACE, stack=True)
+    assert item_of(memory.remember("Zed Quinn lives in Rome", space=SPACE, stack=True)) == item_of(first)
+    memory.remember("Ann Quinn cycles to the office now", space=SPACE, stack=True)      # another subject
+    memory.remember("Zed Quinn's favorite color is red", space=SPACE, stack=True)
+    memory.remember("Zed Quinn's favorite food is pasta", space=SPACE, stack=True)      # two named relations
+    memory.remember("The value of a_val is 1", space=SPACE, stack=True)
+    memory.remember("The value of b_val is 2", space=SPACE, stack=True)                 # another identifier
+    assert server.requests == []
+
+
+def test_the_prompt_is_bounded(server):
+    memory = judged_memory(server, max_chars=200)
+    memory.remember(OLD + ", " + "and the train is slow " * 300, space=SPACE, stack=True)
+    server.replies.append(verdict(False))
+    memory.remember(NEW + ", " + "through the park " * 400, space=SPACE, stack=True)
+    assert server.requests, "the judge was not asked"
+    question = json.loads(server.bodies()[-1]["messages"][1]["content"])
+    assert len(question["stored"]) <= 200 and len(question["new"]) <= 200
+    assert question["new"].startswith(NEW)
+
+
+@pytest.mark.parametrize("candidates, asked", [(1, 1), (2, 2)])
+def test_a_judge_asks_about_at_most_its_candidates(server, candidates, asked):
+    memory = judged_memory(server, candidates=candidates)
+    server.replies.append(verdict(False))
+    memory.remember("Zed Quinn collects stamps from Peru", space=SPACE, stack=True)
+    memory.remember(OLD, space=SPACE, stack=True)               # asks about the stamps: no
+    before = len(server.requests)
+    server.replies.extend([verdict(False), verdict(False)])
+    memory.remember(NEW, space=SPACE, stack=True)               # two open candidates
+    assert len(server.requests) - before == asked
+
+
+def test_the_judge_works_inside_a_running_event_loop(server):
+    memory = judged_memory(server)
+    one = memory.remember(OLD, space=SPACE, stack=True)
+    server.replies.append(verdict(True))
+
+    async def agent() -> str:
+        return memory.remember(NEW, space=SPACE, stack=True)
+    assert item_of(asyncio.run(agent())) == item_of(one)
+
+
+def test_the_answer_is_validated():
+    assert km.BeliefJudge.parse('```json\n{"same_belief": false, "reason": "no"}\n```') == {
+        "same_belief": False, "reason": "no"}
+    assert len(km.BeliefJudge.parse(json.dumps({"same_belief": True, "reason": "r" * 5000}))["reason"]) <= \
+        km.JUDGE_REASON_CHARS
+    for reply in ("", "no", '{"same_belief": 1, "reason": "x"}', '{"reason": "x"}', None):
+        with pytest.raises(km.ServiceError):
+            km.BeliefJudge.parse(reply)
+
+
+def test_a_judge_needs_a_chat_adapter_and_sane_limits():
+    with pytest.raises(km.InvalidArgumentError):
+        km.Memory(None, llm=object())
+    adapter = km.OpenAICompatAdapter("http://127.0.0.1:9/v1", model="m")
+    for options in ({"timeout": 0}, {"timeout": True}, {"max_chars": 0}, {"candidates": -1}):
+        with pytest.raises(km.InvalidArgumentError):
+            km.BeliefJudge(adapter, **options)
+    assert isinstance(km.Memory(None, llm=adapter).belief_judge, km.BeliefJudge)
+
+
+def test_a_subjectless_statement_asks_about_a_close_belief(server):
+    memory = judged_memory(server)
+    one = memory.remember("The staging database runs on port 5432", space=SPACE, stack=True)
+    server.replies.append(verdict(True, "the staging database's port changed"))
+    two = memory.remember("The staging database now listens on 6543", space=SPACE, stack=True)
+    assert len(server.requests) == 1 and item_of(two) == item_of(one)
+    assert memory.get(two)["metadata"]["belief_judge"]["compared_with"] == one
