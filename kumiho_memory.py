@@ -1129,7 +1129,7 @@ def stem(word: str) -> str:
     """Reduce an English word to its Porter (1980) stem; other words come back unchanged.
 
     Only lowercase ASCII words longer than two letters are stemmed, so names in other scripts and
-    numbers keep their form.
+    numbers keep their form. The most recent 16,384 words are remembered (indexing and queries repeat them).
     """
     if len(word) <= 2 or not word.isascii() or not word.isalpha():
         return word
@@ -3727,6 +3727,9 @@ class RecallQuery:
     # (``time_window`` is the reading against the clock, for backends that do not).
     relative_time: Callable[[_dt.datetime], tuple[float, float] | None] | None = None
     expansions: tuple[str, ...] = ()   # terms the query means in other words (``query_expansions``), weighed less
+    # Who the query names in person rather than by name, as index terms of speakers: "I"/"my" are the user
+    # (``USER_ROLES``), "you" the assistant; they count as names for the who signal (``person_terms``).
+    speakers: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass
@@ -4393,7 +4396,7 @@ class _RecallState:
         signals = self.signals
         extra = {term: EXPANSION_WEIGHT for term in query.expansions if term not in query.terms}
         weights = self.index.term_weights(query.terms + tuple(extra), extra)
-        named = {term for term in query.terms if term in self.name_terms} if signals.who else set()
+        named = {term for term in query.terms + query.speakers if term in self.name_terms} if signals.who else set()
         reorders = bool(named) or (query.time_window is not None and bool(signals.when))
         depth = 2 * query.pool if reorders else query.pool
         hits = self.index.search(weights, depth, eligible)
@@ -10363,6 +10366,22 @@ _RELATION_WORDS = _lazy_regex("|".join(f"(?:{pattern})" for pattern in BELIEF_RE
                              + r"|\bfavou?rite\s+[a-z]+|\bcolou?r\b")
 
 
+@functools.lru_cache(maxsize=1024)
+def belief_relations(text: str) -> frozenset[str]:
+    """The single-valued relations a statement names about its subject: registry names (``residence``,
+    ``employer``, ...) and ``favorite:<noun>`` ("favourite dish" -> ``favorite:food``); a possessed noun no
+    registry entry covers is told apart by ``possessed_attribute``."""
+    lowered = text.casefold()
+    if not _RELATION_WORDS.search(lowered):            # one pass for the many texts that name none
+        return frozenset()
+    found = {name for name, pattern in _COMPILED_RELATIONS.items() if pattern.search(lowered)}
+    for noun in _FAVORITE.findall(lowered):
+        found.add("favorite:" + FAVORITE_NOUNS.get(noun, noun))
+    if _TYPED_NOUN.search(lowered) and not any(name.startswith("favorite:") for name in found):
+        found.add("favorite:color")                     # "loves the color blue", "likes blue more than any color"
+    return frozenset(found)
+
+
 # -- query-time expansion: a question in other words than the memory ------------------------------------------
 
 def _relation_terms(pattern: str) -> tuple[str, ...]:
@@ -10376,14 +10395,14 @@ _RELATION_TERMS = {name: _relation_terms(pattern) for name, pattern in BELIEF_RE
 
 
 def query_expansions(query: str) -> tuple[str, ...]:
-    """Terms a query means without writing them: the words of the belief relations it names ("where does Ann
-    live?" also searches moved, relocated, home, ...), and the -y/-ic pair of derived words (allergy,
-    allergies / allergic) that the Porter stemmer leaves apart."""
+    """Terms a query means without writing them, the one query-time expansion of recall (each counts
+    ``EXPANSION_WEIGHT``): the words of the belief relations it names ("where does Ann live?" also searches
+    moved, relocated, home, ...), and the -y/-ic pair of derived words (allergy, allergies / allergic) that
+    the Porter stemmer leaves apart."""
     text = query.casefold()
     found: dict[str, None] = {}
-    for name, pattern in _COMPILED_RELATIONS.items():
-        if pattern.search(text):
-            found.update(dict.fromkeys(_RELATION_TERMS[name]))
+    for name in sorted(belief_relations(text)):
+        found.update(dict.fromkeys(_RELATION_TERMS.get(name, ())))
     for word in _WORD.findall(text):
         if word in STOPWORDS or len(word) < 5:
             continue
@@ -10416,22 +10435,9 @@ def relations_before(text: str, word: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def belief_relations(text: str) -> frozenset[str]:
-    """The single-valued relations a statement names about its subject: registry names (``residence``,
-    ``employer``, ...), ``favorite:<noun>`` ("favourite dish" -> ``favorite:food``), else ``of:<noun>`` for a
-    possessed noun no registry entry covers ("Ann's office is in Leeds" -> ``of:office``)."""
-    lowered = text.casefold()
-    found = {name for name, pattern in _COMPILED_RELATIONS.items() if pattern.search(lowered)}
-    for noun in _FAVORITE.findall(lowered):
-        found.add("favorite:" + FAVORITE_NOUNS.get(noun, noun))
-    if _TYPED_NOUN.search(lowered) and not any(name.startswith("favorite:") for name in found):
-        found.add("favorite:color")                     # "loves the color blue", "likes blue more than any color"
-    return frozenset(found)
-
-
 # "Ann's *office* is in Leeds": a possessed noun that neither the registry nor kinship covers is an attribute
 # of its own, so its value ("Leeds") says nothing about which of the subject's relations it states.
-_POSSESSED = re.compile(r"(?<![\w-])[A-Za-z][\w-]*'s\s+(?:(?:new|old|current|latest|previous|main|own)\s+)?"
+_POSSESSED = _lazy_regex(r"(?<![\w-])[A-Za-z][\w-]*'s\s+(?:(?:new|old|current|latest|previous|main|own)\s+)?"
                         r"([a-z][a-z-]{2,})\b")
 
 
@@ -10935,28 +10941,37 @@ def _statement_features(text: str) -> tuple[Any, ...] | None:
 
 
 def _same_relation(older: Mapping[str, Any], newer: Mapping[str, Any],
-                   features: Mapping[int, Any] | None = None) -> str | None:
+                   features: Mapping[int, Any] | None = None, asked: Container[str] | None = None) -> str | None:
     """The relation two recalled memories both state of one subject (``newer`` being the later one), when
     ``newer`` should outrank ``older``: None for another subject, the same claim, another value of a
-    many-valued relation, another identifier, or an official ``older`` against a ``newer`` that is not."""
+    many-valued relation, another identifier, or an official ``older`` against a ``newer`` that is not.
+    With ``asked``, only those relations count."""
     if (newer.get("created_at") or "") <= (older.get("created_at") or ""):
         return None
     old = features[id(older)] if features is not None else _belief_features(older)
     new = features[id(newer)] if features is not None else _belief_features(newer)
     if old is None or new is None or old[0] != new[0] or old[2] != new[2] or old[3] == new[3]:
         return None
-    shared = old[1] & new[1]
+    shared = {relation for relation in old[1] & new[1] if asked is None or relation in asked}
     if not shared or MULTI_VALUED_PREDICATES & old[3] & new[3] or (old[4] and not new[4]):
         return None
     return min(shared)
 
 
-def newest_first_within_relation(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def newest_first_within_relation(results: list[dict[str, Any]],
+                                 asked: Container[str] | None = None) -> list[dict[str, Any]]:
     """Reorder recall results (best first) so that of two current memories stating the same relation of the
     same subject (``_same_relation``; two beliefs that were never merged) the newer ranks first, and say so
     in their ``signals``: ``superseded_by`` on the older, ``supersedes`` on the newer. Scores are raised
-    where needed to stay in order. A superseded value is never served before the current one."""
+    where needed to stay in order. A superseded value is never served before the current one.
+
+    ``asked``: the relations the question asks about (``Memory.recall`` passes the query's, else its best
+    answer's, and none for a question about a history or a named time); only they reorder, so a question
+    about something else keeps its order (two trips a person told of in a chat are two events, not a value
+    and its correction) and costs nothing. None: every relation."""
     order = list(results)
+    if asked is not None and not asked:
+        return order
     features = {id(result): _belief_features(result) for result in order}
     groups: dict[Any, int] = {}       # only memories of one subject and identifiers can be two beliefs of one
     for feature in features.values():
@@ -10968,7 +10983,7 @@ def newest_first_within_relation(results: list[dict[str, Any]]) -> list[dict[str
         moved = False
         for upper in range(len(order)):
             for lower in range(upper + 1, len(order)):
-                relation = _same_relation(order[upper], order[lower], features)
+                relation = _same_relation(order[upper], order[lower], features, asked)
                 if relation is None:
                     continue
                 older, newer = order[upper], order[lower]
@@ -10990,7 +11005,24 @@ def newest_first_within_relation(results: list[dict[str, Any]]) -> list[dict[str
     return order
 
 
-_FIRST_PERSON_QUESTION = _lazy_regex(r"(?i)\b(?:i|me|my|mine|myself|we|our|us)\b")
+# A question about what happened, or about a history, rather than what holds now ("How long have they been
+# married?", "What did Ann buy?", "What damages have happened to the car?"): it needs no newest value first.
+_HISTORY_QUESTION = _lazy_regex(r"(?i)\b(?:did|didn't|was|wasn't|were|weren't|had|ever|used to|how long|how many|"
+                               r"how often|happened|first|before|after|since)\b")
+_FIRST_PERSON_WORDS = _lazy_regex(r"(?i)\b(?:i|me|my|mine|myself)\b")
+_SECOND_PERSON_WORDS = _lazy_regex(r"(?i)\b(?:you|your|yours|yourself)\b")
+
+
+def person_terms(query: str) -> tuple[str, ...]:
+    """The speakers a query names in person, as index terms: a question in the first person ("how many tanks
+    do I have?") is about what the user said (``USER_ROLES``), one in the second ("what did you suggest?")
+    about what the assistant said; both or neither: none."""
+    first, second = bool(_FIRST_PERSON_WORDS.search(query)), bool(_SECOND_PERSON_WORDS.search(query))
+    if first == second:
+        return ()
+    return tuple(sorted({term for role in (USER_ROLES if first else ASSISTANT_ROLES) for term in tokenize(role)}))
+
+
 _QUESTION = _lazy_regex(r"(?is)^\s*(?:where|what|which|who|whom|whose|how|when|do|does|did|is|am|are|was|were|"
                        r"have|has|can)\b|.*\?\s*$")
 
@@ -13688,12 +13720,6 @@ class Memory:
                 or not 0.0 <= semantic_weight <= 1.0:
             raise InvalidArgumentError(f"semantic_weight must be a number from 0 to 1, not {semantic_weight!r}")
         terms = tuple(tokenize(query))
-        if terms and not include_superseded and _QUESTION.match(query) and _FIRST_PERSON_QUESTION.search(query):
-            # a user's question about themself also finds their corrections in other words ("Where do I live?"
-            # -> "Actually I moved to Munich"), so the current value is there to rank first; questions about
-            # others get the lighter expansion of query_expansions below
-            terms += tuple(dict.fromkeys(term for relation in sorted(belief_relations(query))
-                                         for term in tokenize(_RELATION_QUERY.get(relation, "")) if term not in terms))
         query_vector = None
         if self._embed is not None and semantic_weight > 0:
             vectors = self._embed_texts([query])
@@ -13716,7 +13742,7 @@ class Memory:
                 as_of=None if moment is None else moment.timestamp(), include_superseded=include_superseded,
                 time_window=window, keep=None if filtered else pool, query_vector=query_vector,
                 semantic_weight=float(semantic_weight), follow_edges=bool(follow_edges), relative_time=relative,
-                expansions=expansions))
+                expansions=expansions, speakers=person_terms(query)))
             results = []
             for hit in hits:
                 result = {**hit.record.to_dict(copy_metadata=False), "score": hit.score, "signals": hit.signals}
@@ -13753,7 +13779,13 @@ class Memory:
         if recency_half_life_days:
             apply_recency(results, anchor, recency_half_life_days)
         if not include_superseded:
-            results = newest_first_within_relation(results)
+            # the current value first, for the relations the query asks about (else the one its best answer
+            # states: "what do I write code in?"); a query that names its time ("last year", "in May") asks
+            # what held then (the time signal has ranked for it), and one about a history or an event wants
+            # the events, not the newest
+            asked = () if window is not None or _HISTORY_QUESTION.search(query) else \
+                (belief_relations(query) or belief_relations(results[0]["content"]))
+            results = newest_first_within_relation(results, asked)
         if min_score is not None:
             results = [result for result in results if result["score"] >= min_score]
         results = apply_mmr(results, limit, mmr_lambda) if mmr_lambda is not None else results[:limit]
