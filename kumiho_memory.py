@@ -14,28 +14,31 @@ Quickstart::
         memory.recall("dark mode")[0]["kref"]      # 'kref://CognitiveMemory/prefs/ui-theme-....memory?r=1'
         memory.tag(kref, "published")
 
-Sections (each uses only those above it):
+Sections (each uses only those above it; ``Memory`` comes as early as what it uses allows, and everything
+built on it comes after it):
 
-    1. header         imports, version, public names
-    2. errors         one root error; leaves also subclass the matching builtin
-    3. foundations    clocks, id factories, instants, canonical JSON, hashing, lazy imports
-    4. configuration  frozen settings and the environment variables they read (only when asked)
-    5. data model     krefs, names, evidence levels, record types
-    6. text           tokenizer, Porter stemmer, BM25, the impact-ordered recall index
-    7. privacy        credential and PII detection, placeholders, the one screening policy for every way
-                      into the store
-    8. storage        the graph-backend interface, the embedded SQLite engine, the Kumiho server backend
-    9. working memory session buffers: in process (or in the store file) and on Redis, session ids
-   10. recall         time words, filters, evidence weights, reranking, embeddings, LLM adapters, graph
-                      augmentation, belief similarity and relation matching, prompt context, anticipatory
-                      recall (prefetch)
-   11. consolidation  conversation summaries, write-time assessors, the retry queue, space attributes
-   12. export         Mermaid renderings of the graph
-   13. facades        the sync ``Memory`` (and the default memory) and the async ``UniversalMemoryManager``
-   14. built on it    space profiles, skill ingest, Dream State
-   15. integrations   list and show, the memory browser (``http.server``), LangGraph's store, the Agents SDK
-                      session
-   16. CLI            ``main(argv=None) -> int``
+    1. header          imports, version, public names
+    2. errors          one root error; leaves also subclass the matching builtin
+    3. foundations     clocks, id factories, instants, canonical JSON, atomic files, file locks, lazy imports
+    4. configuration   frozen settings and the environment variables they read (only when asked)
+    5. data model      krefs, names, evidence levels, record types
+    6. text, scoring   tokenizer, Porter stemmer, BM25, the impact-ordered recall index
+    7. privacy         credential and PII detection, placeholders, the one screening policy for every way
+                       into the store
+    8. storage         the graph-backend interface, the embedded SQLite engine (with its stored recall
+                       index), the Kumiho server backend
+    9. recall          time words, filters, evidence weights, reranking, statements and beliefs (relation
+                       matching, the LLM judge), prompt context, anticipatory recall (prefetch)
+   10. attributes      space attributes; Mermaid renderings of the graph
+   11. Memory          the sync ``Memory`` facade, and the default memory
+   12. working memory  session buffers: in process (or in the store file) and on Redis, session ids
+   13. model clients   LLM and embedding adapters over HTTP (``urllib``), graph-augmented recall
+   14. agent loop      conversation summaries, write-time assessors, the retry queue, and the async
+                       ``UniversalMemoryManager``
+   15. built on it     space profiles, skill ingest, Dream State
+   16. integrations    the MCP tool table, list and show, the memory browser (``http.server``), LangGraph's
+                       store, the Agents SDK session
+   17. CLI             ``main(argv=None) -> int``
 
 Optional extras (in a checkout: ``pip install -e '.[EXTRA]'``), each imported only by the code that needs
 it: ``redis`` (working memory on Redis), ``kumiho`` (the Kumiho graph server), ``mcp`` (the MCP server
@@ -274,7 +277,7 @@ class BackendUnavailableError(KumihoMemoryError, ImportError):
 
 
 # ==========================================================================================================
-# 3. Foundations
+# 3. Foundations: clocks, ids, instants, canonical JSON, atomic files, file locks, lazy imports
 # ==========================================================================================================
 
 UTC = _dt.timezone.utc
@@ -565,7 +568,6 @@ def _redact_endpoint(endpoint: str) -> str:
         scheme, rest = "", endpoint
     host = rest.rpartition("@")[2]
     return f"{scheme}://{host}" if sep else host
-
 
 
 # ==========================================================================================================
@@ -1063,7 +1065,7 @@ def slugify(text: str, max_length: int = 40, *, fallback: str = "memory") -> str
 
 
 # ==========================================================================================================
-# 6. Text: tokenizer, stemmer, BM25
+# 6. Text and scoring: tokenizer, stemmer, BM25, the impact-ordered recall index
 # ==========================================================================================================
 
 _WORD = _lazy_regex(r"[^\W_]+", re.UNICODE)
@@ -1622,7 +1624,7 @@ class RecallIndex:
 
 
 # ==========================================================================================================
-# 7. Privacy: credential and PII detection, and the one screening policy every way into the store uses
+# 7. Privacy: credential and PII detection, the one screening policy for every way into the store
 # ==========================================================================================================
 
 # -- privacy: the detection engine (credentials and PII) -------------------------------------------------------
@@ -7328,1312 +7330,7 @@ class _KumihoImportPlan:
 
 
 # ==========================================================================================================
-# 9. Working memory
-# ==========================================================================================================
-#
-# A session's short-term memory: the messages of one conversation, kept for a sliding hour until
-# consolidation turns them into long-term memories. Both buffers address their data with kumiho-memory's
-# Redis key schema, so the in-process buffer is a faithful stand-in for Redis and the Redis buffer can share a
-# server with the reference implementation:
-#
-#     kumiho:memory:[TENANT:]PROJECT:sessions:SESSION:messages   list of JSON {role, content, timestamp, metadata}
-#     kumiho:memory:[TENANT:]PROJECT:sessions:SESSION:metadata   hash of strings (user_id, context, ...)
-#     kumiho:memory:[TENANT:]session_seq:USER:YYYYMMDD           counter, 48 h
-#     kumiho:memory:[TENANT:]session_gen:BASE                    counter, 24 h
-#     kumiho:memory:[TENANT:]active_session:CONTEXT:USER         session id, 24 h, claimed with SET NX
-#
-# A session's list and hash share one sliding TTL: adding a message, setting metadata and reading a non-empty
-# list all push both expiries to ``default_ttl`` from now. Tenants and projects may not be named like the
-# fixed key segments, so no two (tenant, project, session) triples can ever share a key.
-
-WORKING_MEMORY_TTL = 3600                 # seconds a session lives after its last write or non-empty read
-MAX_MESSAGE_BYTES = 64 * 1024             # per message content, and per message metadata, in UTF-8 bytes
-MESSAGE_ROLES = ("user", "assistant", "system", "tool")
-SESSION_SEQUENCE_TTL = 48 * 3600
-ACTIVE_SESSION_TTL = 24 * 3600
-SESSION_GENERATION_TTL = 24 * 3600
-DEFAULT_SESSION_CONTEXT = "mcp"
-SESSION_SOURCES = ("request", "host-env", "active-pointer", "generated")
-
-# Read only by WorkingMemoryConfig.from_env and RedisMemoryBuffer's constructor (merge into
-# ENVIRONMENT_VARIABLES):
-
-_KEY_ROOT = "kumiho:memory"
-_RESERVED_KEY_SEGMENTS = frozenset({"sessions", "session_seq", "session_gen", "active_session"})
-_WM_IDENTIFIER = _lazy_regex(r"^[^\s\x00-\x1f\x7f]{1,256}$")            # session ids, user ids: no blanks
-_WM_CONTEXT = _lazy_regex(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")         # no ':' so pointer keys stay unambiguous
-_WM_DATE = _lazy_regex(r"^\d{8}$")
-_REDIS_RETRY_DELAY = 0.05                 # the reference retries a failed Redis call once, after 50 ms
-_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-
-# Delete a key only while it still holds the value the caller expects (one atomic step on the server).
-_DELETE_IF_EQUAL = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-_EXPIRE_IF_EQUAL = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
-
-
-class MessageTooLargeError(InvalidArgumentError):
-    """A message (its content or its metadata) is over ``MAX_MESSAGE_BYTES``; nothing was stored.
-
-    Attributes:
-        size: the size in UTF-8 bytes. limit: the limit in bytes.
-    """
-
-    def __init__(self, what: str, size: int, limit: int = MAX_MESSAGE_BYTES) -> None:
-        super().__init__(f"{what} is {size} bytes (UTF-8), over the {limit}-byte limit ({limit // 1024} KiB); "
-                         f"nothing was stored: split it, or keep the bulk as an artifact")
-        self.size = size
-        self.limit = limit
-
-
-def _wm_segment(value: Any, what: str) -> str:
-    """A tenant or project name: a kref segment that is not one of the fixed key segments."""
-    text = _check_pattern(value, SEGMENT_PATTERN, what, InvalidArgumentError)
-    if text in _RESERVED_KEY_SEGMENTS:
-        raise InvalidArgumentError(f"{what} may not be {text!r}: that name is a fixed part of working-memory keys")
-    return text
-
-
-def _wm_identifier(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not _WM_IDENTIFIER.match(value):
-        raise InvalidArgumentError(f"{what} must be 1-256 characters without spaces or control characters, "
-                                   f"not {value!r}")
-    return value
-
-
-def _wm_context(value: Any) -> str:
-    return _check_pattern(value, _WM_CONTEXT, "context", InvalidArgumentError)
-
-
-def _wm_seconds(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgumentError(f"{what} must be a whole number of seconds >= 1, not {value!r}")
-    return value
-
-
-def _wm_count(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidArgumentError(f"{what} must be a whole number >= 0, not {value!r}")
-    return value
-
-
-def _utf8_size(text: str, what: str) -> int:
-    try:
-        return len(text.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise InvalidArgumentError(f"{what} is not valid Unicode text ({exc.reason})") from exc
-
-
-def _text(value: Any) -> str:
-    """A Redis reply as text (clients without ``decode_responses`` answer bytes)."""
-    return value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else str(value)
-
-
-def _decode_message(record: str, session_id: str) -> dict[str, Any]:
-    """One stored message as ``{role, content, timestamp, metadata}``.
-
-    Raises:
-        StoreError: the stored record is not a JSON object (another program wrote under our key).
-    """
-    try:
-        value = json.loads(record)
-    except ValueError as exc:
-        raise StoreError(f"a working-memory message of session {session_id!r} is not JSON; another program "
-                         f"may be writing under kumiho's keys") from exc
-    if not isinstance(value, dict):
-        raise StoreError(f"a working-memory message of session {session_id!r} is not a JSON object")
-    metadata = value.get("metadata")
-    return {"role": str(value.get("role", "")), "content": str(value.get("content", "")),
-            "timestamp": str(value.get("timestamp", "")),
-            "metadata": metadata if isinstance(metadata, dict) else {}}
-
-
-class _KeySchema:
-    """The reference's key names, under one tenant (or none)."""
-
-    def __init__(self, tenant: str | None) -> None:
-        self.root = f"{_KEY_ROOT}:{tenant}" if tenant else _KEY_ROOT
-
-    def sessions(self, project: str) -> str:
-        return f"{self.root}:{project}:sessions:"
-
-    def messages(self, project: str, session_id: str) -> str:
-        return f"{self.sessions(project)}{session_id}:messages"
-
-    def metadata(self, project: str, session_id: str) -> str:
-        return f"{self.sessions(project)}{session_id}:metadata"
-
-    def lease(self, project: str, session_id: str) -> str:
-        return f"{self.sessions(project)}{session_id}:consolidating"
-
-    def sequence(self, user_canonical_id: str, date_str: str) -> str:
-        return f"{self.root}:session_seq:{user_canonical_id}:{date_str}"
-
-    def generation(self, base: str) -> str:
-        return f"{self.root}:session_gen:{base}"
-
-    def active(self, context: str, user_id: str) -> str:
-        return f"{self.root}:active_session:{context}:{user_id}"
-
-
-def _one_of(ours: Any, upstream: Any, name: str, upstream_name: str) -> Any:
-    """An argument given under our name or upstream's (not both, differently)."""
-    if ours is not None and upstream is not None and ours != upstream:
-        raise InvalidArgumentError(f"give {name} or {upstream_name}, not both")
-    value = ours if ours is not None else upstream
-    if value is None:
-        raise InvalidArgumentError(f"{name} is missing")
-    return value
-
-
-class WorkingMemoryBuffer(abc.ABC):
-    """Per-session message buffers, session metadata, session pointers and counters, all with expiry.
-
-    The public methods (async, named as in kumiho-memory's ``RedisMemoryBuffer``) validate their arguments,
-    build keys and shape results here, once; a backend implements only the twelve storage primitives at the end
-    of this class, which behave like the Redis commands named in their docstrings. Use it with
-    ``async with``, or call ``close()``.
-
-    Args:
-        clock: time for message timestamps (and, on the in-process buffer, for expiry).
-        default_ttl: seconds a session lives after its last write or non-empty read.
-        tenant: keeps this tenant's keys apart from every other tenant's; None for no tenant segment.
-    """
-
-    def __init__(self, *, clock: Clock | None = None, default_ttl: int = WORKING_MEMORY_TTL,
-                 tenant: str | None = None) -> None:
-        self.clock: Clock = clock or SystemClock()
-        self.default_ttl = _wm_seconds(default_ttl, "default_ttl")
-        self.tenant = None if tenant is None else _wm_segment(tenant, "tenant")
-        self._keys = _KeySchema(self.tenant)
-
-    # -- messages ----------------------------------------------------------------------------------------
-
-    async def add_message(self, *, project: str, session_id: str, role: str, content: str,
-                          metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Append a message to a session and slide the session's expiry.
-
-        Args:
-            project: the project the session belongs to. session_id: the session.
-            role: one of ``MESSAGE_ROLES``. content: the text, at most ``MAX_MESSAGE_BYTES`` in UTF-8.
-            metadata: JSON-serializable details kept with the message (at most ``MAX_MESSAGE_BYTES``).
-
-        Returns:
-            ``{"message_id": "SESSION:N", "message_count": N, "created_bucket": N == 1}``.
-
-        Raises:
-            MessageTooLargeError: the content or metadata is too large (nothing is stored).
-            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
-        """
-        project = _wm_segment(project, "project")
-        session_id = _wm_identifier(session_id, "session_id")
-        if role not in MESSAGE_ROLES:
-            raise InvalidArgumentError(f"role must be one of {', '.join(MESSAGE_ROLES)}, not {role!r}")
-        if not isinstance(content, str):
-            raise InvalidArgumentError(f"content must be text, not {type(content).__name__}")
-        size = _utf8_size(content, "message content")
-        if size > MAX_MESSAGE_BYTES:
-            raise MessageTooLargeError("message content", size)
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise InvalidArgumentError(f"metadata must be a mapping, not {type(metadata).__name__}")
-        # a secret never reaches the buffer, whoever calls: it becomes a placeholder here (see screen_for_store)
-        content = screen_for_store(content, field="message content")
-        metadata_json = canonical_json(screen_for_store(dict(metadata or {}), field="message metadata"))
-        metadata_size = _utf8_size(metadata_json, "message metadata")
-        if metadata_size > MAX_MESSAGE_BYTES:
-            raise MessageTooLargeError("message metadata", metadata_size)
-        record = canonical_json({"role": role, "content": content, "timestamp": format_instant(self.clock.now()),
-                                 "metadata": json.loads(metadata_json)})
-        count = await self._append(self._keys.messages(project, session_id),
-                                   self._keys.metadata(project, session_id), record, self.default_ttl)
-        return {"message_id": f"{session_id}:{count}", "message_count": count, "created_bucket": count == 1}
-
-    async def get_messages(self, *, project: str, session_id: str, limit: int = 10,
-                           offset: int = 0) -> dict[str, Any]:
-        """Read the last ``limit`` messages before the newest ``offset`` ones, oldest first.
-
-        A read of a non-empty session slides its expiry.
-
-        Args:
-            project: the project. session_id: the session.
-            limit: how many messages at most. offset: how many of the newest messages to pass over.
-
-        Returns:
-            ``{"messages": [{role, content, timestamp, metadata}], "message_count": total in the session,
-            "ttl_remaining": seconds until the session expires, or None when it holds nothing}``.
-
-        Raises:
-            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
-        """
-        project = _wm_segment(project, "project")
-        session_id = _wm_identifier(session_id, "session_id")
-        limit = _wm_count(limit, "limit")
-        offset = _wm_count(offset, "offset")
-        # LRANGE -limit-offset .. -1-offset; LRANGE 1 0 is the empty range, for limit 0.
-        start, stop = (-limit - offset, -1 - offset) if limit else (1, 0)
-        records, count, ttl_remaining = await self._read_list(
-            self._keys.messages(project, session_id), self._keys.metadata(project, session_id), start, stop,
-            self.default_ttl)
-        return {"messages": [_decode_message(record, session_id) for record in records],
-                "message_count": count, "ttl_remaining": ttl_remaining if count else None}
-
-    async def clear_session(self, project: str, session_id: str) -> int:
-        """Delete a session's messages and metadata.
-
-        Args:
-            project: the project. session_id: the session.
-
-        Returns:
-            How many messages were removed (0 when the session did not exist).
-
-        Raises:
-            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
-        """
-        project = _wm_segment(project, "project")
-        session_id = _wm_identifier(session_id, "session_id")
-        return await self._delete_session(self._keys.messages(project, session_id),
-                                          self._keys.metadata(project, session_id))
-
-    async def consume_messages(self, *, project: str, session_id: str, count: int,
-                               first: Mapping[str, Any] | None = None) -> int:
-        """Remove a session's ``count`` oldest messages (the ones a consolidation stored), keeping any that
-        arrived meanwhile; when none remain the session and its metadata go too. With ``first`` (the oldest
-        message as it was read) nothing is removed unless the session still starts with it (it was not
-        cleared or expired and refilled meanwhile).
-
-        Returns:
-            How many messages remain, or -1 when ``first`` no longer heads the session (nothing removed).
-        """
-        project = _wm_segment(project, "project")
-        session_id = _wm_identifier(session_id, "session_id")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-            raise InvalidArgumentError(f"count must be a non-negative integer, not {count!r}")
-        head = "" if first is None else f"{first.get('timestamp', '')}\n{first.get('content', '')}"
-        return await self._consume(self._keys.messages(project, session_id), self._keys.metadata(project, session_id),
-                                   count, head)
-
-    async def pop_message(self, *, project: str, session_id: str) -> dict[str, Any] | None:
-        """Remove and return a session's newest message (like Redis RPOP), or None when it holds none; when
-        none remain the session and its metadata go too.
-
-        Raises:
-            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
-        """
-        project = _wm_segment(project, "project")
-        session_id = _wm_identifier(session_id, "session_id")
-        record = await self._pop(self._keys.messages(project, session_id), self._keys.metadata(project, session_id))
-        return None if record is None else _decode_message(record, session_id)
-
-    async def acquire_session_lease(self, *, project: str, session_id: str, owner: str, ttl_seconds: int = 600) -> bool:
-        """Claim a session for one consolidation across processes (SET NX with expiry); False when another
-        owner holds it."""
-        key = self._keys.lease(_wm_segment(project, "project"), _wm_identifier(session_id, "session_id"))
-        return await self._set_string(key, owner, _wm_seconds(ttl_seconds, "ttl_seconds"), True)
-
-    async def session_lease_owner(self, *, project: str, session_id: str) -> str | None:
-        """Who holds a session's consolidation lease, or None."""
-        return await self._get_string(self._keys.lease(_wm_segment(project, "project"),
-                                                       _wm_identifier(session_id, "session_id")))
-
-    async def release_session_lease(self, *, project: str, session_id: str, owner: str) -> bool:
-        """Give up a claim (only ``owner``'s own)."""
-        key = self._keys.lease(_wm_segment(project, "project"), _wm_identifier(session_id, "session_id"))
-        return await self._delete_string(key, owner)
-
-    async def renew_session_lease(self, *, project: str, session_id: str, owner: str, ttl_seconds: int = 600) -> bool:
-        """Extend ``owner``'s claim by ``ttl_seconds`` from now; False (and nothing changed) when it is no
-        longer ``owner``'s."""
-        key = self._keys.lease(_wm_segment(project, "project"), _wm_identifier(session_id, "session_id"))
-        return await self._expire_string(key, owner, _wm_seconds(ttl_seconds, "ttl_seconds"))
-
-    async def list_sessions(self, project: str, limit: int = 20) -> list[str]:
-        """List the sessions of a project that hold messages.
-
-        Args:
-            project: the project. limit: how many session ids at most.
-
-        Returns:
-            Session ids in ascending order (minted ids sort by user, then date and sequence).
-
-        Raises:
-            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
-        """
-        prefix = self._keys.sessions(_wm_segment(project, "project"))
-        limit = _wm_count(limit, "limit")
-        suffix = ":messages"
-        keys = await self._scan_lists(prefix, suffix)
-        return sorted(key[len(prefix):-len(suffix)] for key in keys)[:limit]
-
-    # -- session metadata -------------------------------------------------------------------------------
-
-    async def set_session_metadata(self, project: str, session_id: str, metadata: Mapping[str, str]) -> None:
-        """Merge fields into a session's metadata (like Redis HSET) and slide the session's expiry.
-
-        Args:
-            project: the project. session_id: the session.
-            metadata: field names to string values, e.g. ``{"user_id": "ann", "context": "personal"}``.
-
-        Raises:
-            InvalidArgumentError: a field name or value is not a string. ServiceError / StoreError: the backend
-                failed.
-        """
-        project = _wm_segment(project, "project")
-        session_id = _wm_identifier(session_id, "session_id")
-        if not isinstance(metadata, Mapping):
-            raise InvalidArgumentError(f"metadata must be a mapping, not {type(metadata).__name__}")
-        fields: dict[str, str] = {}
-        for name, value in metadata.items():
-            if not isinstance(name, str) or not name or not isinstance(value, str):
-                raise InvalidArgumentError(f"session metadata maps non-empty names to strings; {str(name)[:80]!r}: a "
-                                           f"{type(value).__name__} is not that (store structured values as JSON text)")
-            fields[name] = value
-        fields = screen_for_store(fields, field="session metadata")
-        size = _utf8_size(canonical_json(fields), "session metadata")
-        if size > MAX_MESSAGE_BYTES:
-            raise MessageTooLargeError("session metadata", size)
-        if fields:
-            await self._merge_hash(self._keys.metadata(project, session_id),
-                                   self._keys.messages(project, session_id), fields, self.default_ttl)
-
-    async def get_session_metadata(self, project: str, session_id: str) -> dict[str, str]:
-        """Return a session's metadata fields (``{}`` when it has none).
-
-        Raises:
-            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
-        """
-        project = _wm_segment(project, "project")
-        session_id = _wm_identifier(session_id, "session_id")
-        return await self._read_hash(self._keys.metadata(project, session_id))
-
-    # -- session ids: sequences, generations, active pointers --------------------------------------------
-
-    async def next_session_sequence(self, *, user_canonical_id: str, date_str: str,
-                                    ttl_seconds: int = SESSION_SEQUENCE_TTL) -> int:
-        """Return the next number (1, 2, ...) of a user's sessions on one day.
-
-        Args:
-            user_canonical_id: the user as it appears in minted ids (``user-<hash>``).
-            date_str: ``YYYYMMDD``. ttl_seconds: how long the counter lives after its last use.
-
-        Raises:
-            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
-        """
-        user = _wm_identifier(user_canonical_id, "user_canonical_id")
-        if not isinstance(date_str, str) or not _WM_DATE.match(date_str):
-            raise InvalidArgumentError(f"date_str must be YYYYMMDD, not {date_str!r}")
-        return await self._increment(self._keys.sequence(user, date_str), _wm_seconds(ttl_seconds, "ttl_seconds"))
-
-    async def get_session_generation(self, base: str | None = None, *, base_session_id: str | None = None) -> int:
-        """Return how many times the session ``base`` was consolidated lately (0 if never, or 24 h ago).
-        ``base_session_id`` is upstream's name for ``base``.
-
-        Raises:
-            InvalidArgumentError: a malformed base. ServiceError / StoreError: the backend failed.
-        """
-        base = _one_of(base, base_session_id, "base", "base_session_id")
-        value = await self._get_string(self._keys.generation(_wm_identifier(base, "base")))
-        return int(value) if value is not None else 0
-
-    async def bump_session_generation(self, base: str | None = None, *, base_session_id: str | None = None) -> int:
-        """Count one more consolidation of the session ``base`` (upstream: ``base_session_id``) and return the
-        new generation.
-
-        Raises:
-            InvalidArgumentError: a malformed base. ServiceError / StoreError: the backend failed.
-        """
-        base = _one_of(base, base_session_id, "base", "base_session_id")
-        return await self._increment(self._keys.generation(_wm_identifier(base, "base")), SESSION_GENERATION_TTL)
-
-    async def get_active_session(self, *, context: str, user_id: str | None = None,
-                                 user_canonical_id: str | None = None) -> str | None:
-        """Return the session id a user's pointer names in a context, or None (``user_canonical_id`` is
-        upstream's name for ``user_id``).
-
-        Raises:
-            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
-        """
-        user_id = _one_of(user_id, user_canonical_id, "user_id", "user_canonical_id")
-        return await self._get_string(self._keys.active(_wm_context(context), _wm_identifier(user_id, "user_id")))
-
-    async def set_active_session(self, *, context: str, session_id: str, user_id: str | None = None,
-                                 ttl_seconds: int = ACTIVE_SESSION_TTL, nx: bool = False,
-                                 user_canonical_id: str | None = None) -> bool:
-        """Point a user's active session in a context at ``session_id``.
-
-        Args:
-            context: e.g. ``mcp`` or ``personal``. user_id: the user (upstream: ``user_canonical_id``).
-            session_id: the session.
-            ttl_seconds: how long the pointer lives.
-            nx: claim only if no pointer exists (atomic: of racing claims exactly one wins).
-
-        Returns:
-            True when the pointer was written; False when ``nx`` and another session holds it.
-
-        Raises:
-            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
-        """
-        user_id = _one_of(user_id, user_canonical_id, "user_id", "user_canonical_id")
-        key = self._keys.active(_wm_context(context), _wm_identifier(user_id, "user_id"))
-        return await self._set_string(key, _wm_identifier(session_id, "session_id"),
-                                      _wm_seconds(ttl_seconds, "ttl_seconds"), bool(nx))
-
-    async def clear_active_session(self, *, context: str, user_id: str | None = None, only_if: str | None = None,
-                                   user_canonical_id: str | None = None) -> bool:
-        """Remove a user's active-session pointer in a context.
-
-        Args:
-            context: the context. user_id: the user (upstream: ``user_canonical_id``).
-            only_if: remove it only while it still names this session (atomic compare-and-delete).
-
-        Returns:
-            True when a pointer was removed.
-
-        Raises:
-            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
-        """
-        user_id = _one_of(user_id, user_canonical_id, "user_id", "user_canonical_id")
-        key = self._keys.active(_wm_context(context), _wm_identifier(user_id, "user_id"))
-        expected = None if only_if is None else _wm_identifier(only_if, "only_if")
-        return await self._delete_string(key, expected)
-
-    # -- lifecycle ---------------------------------------------------------------------------------------
-
-    @abc.abstractmethod
-    async def close(self) -> None:
-        """Release the backend; closing twice is harmless."""
-
-    async def __aenter__(self) -> "WorkingMemoryBuffer":
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        await self.close()
-
-    # -- storage primitives (what a backend implements) ---------------------------------------------------
-
-    @abc.abstractmethod
-    async def _append(self, list_key: str, hash_key: str, record: str, ttl: int) -> int:
-        """RPUSH ``record``; EXPIRE both keys ``ttl``; return the new length."""
-
-    @abc.abstractmethod
-    async def _read_list(self, list_key: str, hash_key: str, start: int, stop: int,
-                         ttl: int) -> tuple[list[str], int, int | None]:
-        """LRANGE start stop and LLEN; when the list is non-empty EXPIRE both keys ``ttl``.
-        Return (records, length, seconds left or None)."""
-
-    @abc.abstractmethod
-    async def _merge_hash(self, hash_key: str, list_key: str, fields: dict[str, str], ttl: int) -> None:
-        """HSET ``fields``; EXPIRE both keys ``ttl``."""
-
-    @abc.abstractmethod
-    async def _read_hash(self, hash_key: str) -> dict[str, str]:
-        """HGETALL."""
-
-    @abc.abstractmethod
-    async def _delete_session(self, list_key: str, hash_key: str) -> int:
-        """LLEN then DEL both keys, atomically; return the length."""
-
-    @abc.abstractmethod
-    async def _consume(self, list_key: str, hash_key: str, count: int, head: str) -> int:
-        """Unless ``head`` ("timestamp\\ncontent" of the first record, "" for any) differs from the list's first
-        record (then -1): LTRIM list count -1, and DEL both keys when the list is empty; atomically; return
-        what remains."""
-
-    @abc.abstractmethod
-    async def _pop(self, list_key: str, hash_key: str) -> str | None:
-        """RPOP, and DEL both keys when the list is then empty; atomically; return the record or None."""
-
-    @abc.abstractmethod
-    async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
-        """Every live key that starts with ``prefix`` and ends with ``suffix`` (SCAN MATCH)."""
-
-    @abc.abstractmethod
-    async def _increment(self, key: str, ttl: int) -> int:
-        """INCR then EXPIRE ``ttl``, atomically; return the new value."""
-
-    @abc.abstractmethod
-    async def _get_string(self, key: str) -> str | None:
-        """GET."""
-
-    @abc.abstractmethod
-    async def _set_string(self, key: str, value: str, ttl: int, nx: bool) -> bool:
-        """SET key value EX ttl [NX]; return whether it was written."""
-
-    @abc.abstractmethod
-    async def _delete_string(self, key: str, only_if: str | None) -> bool:
-        """DEL, or delete only while the value equals ``only_if`` (atomically); return whether it was."""
-
-    @abc.abstractmethod
-    async def _expire_string(self, key: str, only_if: str, ttl: int) -> bool:
-        """EXPIRE ``ttl`` only while the value equals ``only_if`` (atomically); return whether it was."""
-
-
-async def resolve_session_id(buffer: WorkingMemoryBuffer, *, user_id: str | None = None, context: str | None = None,
-                             session_id: str | None = None, environ: Mapping[str, str] | None = None,
-                             clock: Clock | None = None, project: str | None = None) -> tuple[str, str]:
-    """Decide which session a message belongs to, in the reference's order.
-
-    1. ``session_id`` given (a hosted request's id): it, source ``"request"``.
-    2. No ``user_id``: ``KUMIHO_SESSION_ID`` from ``environ``, plus ``:c<N>`` once the session was
-       consolidated N times (see ``bump_session_generation``), source ``"host-env"``.
-    3. The user's active pointer for ``(context or "mcp", user_id)``, source ``"active-pointer"``.
-    4. A new id ``CONTEXT:user-<sha256(user_id)[:10]>:YYYYMMDD:NNN`` claimed with an atomic NX pointer; a
-       caller that loses the race adopts the winner's id. Source ``"generated"``.
-
-    Args:
-        buffer: the working memory holding pointers and counters.
-        user_id: the user, if known. context: the pointer's context (default ``"mcp"``).
-        session_id: an explicit session id. environ: where ``KUMIHO_SESSION_ID`` is read (default
-            ``os.environ``, read at call time). clock: the date for minted ids (default the buffer's clock).
-        project: when given, a newly minted session is stamped with ``{user_id, context}`` metadata there.
-
-    Returns:
-        ``(session_id, source)`` with source one of ``SESSION_SOURCES``.
-
-    Raises:
-        InvalidArgumentError: no identity at all (no session id, no user, no ``KUMIHO_SESSION_ID``), or a
-            malformed one.
-        ServiceError: the pointer kept changing under three claims in a row (retry).
-    """
-    if session_id:
-        return _wm_identifier(session_id, "session_id"), "request"
-    if not user_id:
-        environ = os.environ if environ is None else environ
-        base = (environ.get("KUMIHO_SESSION_ID") or "").strip()
-        if not base:
-            raise InvalidArgumentError("no session identity: pass session_id= or user_id=, or set KUMIHO_SESSION_ID")
-        base = _wm_identifier(base, "KUMIHO_SESSION_ID")
-        generation = await buffer.get_session_generation(base)
-        return (f"{base}:c{generation}" if generation else base), "host-env"
-    user_id = _wm_identifier(user_id, "user_id")
-    context = _wm_context(context or DEFAULT_SESSION_CONTEXT)
-    pointer = await buffer.get_active_session(context=context, user_id=user_id)
-    if pointer:
-        return pointer, "active-pointer"
-    date_str = f"{(clock or buffer.clock).now():%Y%m%d}"
-    canonical = "user-" + hashlib.sha256(user_id.encode("utf-8")).hexdigest()[:10]
-    for _attempt in range(3):
-        sequence = await buffer.next_session_sequence(user_canonical_id=canonical, date_str=date_str)
-        candidate = f"{context}:{canonical}:{date_str}:{sequence:03d}"
-        if await buffer.set_active_session(context=context, user_id=user_id, session_id=candidate, nx=True):
-            if project is not None:
-                await buffer.set_session_metadata(project=project, session_id=candidate,
-                                                  metadata={"user_id": user_id, "context": context})
-            return candidate, "generated"
-        winner = await buffer.get_active_session(context=context, user_id=user_id)
-        if winner:                                   # lost the race: adopt the winner's session
-            return winner, "generated"
-    raise ServiceError(f"could not claim a session for user {user_id!r} in context {context!r}: the pointer "
-                       f"changed under three claims in a row; retry", transient=True)
-
-
-# -- the in-process buffer: a small Redis keyspace in SQLite -----------------------------------------------
-
-_WM_SCHEMA = """
-CREATE TABLE IF NOT EXISTS wm_keys (
-    key TEXT PRIMARY KEY, kind TEXT NOT NULL, value TEXT NOT NULL, expires_at REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS wm_keys_by_expiry ON wm_keys (expires_at);
-CREATE TABLE IF NOT EXISTS wm_lists (
-    key TEXT NOT NULL, position INTEGER NOT NULL, value TEXT NOT NULL,
-    PRIMARY KEY (key, position)) WITHOUT ROWID;
-"""
-
-
-class _SQLiteKeyspace:
-    """Lists, hashes, strings and counters with expiry, in two SQLite tables (``wm_keys``, ``wm_lists``).
-
-    Blocking and thread-safe: one connection, one lock, one transaction per operation; operations that read
-    then write take SQLite's write lock first (``BEGIN IMMEDIATE``) so they are atomic across processes too.
-    Expired keys are invisible to reads and purged by the next write (time comes from the injected clock).
-    """
-
-    def __init__(self, path: str | None, clock: Clock, busy_timeout: float) -> None:
-        self.path = ":memory:" if path is None or path == ":memory:" else path
-        self._clock = clock
-        self._busy_timeout = busy_timeout
-        self._lock = threading.Lock()
-        if self.path != ":memory:":
-            # Creates the graph schema in a new file, and refuses a foreign or newer file, before we add ours.
-            SQLiteGraph(self.path, clock=clock, busy_timeout=busy_timeout).close()
-        try:
-            conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
-        self._conn: sqlite3.Connection | None = conn
-        try:
-            conn.execute("PRAGMA secure_delete = ON")       # a cleared message leaves no bytes behind
-            conn.execute("PRAGMA synchronous = FULL")
-            conn.execute("BEGIN IMMEDIATE")
-            for statement in _WM_SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute("COMMIT")
-        except KumihoMemoryError:
-            self.close()
-            raise
-        except sqlite3.Error as exc:
-            self.close()
-            raise self._error(exc) from exc
-
-    def _error(self, exc: sqlite3.Error) -> StoreError:
-        where = "in-memory working memory" if self.path == ":memory:" else f"working memory in {self.path!r}"
-        if _busy(exc):
-            return StoreBusyError(f"{where} stayed locked by another process for {self._busy_timeout:g}s ({exc}); "
-                                  f"retry, or raise busy_timeout")
-        return StoreError(f"{where}: {exc}")
-
-    @contextlib.contextmanager
-    def transaction(self, *, write: bool) -> Iterator[tuple[sqlite3.Connection, float]]:
-        """One transaction and the clock's reading for it; a write first purges expired keys."""
-        with self._lock:
-            if self._conn is None:
-                raise StoreClosedError("this working-memory buffer is closed")
-            conn = self._conn
-            now = self._clock.now().timestamp()
-            try:
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            except sqlite3.Error as exc:
-                raise self._error(exc) from exc
-            try:
-                if write:
-                    conn.execute("DELETE FROM wm_lists WHERE key IN "
-                                 "(SELECT key FROM wm_keys WHERE expires_at <= ?)", (now,))
-                    conn.execute("DELETE FROM wm_keys WHERE expires_at <= ?", (now,))
-                yield conn, now
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise self._error(exc) from exc
-                raise
-
-    @staticmethod
-    def _live(conn: sqlite3.Connection, key: str, now: float) -> tuple[str, float] | None:
-        row = conn.execute("SELECT value, expires_at FROM wm_keys WHERE key = ? AND expires_at > ?",
-                           (key, now)).fetchone()
-        return (row[0], row[1]) if row else None
-
-    @staticmethod
-    def _touch(conn: sqlite3.Connection, keys: Sequence[str], now: float, ttl: int) -> None:
-        conn.executemany("UPDATE wm_keys SET expires_at = ? WHERE key = ?", [(now + ttl, key) for key in keys])
-
-    def append(self, list_key: str, hash_key: str, record: str, ttl: int) -> int:
-        with self.transaction(write=True) as (conn, now):
-            live = self._live(conn, list_key, now)
-            length = int(live[0]) if live else 0
-            conn.execute("INSERT INTO wm_lists VALUES (?, ?, ?)", (list_key, length, record))
-            conn.execute("INSERT OR REPLACE INTO wm_keys VALUES (?, 'list', ?, ?)",
-                         (list_key, str(length + 1), now + ttl))
-            self._touch(conn, [hash_key], now, ttl)
-            return length + 1
-
-    def read_list(self, list_key: str, hash_key: str, start: int, stop: int,
-                  ttl: int) -> tuple[list[str], int, int | None]:
-        with self.transaction(write=True) as (conn, now):
-            live = self._live(conn, list_key, now)
-            length = int(live[0]) if live else 0
-            if not length:
-                return [], 0, None
-            first = max(start + length if start < 0 else start, 0)
-            last = min(stop + length if stop < 0 else stop, length - 1)
-            rows = conn.execute("SELECT value FROM wm_lists WHERE key = ? AND position BETWEEN ? AND ? "
-                                "ORDER BY position", (list_key, first, last)).fetchall() if first <= last else []
-            self._touch(conn, [list_key, hash_key], now, ttl)
-            return [row[0] for row in rows], length, ttl
-
-    def merge_hash(self, hash_key: str, list_key: str, fields: dict[str, str], ttl: int) -> None:
-        with self.transaction(write=True) as (conn, now):
-            live = self._live(conn, hash_key, now)
-            merged = {**(json.loads(live[0]) if live else {}), **fields}
-            conn.execute("INSERT OR REPLACE INTO wm_keys VALUES (?, 'hash', ?, ?)",
-                         (hash_key, canonical_json(merged), now + ttl))
-            self._touch(conn, [list_key], now, ttl)
-
-    def read_hash(self, hash_key: str) -> dict[str, str]:
-        with self.transaction(write=False) as (conn, now):
-            live = self._live(conn, hash_key, now)
-            return dict(json.loads(live[0])) if live else {}
-
-    def delete_session(self, list_key: str, hash_key: str) -> int:
-        with self.transaction(write=True) as (conn, now):
-            live = self._live(conn, list_key, now)
-            conn.execute("DELETE FROM wm_lists WHERE key = ?", (list_key,))
-            conn.execute("DELETE FROM wm_keys WHERE key IN (?, ?)", (list_key, hash_key))
-            removed = int(live[0]) if live else 0
-        self._checkpoint()
-        return removed
-
-    def consume(self, list_key: str, hash_key: str, count: int, head: str) -> int:
-        with self.transaction(write=True) as (conn, now):
-            live = self._live(conn, list_key, now)
-            length = int(live[0]) if live else 0
-            if head:
-                row = conn.execute("SELECT value FROM wm_lists WHERE key = ? AND position = 0", (list_key,)).fetchone()
-                record = json.loads(row[0]) if row and length else {}
-                if f"{record.get('timestamp', '')}\n{record.get('content', '')}" != head:
-                    return -1
-            remaining = max(0, length - count)
-            if remaining == 0:
-                conn.execute("DELETE FROM wm_lists WHERE key = ?", (list_key,))
-                conn.execute("DELETE FROM wm_keys WHERE key IN (?, ?)", (list_key, hash_key))
-            else:
-                conn.execute("DELETE FROM wm_lists WHERE key = ? AND position < ?", (list_key, count))
-                # shift down through negative positions, so no two rows ever share one
-                conn.execute("UPDATE wm_lists SET position = -(position - ?) - 1 WHERE key = ?", (count, list_key))
-                conn.execute("UPDATE wm_lists SET position = -position - 1 WHERE key = ?", (list_key,))
-                conn.execute("UPDATE wm_keys SET value = ? WHERE key = ?", (str(remaining), list_key))
-        self._checkpoint()
-        return remaining
-
-    def pop(self, list_key: str, hash_key: str) -> str | None:
-        with self.transaction(write=True) as (conn, now):
-            live = self._live(conn, list_key, now)
-            length = int(live[0]) if live else 0
-            if not length:
-                return None
-            row = conn.execute("SELECT value FROM wm_lists WHERE key = ? AND position = ?",
-                               (list_key, length - 1)).fetchone()
-            conn.execute("DELETE FROM wm_lists WHERE key = ? AND position = ?", (list_key, length - 1))
-            if length == 1:
-                conn.execute("DELETE FROM wm_keys WHERE key IN (?, ?)", (list_key, hash_key))
-            else:
-                conn.execute("UPDATE wm_keys SET value = ? WHERE key = ?", (str(length - 1), list_key))
-        self._checkpoint()
-        return row[0] if row else None
-
-    def _checkpoint(self) -> None:
-        """Fold the WAL into the file and truncate it, so deleted text leaves the WAL's bytes too (best effort:
-        a reader in another connection may keep the WAL; the next checkpoint then finishes the job)."""
-        if self.path == ":memory:":
-            return
-        with self._lock:
-            if self._conn is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-
-    def scan(self, prefix: str, suffix: str) -> list[str]:
-        # Every key starting with the prefix sorts in [prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)).
-        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-        with self.transaction(write=False) as (conn, now):
-            rows = conn.execute("SELECT key FROM wm_keys WHERE key >= ? AND key < ? AND kind = 'list' "
-                                "AND expires_at > ?", (prefix, upper, now)).fetchall()
-        return [row[0] for row in rows if row[0].endswith(suffix)]
-
-    def increment(self, key: str, ttl: int) -> int:
-        with self.transaction(write=True) as (conn, now):
-            live = self._live(conn, key, now)
-            value = (int(live[0]) if live else 0) + 1
-            conn.execute("INSERT OR REPLACE INTO wm_keys VALUES (?, 'string', ?, ?)", (key, str(value), now + ttl))
-            return value
-
-    def get_string(self, key: str) -> str | None:
-        with self.transaction(write=False) as (conn, now):
-            live = self._live(conn, key, now)
-            return live[0] if live else None
-
-    def set_string(self, key: str, value: str, ttl: int, nx: bool) -> bool:
-        with self.transaction(write=True) as (conn, now):
-            if nx and self._live(conn, key, now):
-                return False
-            conn.execute("INSERT OR REPLACE INTO wm_keys VALUES (?, 'string', ?, ?)", (key, value, now + ttl))
-            return True
-
-    def delete_string(self, key: str, only_if: str | None) -> bool:
-        with self.transaction(write=True) as (conn, now):
-            live = self._live(conn, key, now)
-            if live is None or (only_if is not None and live[0] != only_if):
-                return False
-            conn.execute("DELETE FROM wm_keys WHERE key = ?", (key,))
-            return True
-
-    def expire_string(self, key: str, only_if: str, ttl: int) -> bool:
-        with self.transaction(write=True) as (conn, now):
-            live = self._live(conn, key, now)
-            if live is None or live[0] != only_if:
-                return False
-            conn.execute("UPDATE wm_keys SET expires_at = ? WHERE key = ?", (now + ttl, key))
-            return True
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    if self.path != ":memory:":
-                        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-                self._conn.close()
-                self._conn = None
-
-
-class InProcessBuffer(WorkingMemoryBuffer):
-    """The default working memory: in this process's memory, or kept in the store file so a restart keeps
-    the messages not yet consolidated.
-
-    With a ``path`` the buffer adds two tables (``wm_keys``, ``wm_lists``) to the kumiho_memory store file at
-    that path, over its own SQLite connection (WAL, busy timeout, one transaction per operation). A new file
-    is created as a kumiho_memory store first, so ``Memory(path)`` and ``InProcessBuffer(path)`` may be opened
-    in either order; a file of another program is refused. Blocking work runs in a worker thread.
-
-    Args:
-        path: the store file, or None to keep everything in memory.
-        clock: time for timestamps and expiry (a ``ManualClock`` makes TTLs testable).
-        default_ttl: seconds a session lives after its last write or non-empty read.
-        tenant: keeps this tenant's sessions apart from every other tenant's.
-        busy_timeout: seconds a write waits for another process's lock before ``StoreBusyError``.
-
-    Raises:
-        StoreError: the file cannot be used (``CorruptStoreError`` for a file of another program).
-    """
-
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, clock: Clock | None = None,
-                 default_ttl: int = WORKING_MEMORY_TTL, tenant: str | None = None,
-                 busy_timeout: float = 30.0) -> None:
-        super().__init__(clock=clock, default_ttl=default_ttl, tenant=tenant)
-        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) or busy_timeout < 0:
-            raise InvalidArgumentError(f"busy_timeout must be a non-negative number, not {busy_timeout!r}")
-        self._space = _SQLiteKeyspace(None if path is None else os.fspath(path), self.clock, float(busy_timeout))
-
-    @property
-    def path(self) -> str:
-        """The store file, or ``":memory:"``."""
-        return self._space.path
-
-    def __repr__(self) -> str:
-        return f"InProcessBuffer({self.path!r}, tenant={self.tenant!r}, default_ttl={self.default_ttl})"
-
-    async def close(self) -> None:
-        """Checkpoint and close the connection; closing twice is harmless, using it afterwards raises
-        ``StoreClosedError``."""
-        await asyncio.to_thread(self._space.close)
-
-    async def _append(self, list_key: str, hash_key: str, record: str, ttl: int) -> int:
-        return await asyncio.to_thread(self._space.append, list_key, hash_key, record, ttl)
-
-    async def _read_list(self, list_key: str, hash_key: str, start: int, stop: int,
-                         ttl: int) -> tuple[list[str], int, int | None]:
-        return await asyncio.to_thread(self._space.read_list, list_key, hash_key, start, stop, ttl)
-
-    async def _merge_hash(self, hash_key: str, list_key: str, fields: dict[str, str], ttl: int) -> None:
-        await asyncio.to_thread(self._space.merge_hash, hash_key, list_key, fields, ttl)
-
-    async def _read_hash(self, hash_key: str) -> dict[str, str]:
-        return await asyncio.to_thread(self._space.read_hash, hash_key)
-
-    async def _delete_session(self, list_key: str, hash_key: str) -> int:
-        return await asyncio.to_thread(self._space.delete_session, list_key, hash_key)
-
-    async def _consume(self, list_key: str, hash_key: str, count: int, head: str) -> int:
-        return await asyncio.to_thread(self._space.consume, list_key, hash_key, count, head)
-
-    async def _pop(self, list_key: str, hash_key: str) -> str | None:
-        return await asyncio.to_thread(self._space.pop, list_key, hash_key)
-
-    async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
-        return await asyncio.to_thread(self._space.scan, prefix, suffix)
-
-    async def _increment(self, key: str, ttl: int) -> int:
-        return await asyncio.to_thread(self._space.increment, key, ttl)
-
-    async def _get_string(self, key: str) -> str | None:
-        return await asyncio.to_thread(self._space.get_string, key)
-
-    async def _set_string(self, key: str, value: str, ttl: int, nx: bool) -> bool:
-        return await asyncio.to_thread(self._space.set_string, key, value, ttl, nx)
-
-    async def _delete_string(self, key: str, only_if: str | None) -> bool:
-        return await asyncio.to_thread(self._space.delete_string, key, only_if)
-
-    async def _expire_string(self, key: str, only_if: str, ttl: int) -> bool:
-        return await asyncio.to_thread(self._space.expire_string, key, only_if, ttl)
-
-
-# -- the Redis buffer ---------------------------------------------------------------------------------------
-
-# Remove the consumed front of a session's list and, when nothing is left, its metadata: one atomic step.
-# Take the newest message off a session's list and, when nothing is left, its metadata: one atomic step.
-_POP_SCRIPT = """
-local record = redis.call('RPOP', KEYS[1])
-if redis.call('LLEN', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end
-return record
-"""
-
-_CONSUME_SCRIPT = """
-if ARGV[2] ~= '' then
-  local first = redis.call('LINDEX', KEYS[1], 0)
-  if not first then return -1 end
-  local ok, record = pcall(cjson.decode, first)
-  if not ok or (tostring(record['timestamp']) .. '\\n' .. tostring(record['content'])) ~= ARGV[2] then return -1 end
-end
-redis.call('LTRIM', KEYS[1], ARGV[1], -1)
-local remaining = redis.call('LLEN', KEYS[1])
-if remaining == 0 then redis.call('DEL', KEYS[2]) end
-return remaining
-"""
-
-def _url_secrets(url: str) -> list[str]:
-    """The password in a URL's user-info or ``password=`` query field, raw and decoded (to scrub messages)."""
-    import urllib.parse
-    found: list[str] = []
-    userinfo = re.search(r"//([^/@]*)@", url)
-    if userinfo and ":" in userinfo.group(1):
-        found.append(userinfo.group(1).split(":", 1)[1])
-    found += re.findall(r"[?&]password=([^&#]*)", url)
-    return [secret for raw in found if raw for secret in {raw, urllib.parse.unquote(raw)}]
-
-
-class _RedisCommands:
-    """Runs raw commands on a redis-py client, sync or asyncio: one retry after 50 ms for a lost connection,
-    errors mapped to ``ServiceError`` with every known password scrubbed from the message.
-
-    An asyncio client that this buffer built is rebuilt when the running event loop changes (redis-py binds
-    connections to a loop); a caller's asyncio client is used as given.
-    """
-
-    def __init__(self, redis_module: Any, client: Any, factory: Callable[[], Any] | None, where: str,
-                 secrets_to_hide: Sequence[str]) -> None:
-        self._errors = redis_module.exceptions
-        self._client = client
-        self._factory = factory
-        self._sync = isinstance(client, redis_module.Redis)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self.where = where
-        self._secrets = sorted(set(secrets_to_hide), key=len, reverse=True)
-
-    def scrub(self, text: str) -> str:
-        """``text`` with URLs' user-info and every known password replaced by ``***``."""
-        text = _redact_url(text)
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
-
-    def _current_client(self) -> Any:
-        if self._client is None:
-            raise StoreClosedError("this working-memory buffer is closed")
-        if self._sync:
-            return self._client
-        loop = asyncio.get_running_loop()
-        if self._loop is not None and self._loop is not loop and self._factory is not None:
-            self._client = self._factory()          # the old client's connections belong to the old loop
-        self._loop = loop
-        return self._client
-
-    async def run(self, *commands: tuple[Any, ...], transaction: bool = False) -> list[Any]:
-        """Run commands (in one MULTI/EXEC when ``transaction``) and return their replies.
-
-        Raises:
-            ServiceError: transient for a lost connection or timeout (after one retry); permanent for refused
-                credentials or a command the server rejects.
-        """
-        retried = False
-        while True:
-            try:
-                client = self._current_client()
-                if self._sync:
-                    return await asyncio.to_thread(self._run_sync, client, commands, transaction)
-                if len(commands) == 1 and not transaction:
-                    return [await client.execute_command(*commands[0])]
-                if not hasattr(client, "pipeline"):      # a minimal injected client: one command at a time
-                    return [await client.execute_command(*command) for command in commands]
-                async with client.pipeline(transaction=transaction) as pipe:
-                    for command in commands:
-                        pipe.execute_command(*command)
-                    return list(await pipe.execute())
-            except (self._errors.AuthenticationError, self._errors.NoPermissionError) as exc:
-                raise ServiceError(f"Redis at {self.where} refused the credentials ({self.scrub(str(exc))}); "
-                                   f"check the user and password in the Redis URL", transient=False) from exc
-            except (self._errors.ConnectionError, self._errors.TimeoutError, OSError) as exc:
-                if retried:
-                    raise ServiceError(f"Redis at {self.where} is unreachable ({self.scrub(str(exc))}); working "
-                                       f"memory is unavailable until it answers, retry later",
-                                       transient=True) from exc
-                retried = True
-                await asyncio.sleep(_REDIS_RETRY_DELAY)
-            except self._errors.RedisError as exc:
-                name = _text(commands[0][0]) if commands else "?"
-                raise ServiceError(f"Redis at {self.where} rejected {name} ({self.scrub(str(exc))})",
-                                   transient=False) from exc
-
-    @staticmethod
-    def _run_sync(client: Any, commands: Sequence[tuple[Any, ...]], transaction: bool) -> list[Any]:
-        if len(commands) == 1 and not transaction:
-            return [client.execute_command(*commands[0])]
-        if not hasattr(client, "pipeline"):
-            return [client.execute_command(*command) for command in commands]
-        pipe = client.pipeline(transaction=transaction)
-        try:
-            for command in commands:
-                pipe.execute_command(*command)
-            return list(pipe.execute())
-        finally:
-            pipe.reset()
-
-    async def close(self) -> None:
-        """Close a client this buffer built (a caller's client stays open); harmless twice."""
-        client, self._client = self._client, None
-        if client is None or self._factory is None:
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if self._loop is None or self._loop is running:
-            closer = getattr(client, "aclose", None) or client.close
-            with contextlib.suppress(self._errors.RedisError, OSError):
-                await closer()
-
-
-def _glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
-
-
-class _UnconfiguredRedis:
-    """Stands in for a Redis connection no one configured: every command says how to configure one."""
-
-    where = "(not configured)"
-
-    async def run(self, *commands: tuple[Any, ...], transaction: bool = False) -> list[Any]:
-        raise InvalidArgumentError("no Redis URL: pass redis_url= or client=, or set KUMIHO_REDIS_URL (or REDIS_URL)")
-
-    def scrub(self, text: str) -> str:
-        return text
-
-    async def close(self) -> None:
-        return None
-
-
-class RedisMemoryBuffer(WorkingMemoryBuffer):
-    """Working memory on Redis (redis-py, imported here), under the reference's key schema.
-
-    Pointer claims are ``SET NX EX`` and the conditional pointer delete is a server-side script, so racing
-    callers (in any number of processes) agree on one session. A call that loses its connection is retried
-    once after 50 ms, then raises ``ServiceError(transient=True)``. Passwords never appear in an error
-    message or in ``repr``.
-
-    Args:
-        redis_url: ``redis://[:password@]host:port/db``, ``rediss://...`` for TLS, or ``unix://path``;
-            default ``KUMIHO_REDIS_URL``, then ``REDIS_URL``, from ``environ``.
-        default_ttl: seconds a session lives after its last use (default ``WORKING_MEMORY_TTL``).
-        tenant_hint, tenant_id: the tenant segment of every key (``tenant_id`` wins).
-        client: a ready ``redis.asyncio.Redis`` or ``redis.Redis`` (sync calls run in a worker thread)
-            instead of a URL; it is not closed by ``close()``.
-        clock: time for message timestamps (expiry is Redis's own).
-        environ: where the URL variables are read (default ``os.environ``, read here only).
-        connection_options: extra keyword arguments for ``redis.asyncio.from_url`` (e.g. ``ssl_ca_certs``).
-
-    Raises:
-        BackendUnavailableError: redis-py is not installed (the message names the pip line).
-        InvalidArgumentError: a URL that is not Redis's; with no URL anywhere, the first call raises it.
-
-    ``control_plane_url``, ``discovery_timeout``, ``force_refresh``, ``prefer_discovery`` and ``proxy_url``
-    are upstream's hosted-discovery options: accepted, and they change nothing here. An injected client
-    without ``pipeline()`` works too; its multi-command steps then run one command at a time (not atomic).
-    """
-
-    def __init__(self, redis_url: str | None = None, *, default_ttl: int | None = None,
-                 tenant_hint: str | None = None, tenant_id: str | None = None, client: Any = None,
-                 clock: Clock | None = None, environ: Mapping[str, str] | None = None,
-                 connection_options: Mapping[str, Any] | None = None, control_plane_url: str | None = None,
-                 discovery_timeout: float = 10.0, force_refresh: bool = False, prefer_discovery: bool = True,
-                 proxy_url: str | None = None) -> None:
-        super().__init__(clock=clock, default_ttl=WORKING_MEMORY_TTL if default_ttl is None else default_ttl,
-                         tenant=tenant_id or tenant_hint)
-        redis_module = _require("redis", extra="redis")
-        if client is not None:                    # upstream's order: an explicit client wins over any URL
-            kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
-            where = (f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
-                     if "host" in kwargs else str(kwargs.get("path") or "the given client"))
-            hidden = [str(kwargs["password"])] if kwargs.get("password") else []
-            self._commands = _RedisCommands(redis_module, client, None, where, hidden)
-            return
-        environ = os.environ if environ is None else environ
-        url = redis_url or environ.get("KUMIHO_REDIS_URL") or environ.get("REDIS_URL")
-        if not url:                               # upstream builds lazily: the first command says what is missing
-            self._commands = _UnconfiguredRedis()
-            return
-        hidden = _url_secrets(url)
-        where = _redact_url(url)
-        for secret in hidden:
-            where = where.replace(secret, "***")
-        if not url.startswith(_REDIS_SCHEMES):
-            raise InvalidArgumentError(f"not a Redis URL: {where!r} (use redis://, rediss:// or unix://)")
-        factory = self._client_factory(url, dict(connection_options or {}))
-        try:
-            built = factory()
-        except (ValueError, TypeError) as exc:
-            message = str(exc)
-            for secret in hidden:
-                message = message.replace(secret, "***")
-            raise InvalidArgumentError(f"bad Redis URL {where!r}: {_redact_url(message)}") from None
-        self._commands = _RedisCommands(redis_module, built, factory, where, hidden)
-
-    @staticmethod
-    def _client_factory(url: str, options: dict[str, Any]) -> Callable[[], Any]:
-        """A closure that builds asyncio clients (it keeps the URL out of ``vars(buffer)``)."""
-        asyncio_redis = _require("redis.asyncio", extra="redis")
-        retry_module = _require("redis.asyncio.retry", extra="redis")
-        backoff = _require("redis.backoff", extra="redis")
-        # Our own single retry replaces redis-py's default backoff, so an outage is reported in ~50 ms.
-        options.setdefault("retry", retry_module.Retry(backoff.NoBackoff(), 0))
-        options.setdefault("socket_connect_timeout", 5.0)
-        options.setdefault("socket_timeout", 5.0)
-        options["decode_responses"] = True
-        return lambda: asyncio_redis.from_url(url, **options)
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> "RedisMemoryBuffer":
-        """A buffer configured by ``KUMIHO_REDIS_URL``/``REDIS_URL`` and ``KUMIHO_WORKING_MEMORY_TTL``.
-
-        Raises:
-            InvalidArgumentError: a variable is malformed, or no URL is set.
-        """
-        config = WorkingMemoryConfig.from_env(environ)
-        options.setdefault("default_ttl", config.ttl)
-        return cls(config.redis_url, environ={}, **options)
-
-    def __repr__(self) -> str:
-        return f"RedisMemoryBuffer({self._commands.where!r}, tenant={self.tenant!r}, default_ttl={self.default_ttl})"
-
-    async def close(self) -> None:
-        """Close the client this buffer built (a caller's client stays open); closing twice is harmless."""
-        await self._commands.close()
-
-    async def _append(self, list_key: str, hash_key: str, record: str, ttl: int) -> int:
-        replies = await self._commands.run(("RPUSH", list_key, record), ("EXPIRE", list_key, ttl),
-                                           ("EXPIRE", hash_key, ttl), transaction=True)
-        return int(replies[0])
-
-    async def _read_list(self, list_key: str, hash_key: str, start: int, stop: int,
-                         ttl: int) -> tuple[list[str], int, int | None]:
-        length, records = await self._commands.run(("LLEN", list_key), ("LRANGE", list_key, start, stop),
-                                                   transaction=True)
-        if not int(length):
-            return [], 0, None
-        replies = await self._commands.run(("EXPIRE", list_key, ttl), ("EXPIRE", hash_key, ttl),
-                                           ("TTL", list_key), transaction=True)
-        remaining = int(replies[2])
-        return [_text(record) for record in records], int(length), remaining if remaining >= 0 else None
-
-    async def _merge_hash(self, hash_key: str, list_key: str, fields: dict[str, str], ttl: int) -> None:
-        pairs = [part for name, value in fields.items() for part in (name, value)]
-        await self._commands.run(("HSET", hash_key, *pairs), ("EXPIRE", hash_key, ttl), ("EXPIRE", list_key, ttl),
-                                 transaction=True)
-
-    async def _read_hash(self, hash_key: str) -> dict[str, str]:
-        (reply,) = await self._commands.run(("HGETALL", hash_key))
-        if isinstance(reply, Mapping):
-            return {_text(name): _text(value) for name, value in reply.items()}
-        flat = list(reply or [])
-        return {_text(flat[index]): _text(flat[index + 1]) for index in range(0, len(flat) - 1, 2)}
-
-    async def _delete_session(self, list_key: str, hash_key: str) -> int:
-        replies = await self._commands.run(("LLEN", list_key), ("DEL", list_key, hash_key), transaction=True)
-        return int(replies[0])
-
-    async def _consume(self, list_key: str, hash_key: str, count: int, head: str) -> int:
-        (reply,) = await self._commands.run(("EVAL", _CONSUME_SCRIPT, 2, list_key, hash_key, count, head))
-        return int(reply)
-
-    async def _pop(self, list_key: str, hash_key: str) -> str | None:
-        (reply,) = await self._commands.run(("EVAL", _POP_SCRIPT, 2, list_key, hash_key))
-        return None if reply is None else _text(reply)
-
-    async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
-        pattern = f"{_glob_escape(prefix)}*{_glob_escape(suffix)}"
-        found: set[str] = set()
-        cursor = 0
-        while True:
-            (reply,) = await self._commands.run(("SCAN", cursor, "MATCH", pattern, "COUNT", 1000))
-            cursor = int(_text(reply[0]))
-            found.update(_text(key) for key in reply[1])
-            if cursor == 0:
-                return sorted(found)
-
-    async def _increment(self, key: str, ttl: int) -> int:
-        replies = await self._commands.run(("INCR", key), ("EXPIRE", key, ttl), transaction=True)
-        return int(replies[0])
-
-    async def _get_string(self, key: str) -> str | None:
-        (reply,) = await self._commands.run(("GET", key))
-        return None if reply is None else _text(reply)
-
-    async def _set_string(self, key: str, value: str, ttl: int, nx: bool) -> bool:
-        command: tuple[Any, ...] = ("SET", key, value, "EX", ttl) + (("NX",) if nx else ())
-        (reply,) = await self._commands.run(command)
-        return reply is True or (reply is not None and reply is not False and _text(reply) == "OK")
-
-    async def _delete_string(self, key: str, only_if: str | None) -> bool:
-        if only_if is None:
-            (reply,) = await self._commands.run(("DEL", key))
-        else:
-            (reply,) = await self._commands.run(("EVAL", _DELETE_IF_EQUAL, 1, key, only_if))
-        return int(reply) > 0
-
-    async def _expire_string(self, key: str, only_if: str, ttl: int) -> bool:
-        (reply,) = await self._commands.run(("EVAL", _EXPIRE_IF_EQUAL, 1, key, only_if, ttl))
-        return int(reply) > 0
-
-
-@dataclasses.dataclass(frozen=True)
-class WorkingMemoryConfig:
-    """Which working memory to open, and its TTL; the defaults live here.
-
-    Attributes:
-        ttl: seconds a session lives after its last use.
-        redis_url: a Redis URL (then ``open_buffer`` returns a ``RedisMemoryBuffer``); never shown in ``repr``.
-        tenant: the tenant segment of every key, or None.
-    """
-
-    ttl: int = WORKING_MEMORY_TTL
-    redis_url: str | None = dataclasses.field(default=None, repr=False)
-    tenant: str | None = None
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "WorkingMemoryConfig":
-        """Read ``KUMIHO_WORKING_MEMORY_TTL`` and ``KUMIHO_REDIS_URL`` (else ``REDIS_URL``).
-
-        Args:
-            environ: the mapping to read; default ``os.environ``.
-
-        Raises:
-            InvalidArgumentError: the TTL is not a whole number of seconds >= 1.
-        """
-        environ = os.environ if environ is None else environ
-        text = (environ.get("KUMIHO_WORKING_MEMORY_TTL") or "").strip()
-        try:
-            ttl = int(text) if text else WORKING_MEMORY_TTL
-        except ValueError:
-            raise InvalidArgumentError(
-                f"KUMIHO_WORKING_MEMORY_TTL is not a whole number of seconds: {text!r}") from None
-        if ttl < 1:
-            raise InvalidArgumentError(f"KUMIHO_WORKING_MEMORY_TTL must be >= 1, not {ttl}")
-        url = environ.get("KUMIHO_REDIS_URL") or environ.get("REDIS_URL") or None
-        return cls(ttl=ttl, redis_url=url)
-
-    def open_buffer(self, path: str | os.PathLike[str] | None = None, *,
-                    clock: Clock | None = None) -> WorkingMemoryBuffer:
-        """Open the buffer this config describes: Redis when ``redis_url`` is set, else in-process.
-
-        Args:
-            path: the store file the in-process buffer keeps its tables in (None: in memory).
-            clock: time source for the buffer.
-
-        Raises:
-            BackendUnavailableError: Redis is configured but redis-py is not installed.
-            StoreError: the store file cannot be used.
-        """
-        if self.redis_url:
-            return RedisMemoryBuffer(self.redis_url, default_ttl=self.ttl, tenant_id=self.tenant, clock=clock,
-                                     environ={})
-        return InProcessBuffer(path, clock=clock, default_ttl=self.ttl, tenant=self.tenant)
-
-
-# ==========================================================================================================
-# 10. Recall: what the query means, filters, evidence, reranking, belief similarity and relation matching,
-#    context, anticipatory recall
+# 9. Recall: time words, filters, evidence weights, reranking, statements and beliefs, context, prefetch
 # ==========================================================================================================
 
 MONTHS = {name: number for number, names in enumerate(
@@ -9011,33 +7708,6 @@ def cosine(left: Sequence[float], right: Sequence[float]) -> float:
     return dot / norm if norm else 0.0
 
 
-# -- embeddings (optional) ------------------------------------------------------------------------------------
-
-class EmbeddingAdapter(Protocol):
-    """Anything that turns texts into vectors. A plain callable ``texts -> vectors`` works as well."""
-
-    def embed(self, texts: list[str], *, model: str = "") -> list[list[float]]:
-        """Return one vector per text, in order (``model`` overrides the adapter's, when it has several)."""
-
-
-def _sdk_payload(response: Any) -> Any:
-    """An SDK response object (pydantic model, attribute object or dict) as plain JSON-like data."""
-    if isinstance(response, Mapping):
-        return dict(response)
-    dump = getattr(response, "model_dump", None)
-    if callable(dump):
-        return dump()
-    if isinstance(response, (list, tuple)):
-        return [_sdk_payload(item) for item in response]
-    if isinstance(response, (str, int, float, bool)) or response is None:
-        return response
-    return {key: _sdk_payload(value) for key, value in vars(response).items() if not key.startswith("_")}
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
 def unit_vector(vector: Sequence[float]) -> tuple[float, ...]:
     """``vector`` scaled to length 1.
 
@@ -9065,228 +7735,6 @@ def embed_function(embedder: Any) -> Callable[[list[str]], list[list[float]]]:
     if callable(embedder):
         return embedder
     raise InvalidArgumentError(f"embedder must have embed(texts) or be callable, not {type(embedder).__name__}")
-
-
-# -- language models (optional) -------------------------------------------------------------------------------
-#
-# Two adapters over the standard library's ``urllib``: any server speaking OpenAI's chat completions, and
-# Anthropic's messages API. Both share one POST-with-retries (``_post_json``) that runs in a worker thread,
-# so ``chat`` never blocks the event loop. Rules for every request:
-#
-#   what happened                                   transient  retried  note
-#   429, 408, 409, 5xx (incl. Anthropic's 529)      yes        yes      ``Retry-After`` honoured up to a cap
-#   refused / reset / timed out / cut-off reply     yes        yes      exponential backoff 0.5, 1, 2 ... 8 s
-#   3xx                                             no         no       redirects are not followed, so a key
-#                                                                       never travels to another host
-#   other 4xx                                       no         no       message names status + server's text
-#   200 that is not the expected JSON shape         no         no
-#
-# An API key is masked in every message (before any truncation, so no prefix of it leaks) and never shown by
-# ``repr``; URL user-info is redacted.
-
-_RETRY_AFTER_CAP = 30.0          # seconds: a longer Retry-After is cut to this, so a call cannot stall for hours
-_MAX_REPLY_BYTES = 16 * 1024 * 1024
-_MAX_ERROR_BYTES = 64 * 1024
-_TRANSIENT_STATUSES = frozenset({408, 409, 429})
-_ERROR_DETAIL_CHARS = 500
-
-
-def _backoff(attempt: int) -> float:
-    """Seconds to wait before retry number ``attempt + 1`` when the server gave no ``Retry-After``."""
-    return min(8.0, 0.5 * 2 ** attempt)
-
-
-def _mask(text: str, secret: str | None) -> str:
-    """``text`` with ``secret`` blotted out (servers sometimes echo a key back)."""
-    return text.replace(secret, "***") if secret else text
-
-
-def _retry_after_seconds(headers: Any) -> float | None:
-    """The wait a server asked for: ``retry-after-ms`` (OpenAI), else ``Retry-After`` in seconds or as an
-    HTTP date; ``None`` when absent or unreadable."""
-    if headers is None:
-        return None
-    seconds: float | None = None
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds:
-        with contextlib.suppress(ValueError):
-            seconds = float(milliseconds) / 1000.0
-    value = headers.get("Retry-After")
-    if seconds is None and value:
-        try:
-            seconds = float(value)
-        except ValueError:
-            import email.utils
-            try:
-                moment = email.utils.parsedate_to_datetime(value)
-            except (TypeError, ValueError, IndexError):
-                return None
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=_dt.timezone.utc)
-            seconds = moment.timestamp() - time.time()
-    if seconds is None or not math.isfinite(seconds):
-        return None
-    return max(0.0, seconds)
-
-
-def _error_detail(raw: bytes) -> str:
-    """The server's own error message from an error body: ``error.message`` (OpenAI, Anthropic), ``error``
-    as a string (Ollama), ``message`` (vLLM) or ``detail`` (FastAPI); else the body with its whitespace
-    collapsed."""
-    text = raw.decode("utf-8", "replace")
-    with contextlib.suppress(ValueError):
-        payload = json.loads(text)
-        if isinstance(payload, dict):
-            error = payload.get("error")
-            if isinstance(error, dict) and isinstance(error.get("message"), str):
-                return error["message"]
-            if isinstance(error, str):
-                return error
-            for key in ("message", "detail"):
-                if isinstance(payload.get(key), str):
-                    return payload[key]
-    return " ".join(text.split())
-
-
-def _read_reply(response: Any, limit: int, seconds: float) -> bytes:
-    """The whole body of ``response``, read in pieces so that a server dribbling bytes cannot hold the call
-    past ``seconds`` (each socket read is already bounded by the request timeout).
-
-    Raises:
-        TimeoutError: the body took longer than ``seconds``.
-        http.client.IncompleteRead: the connection closed before the promised ``Content-Length``.
-        ValueError: the body is larger than ``limit`` bytes.
-    """
-    import http.client
-    deadline = time.monotonic() + seconds
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        chunk = response.read1(65536)
-        if not chunk:
-            break
-        size += len(chunk)
-        if size > limit:
-            raise ValueError(f"the reply is larger than {limit} bytes")
-        chunks.append(chunk)
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the reply took longer than {seconds:g} s to arrive")
-    # read1 returns b"" at a premature end instead of raising, so compare with what was promised.
-    missing = getattr(response, "length", None)
-    if missing:
-        raise http.client.IncompleteRead(b"".join(chunks), missing)
-    return b"".join(chunks)
-
-
-def _no_redirect_opener() -> Any:
-    """A urllib opener that turns every redirect into an ``HTTPError``: following one would resend the API
-    key headers to wherever the ``Location`` points."""
-    import urllib.request
-
-    class RefuseRedirects(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
-            return None
-
-    return urllib.request.build_opener(RefuseRedirects)
-
-
-def _post_json(url: str, body: Mapping[str, Any], headers: Mapping[str, str], *, timeout: float, retries: int,
-               sleep: Callable[[float], None], secret: str | None, what: str,
-               max_wait: float = _RETRY_AFTER_CAP) -> dict[str, Any]:
-    """POST ``body`` as JSON to ``url`` and return the JSON object the server answers, retrying transient
-    failures (see the table above this function).
-
-    Args:
-        url: the full endpoint; its user-info is redacted in messages.
-        body: the request, sent as UTF-8 JSON.
-        headers: extra headers (auth); ``Content-Type``/``Accept`` are added.
-        timeout: seconds for connecting and for each wait on the socket; the body must also arrive within
-            this many seconds once the headers are in.
-        retries: extra attempts for transient failures.
-        sleep: how to wait between attempts (injected so tests do not wait).
-        secret: a credential to mask in every message.
-        what: names the call in messages, e.g. ``"chat completion"``.
-        max_wait: the cap on a server's ``Retry-After``.
-
-    Returns:
-        The decoded JSON object.
-
-    Raises:
-        ServiceError: ``transient`` and ``status`` say what failed; the message never contains ``secret``.
-    """
-    import http.client
-    import urllib.error
-    import urllib.request
-    where = _redact_url(url)
-    data = json.dumps(body).encode("utf-8")
-    request_headers = {"Content-Type": "application/json", "Accept": "application/json",
-                       "User-Agent": f"{DISTRIBUTION_NAME}/{__version__}", **headers}
-    opener = _no_redirect_opener()
-    for attempt in range(retries + 1):
-        request = urllib.request.Request(url, data=data, headers=request_headers, method="POST")
-        asked_wait: float | None = None
-        try:
-            with opener.open(request, timeout=timeout) as response:
-                raw = _read_reply(response, _MAX_REPLY_BYTES, timeout)
-            break
-        except urllib.error.HTTPError as exc:
-            error = _http_status_error(exc, where=where, what=what, secret=secret)
-            asked_wait = _retry_after_seconds(exc.headers)
-        except (ValueError, http.client.InvalidURL) as exc:   # a bad URL or an oversized reply: no retry helps
-            error = ServiceError(_mask(f"{what} request to {where} failed: {exc}", secret), transient=False)
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-            reason = getattr(exc, "reason", None) or exc
-            error = ServiceError(_mask(f"{what} service at {where} unreachable, timed out or cut off: "
-                                       f"{type(reason).__name__}: {reason}", secret), transient=True)
-        if not error.transient or attempt == retries:
-            if attempt:
-                error.args = (f"{error.args[0]} (after {attempt + 1} attempts)",)
-            raise error
-        sleep(min(max_wait, asked_wait) if asked_wait is not None else _backoff(attempt))
-    try:
-        payload = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        snippet = " ".join(raw[:2000].decode("utf-8", "replace").split())
-        raise ServiceError(_mask(f"{what} service at {where} answered with something that is not JSON: "
-                                 f"{snippet[:200]!r}", secret), transient=False) from None
-    if not isinstance(payload, dict):
-        raise ServiceError(f"{what} service at {where} answered with a JSON {type(payload).__name__}, "
-                           f"not an object", transient=False)
-    return payload
-
-
-def _http_status_error(exc: Any, *, where: str, what: str, secret: str | None) -> ServiceError:
-    """A ``ServiceError`` for an HTTP error status, naming the status and the server's own message."""
-    import http.client
-    try:
-        raw = exc.read(_MAX_ERROR_BYTES) if exc.fp else b""
-    except (OSError, http.client.HTTPException):
-        raw = b""
-    # Mask before cutting: a cut through the key would otherwise leave its prefix in the message.
-    detail = _mask(_error_detail(raw), secret)[:_ERROR_DETAIL_CHARS]
-    if 300 <= exc.code < 400:
-        location = _redact_url(exc.headers.get("Location", "?")) if exc.headers else "?"
-        message = (f"{what} request to {where} was redirected (HTTP {exc.code}) to {location}; set base_url "
-                   f"to the final address (redirects are not followed, so credentials stay put)")
-    else:
-        message = f"{what} request to {where} failed: HTTP {exc.code}" + (f": {detail}" if detail else "")
-    transient = exc.code in _TRANSIENT_STATUSES or exc.code >= 500
-    return ServiceError(_mask(message, secret), transient=transient, status=exc.code)
-
-
-# -- the LLM adapter interface, and helpers both adapters share -----------------------------------------------
-
-class LLMAdapter(Protocol):
-    """Anything that answers a chat. ``GraphAugmentedRecall`` and the summarizer call it.
-
-    ``json_mode`` asks for machine-readable output: ``False`` (free text), ``True`` (one JSON object),
-    ``"array"`` (one JSON array) or ``{"name": ..., "schema": {...}}`` (structured output matching a JSON
-    Schema). The reply is still text; read it with ``parse_llm_json``.
-    """
-
-    async def chat(self, *, messages: list[dict[str, Any]], model: str = "", system: str = "",
-                   max_tokens: int = 1024, json_mode: bool | str | dict[str, Any] = False) -> str:
-        """Return the model's reply to ``messages`` (``{"role", "content"}`` dicts)."""
 
 
 _FENCE = _lazy_regex(r"```[^\n`]*\n?(.*?)```", re.S)
@@ -9372,24 +7820,6 @@ def _check_json_mode(json_mode: Any) -> bool | str | dict[str, Any]:
                                f"not {json_mode!r}")
 
 
-def _check_chat(messages: Any, max_tokens: Any) -> list[dict[str, Any]]:
-    """``messages`` validated as a non-empty list of ``{"role": str, "content": str | list}`` dicts.
-
-    Raises:
-        InvalidArgumentError: a malformed message or a ``max_tokens`` that is not a positive integer.
-    """
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise InvalidArgumentError(f"max_tokens must be a positive integer, not {max_tokens!r}")
-    if not isinstance(messages, (list, tuple)) or not messages:
-        raise InvalidArgumentError("messages must be a non-empty list of {'role', 'content'} dicts")
-    for index, message in enumerate(messages):
-        if (not isinstance(message, Mapping) or not isinstance(message.get("role"), str)
-                or not isinstance(message.get("content"), (str, list))):
-            raise InvalidArgumentError(f"messages[{index}] must be a dict with a string role and a string "
-                                       f"(or list of parts) content")
-    return [dict(message) for message in messages]
-
-
 def _json_instruction(json_mode: bool | str | dict[str, Any], *, object_only: bool) -> str:
     """The system-prompt sentence that asks for ``json_mode``'s shape (empty when it is ``False``).
 
@@ -9442,614 +7872,6 @@ async def adapter_chat(adapter: Any, *, messages: list[dict[str, str]], model: s
 def _join_text(*parts: str) -> str:
     """Non-empty ``parts`` joined by blank lines."""
     return "\n\n".join(part for part in parts if part)
-
-
-def _http_root(base_url: Any) -> str:
-    """``base_url`` checked to be http(s), without a trailing slash.
-
-    Raises:
-        InvalidArgumentError: not an http(s) URL.
-    """
-    if not isinstance(base_url, str) or not re.match(r"^https?://[^/]", base_url):
-        shown = _redact_url(base_url) if isinstance(base_url, str) else type(base_url).__name__
-        raise InvalidArgumentError(f"base_url must be an http(s) URL, not {shown!r}")
-    return base_url.rstrip("/")
-
-
-def _check_transport(timeout: Any, retries: Any) -> tuple[float, int]:
-    """``timeout`` (positive, finite seconds) and ``retries`` (a non-negative integer), validated.
-
-    Raises:
-        InvalidArgumentError: either is out of range.
-    """
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-        raise InvalidArgumentError(f"timeout must be a positive number of seconds, not {timeout!r}")
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise InvalidArgumentError(f"retries must be a non-negative integer, not {retries!r}")
-    return float(timeout), retries
-
-
-def _unwrap_array(text: str) -> str:
-    """For ``json_mode="array"`` under a server that forces an object: an object whose only member is an
-    array becomes that array (as JSON text); any other reply is returned unchanged."""
-    try:
-        value = parse_llm_json(text)
-    except InvalidArgumentError:
-        return text
-    if isinstance(value, dict) and len(value) == 1:
-        (member,) = value.values()
-        if isinstance(member, list):
-            return json.dumps(member, ensure_ascii=False)
-    return text
-
-
-# -- OpenAI-compatible chat -----------------------------------------------------------------------------------
-
-_RESPONSE_FORMAT_REJECTED = _lazy_regex(r"response_format|json_schema|json_object", re.I)
-
-
-class OpenAICompatAdapter:
-    """Chat with any server speaking OpenAI's ``POST /v1/chat/completions`` (OpenAI, Ollama, vLLM,
-    llama.cpp server, LM Studio), over the standard library's ``urllib``.
-
-    ``json_mode``: ``True`` and ``"array"`` send ``response_format: {"type": "json_object"}``; a schema dict
-    sends ``{"type": "json_schema", "json_schema": {name, schema, strict}}`` (strict by default: OpenAI then
-    wants ``additionalProperties: false`` and every property required). The system text also states the
-    shape, so when a server answers 400 about ``response_format`` (it lacks that mode) the request is sent
-    once more without ``response_format`` and the prompt alone carries the instruction. Because
-    ``json_object`` forces an object, an ``"array"`` reply that is an object whose only member is an array is
-    unwrapped to that array. A model that rejects ``max_tokens`` (OpenAI's reasoning models) gets the same
-    number as ``max_completion_tokens`` on a second try.
-
-    Args:
-        base_url: the API root including ``/v1``, e.g. ``http://localhost:11434/v1``.
-        api_key: sent as ``Authorization: Bearer``; never shown in errors or ``repr``.
-        model: the model used when ``chat`` names none.
-        timeout: seconds to connect and for each wait on the server; make it longer than the slowest
-            generation, since a reply is not streamed.
-        retries: extra attempts for transient failures, with exponential backoff.
-        sleep: how to wait between attempts (tests inject a recorder).
-
-    Raises:
-        InvalidArgumentError: a malformed ``base_url``, ``timeout`` or ``retries``.
-    """
-
-    DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
-    def __init__(self, base_url: Any, api_key: str | None = None, model: str = "gpt-4o-mini", *,
-                 timeout: float = 60.0, retries: int = 2, sleep: Callable[[float], None] = time.sleep) -> None:
-        if api_key is not None and not isinstance(api_key, str):
-            raise InvalidArgumentError("api_key must be a string or None")
-        if not isinstance(model, str) or not model:
-            raise InvalidArgumentError("model must be a non-empty string")
-        # upstream's form: OpenAICompatAdapter(client), an ``openai``-shaped SDK client (sync or async)
-        self._client = None if isinstance(base_url, str) else base_url
-        if self._client is not None and not hasattr(getattr(self._client, "chat", None), "completions"):
-            raise InvalidArgumentError("give a base URL or an OpenAI-style client (client.chat.completions.create)")
-        self.base_url = "client" if self._client is not None else _http_root(base_url)
-        self.model = model
-        self.timeout, self.retries = _check_transport(timeout, retries)
-        self._api_key = api_key or None
-        self._sleep = sleep
-
-    @classmethod
-    def create(cls, *, api_key: str | None = None, base_url: str | None = None, model: str = "gpt-4o-mini",
-               **options: Any) -> "OpenAICompatAdapter":
-        """An adapter for ``base_url`` (default OpenAI's ``https://api.openai.com/v1``); ``options`` are the
-        constructor's keywords (``timeout``, ``retries``, ``sleep``)."""
-        return cls(base_url or cls.DEFAULT_BASE_URL, api_key, model, **options)
-
-    def __repr__(self) -> str:
-        return f"OpenAICompatAdapter({_redact_url(self.base_url)!r}, model={self.model!r})"
-
-    async def chat(self, *, messages: list[dict[str, Any]], model: str = "", system: str = "",
-                   max_tokens: int = 1024, json_mode: bool | str | dict[str, Any] = False) -> str:
-        """Send one chat completion and return the reply text.
-
-        Runs the HTTP call in a worker thread; cancelling the await returns at once, while the thread ends
-        within ``timeout``.
-
-        Args:
-            messages: ``{"role", "content"}`` dicts, oldest first.
-            model: overrides the adapter's model.
-            system: sent first as a system message (with the ``json_mode`` instruction appended).
-            max_tokens: the reply's token budget.
-            json_mode: ``False``, ``True``, ``"array"`` or ``{"name", "schema"[, "strict"]}``.
-
-        Returns:
-            ``choices[0].message.content``.
-
-        Raises:
-            InvalidArgumentError: malformed arguments.
-            ServiceError: the server failed, refused, or answered in another shape.
-        """
-        turns = _check_chat(messages, max_tokens)
-        json_mode = _check_json_mode(json_mode)
-        system_text = _join_text(system, _json_instruction(json_mode, object_only=True))
-        body: dict[str, Any] = {"model": model or self.model,
-                                "messages": ([{"role": "system", "content": system_text}] if system_text else [])
-                                + turns,
-                                "max_tokens": max_tokens}
-        if isinstance(json_mode, dict):
-            body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": json_mode["name"], "schema": json_mode["schema"], "strict": json_mode.get("strict", True)}}
-        elif json_mode:
-            body["response_format"] = {"type": "json_object"}
-        text = self._reply_text(await self._post_with_fallbacks(body))
-        return _unwrap_array(text) if json_mode == "array" else text
-
-    async def _post_with_fallbacks(self, body: dict[str, Any]) -> dict[str, Any]:
-        """POST ``body``; on a 400 about a feature the server lacks, drop that feature and POST again (each
-        fallback at most once, so at most three requests)."""
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        while True:
-            try:
-                if self._client is not None:
-                    return _sdk_payload(await _maybe_await(self._client.chat.completions.create(**body)))
-                return await asyncio.to_thread(
-                    _post_json, f"{self.base_url}/chat/completions", body, headers, timeout=self.timeout,
-                    retries=self.retries, sleep=self._sleep, secret=self._api_key, what="chat completion")
-            except ServiceError as exc:
-                complaint = str(exc) if exc.status == 400 else ""
-                if "response_format" in body and _RESPONSE_FORMAT_REJECTED.search(complaint):
-                    body = {key: value for key, value in body.items() if key != "response_format"}
-                elif "max_tokens" in body and "max_completion_tokens" in complaint:
-                    body = {("max_completion_tokens" if key == "max_tokens" else key): value
-                            for key, value in body.items()}
-                else:
-                    raise
-
-    def _reply_text(self, payload: dict[str, Any]) -> str:
-        """``choices[0].message.content`` (text parts joined when it is a list of parts).
-
-        Raises:
-            ServiceError: not transient: a refusal or another shape.
-        """
-        where = f"{_redact_url(self.base_url)}/chat/completions"
-        try:
-            message = payload["choices"][0]["message"]
-            content = message.get("content")
-        except (KeyError, IndexError, TypeError, AttributeError):
-            raise ServiceError(f"chat completion service at {where} answered without choices[0].message",
-                               transient=False) from None
-        if isinstance(content, str):
-            return content
-        if isinstance(content, list):
-            return "".join(part.get("text", "") for part in content
-                           if isinstance(part, dict) and part.get("type") == "text")
-        refusal = message.get("refusal")
-        if isinstance(refusal, str) and refusal:
-            raise ServiceError(_mask(f"the model at {where} declined: {refusal[:300]}", self._api_key),
-                               transient=False)
-        raise ServiceError(f"chat completion service at {where} answered without text in "
-                           f"choices[0].message.content", transient=False)
-
-
-# -- Anthropic messages ---------------------------------------------------------------------------------------
-
-class AnthropicAdapter:
-    """Chat with Anthropic's ``POST /v1/messages`` over the standard library's ``urllib``.
-
-    Anthropic has no JSON mode, so ``json_mode`` adds an instruction to the system text. System messages
-    found in ``messages`` (an OpenAI habit the API rejects) are moved into the system text.
-
-    Args:
-        api_key: sent as ``x-api-key``; never shown in errors or ``repr``.
-        model: the model used when ``chat`` names none.
-        base_url: the API root without ``/v1`` (a trailing ``/v1`` is dropped).
-        timeout: seconds to connect and for each wait on the server.
-        retries: extra attempts for transient failures (429, 5xx incl. 529 overloaded, network).
-        sleep: how to wait between attempts.
-
-    Raises:
-        InvalidArgumentError: an empty ``api_key`` or a malformed ``base_url``, ``timeout`` or ``retries``.
-    """
-
-    API_VERSION = "2023-06-01"
-    DEFAULT_BASE_URL = "https://api.anthropic.com"
-
-    def __init__(self, api_key: Any, model: str = "claude-haiku-4-5-20251001", *,
-                 base_url: str = DEFAULT_BASE_URL, timeout: float = 60.0, retries: int = 2,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        # upstream's form: AnthropicAdapter(client), an ``anthropic``-shaped SDK client (client.messages.create)
-        self._client = None if isinstance(api_key, str) else api_key
-        if self._client is not None:
-            if not hasattr(getattr(self._client, "messages", None), "create"):
-                raise InvalidArgumentError("give an API key or an Anthropic-style client (client.messages.create)")
-            api_key = "client"
-        if not isinstance(api_key, str) or not api_key.strip():
-            raise InvalidArgumentError("api_key must be a non-empty string")
-        if not isinstance(model, str) or not model:
-            raise InvalidArgumentError("model must be a non-empty string")
-        root = _http_root(base_url)
-        self.base_url = root[:-3] if root.endswith("/v1") else root
-        self.model = model
-        self.timeout, self.retries = _check_transport(timeout, retries)
-        self._api_key = api_key
-        self._sleep = sleep
-
-    @classmethod
-    def create(cls, *, api_key: str, model: str = "claude-haiku-4-5-20251001", base_url: str | None = None,
-               **options: Any) -> "AnthropicAdapter":
-        """An adapter for ``base_url`` (default ``https://api.anthropic.com``); ``options`` are the
-        constructor's keywords (``timeout``, ``retries``, ``sleep``)."""
-        return cls(api_key, model, base_url=base_url or cls.DEFAULT_BASE_URL, **options)
-
-    def __repr__(self) -> str:
-        return f"AnthropicAdapter(model={self.model!r}, base_url={_redact_url(self.base_url)!r})"
-
-    async def chat(self, *, messages: list[dict[str, Any]], model: str = "", system: str = "",
-                   max_tokens: int = 1024, json_mode: bool | str | dict[str, Any] = False) -> str:
-        """Send one message request and return the reply text.
-
-        Runs the HTTP call in a worker thread; cancelling the await returns at once, while the thread ends
-        within ``timeout``.
-
-        Args:
-            messages: ``{"role", "content"}`` dicts, oldest first; ``system`` ones join the system text.
-            model: overrides the adapter's model.
-            system: the system text (with the ``json_mode`` instruction appended).
-            max_tokens: the reply's token budget.
-            json_mode: ``False``, ``True``, ``"array"`` or ``{"name", "schema"[, "strict"]}``.
-
-        Returns:
-            The ``text`` of the reply's ``content`` blocks of type ``text``, concatenated.
-
-        Raises:
-            InvalidArgumentError: malformed arguments, or no user/assistant message.
-            ServiceError: the server failed, refused, or answered in another shape.
-        """
-        system_parts = [system]
-        turns = []
-        for message in _check_chat(messages, max_tokens):
-            if message["role"] != "system":
-                turns.append(message)
-            elif isinstance(message["content"], str):
-                system_parts.append(message["content"])
-            else:
-                raise InvalidArgumentError("a system message for Anthropic must have string content")
-        if not turns:
-            raise InvalidArgumentError("messages needs at least one user or assistant message")
-        system_parts.append(_json_instruction(_check_json_mode(json_mode), object_only=False))
-        body: dict[str, Any] = {"model": model or self.model, "max_tokens": max_tokens, "messages": turns}
-        system_text = _join_text(*system_parts)
-        if system_text:
-            body["system"] = system_text
-        if self._client is not None:
-            return self._reply_text(_sdk_payload(await _maybe_await(self._client.messages.create(**body))))
-        headers = {"x-api-key": self._api_key, "anthropic-version": self.API_VERSION}
-        payload = await asyncio.to_thread(
-            _post_json, f"{self.base_url}/v1/messages", body, headers, timeout=self.timeout,
-            retries=self.retries, sleep=self._sleep, secret=self._api_key, what="Anthropic messages")
-        return self._reply_text(payload)
-
-    def _reply_text(self, payload: dict[str, Any]) -> str:
-        """The concatenated ``text`` blocks of ``content``.
-
-        Raises:
-            ServiceError: not transient: a refusal with no text, or another shape.
-        """
-        where = f"{_redact_url(self.base_url)}/v1/messages"
-        content = payload.get("content")
-        if not isinstance(content, list):
-            raise ServiceError(f"Anthropic messages service at {where} answered without a content list",
-                               transient=False)
-        texts = [block["text"] for block in content
-                 if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)]
-        if not texts and payload.get("stop_reason") == "refusal":
-            raise ServiceError(f"the model at {where} declined (stop_reason 'refusal')", transient=False)
-        return "".join(texts)
-
-
-# -- the embedding adapter (shares the HTTP plumbing above) ------------------------------------------------
-
-class OpenAICompatEmbeddingAdapter:
-    """Embeddings from any server speaking OpenAI's ``POST /v1/embeddings`` (OpenAI, Ollama, vLLM,
-    llama.cpp server), over the standard library's ``urllib``.
-
-    Args:
-        base_url: the API root including ``/v1``, e.g. ``http://localhost:11434/v1``.
-        api_key: sent as ``Authorization: Bearer``; never shown in errors or ``repr``.
-        model: the embedding model name.
-        timeout: seconds to wait for one request.
-        batch_size: texts per request.
-        retries: extra attempts for transient failures (connection errors, 429, 5xx), with backoff.
-    """
-
-    def __init__(self, base_url: Any, api_key: str | None = None, model: str = "text-embedding-3-small", *,
-                 timeout: float = 30.0, batch_size: int = 64, retries: int = 2,
-                 sleep: Callable[[float], None] = time.sleep, default_model: str | None = None) -> None:
-        # upstream's form: OpenAICompatEmbeddingAdapter(client, default_model=...), an ``openai``-shaped
-        # client (client.embeddings.create)
-        self._client = None if isinstance(base_url, str) else base_url
-        if default_model:
-            model = default_model
-        if self._client is not None:
-            if not hasattr(getattr(self._client, "embeddings", None), "create"):
-                raise InvalidArgumentError("give a base URL or an OpenAI-style client (client.embeddings.create)")
-            base_url = "http://client"
-        if not isinstance(base_url, str) or not re.match(r"^https?://", base_url):
-            shown = _redact_url(base_url) if isinstance(base_url, str) else type(base_url).__name__
-            raise InvalidArgumentError(f"base_url must be an http(s) URL, not {shown!r}")
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgumentError("batch_size must be a positive integer")
-        self.base_url = base_url.rstrip("/")
-        self.model = model
-        self.timeout = float(timeout)
-        self.batch_size = batch_size
-        self.retries = int(retries)
-        self._api_key = api_key
-        self._sleep = sleep
-
-    @classmethod
-    def create(cls, *, api_key: str | None = None, base_url: str | None = None,
-               model: str = "text-embedding-3-small", **options: Any) -> "OpenAICompatEmbeddingAdapter":
-        """An adapter for ``base_url`` (default OpenAI's ``https://api.openai.com/v1``)."""
-        return cls(base_url or OpenAICompatAdapter.DEFAULT_BASE_URL, api_key, model, **options)
-
-    def __repr__(self) -> str:
-        return f"OpenAICompatEmbeddingAdapter({_redact_url(self.base_url)!r}, model={self.model!r})"
-
-    def embed(self, texts: list[str], *, model: str = "") -> list[list[float]]:
-        """Embed ``texts`` (batched); raises ``ServiceError`` when the server fails or answers nonsense."""
-        if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
-            raise InvalidArgumentError("texts must be a list of strings")
-        vectors: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            vectors.extend(self._request(list(texts[start:start + self.batch_size]), model or self.model))
-        return vectors
-
-    def _request(self, texts: list[str], model: str) -> list[list[float]]:
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        if self._client is not None:
-            payload = _sdk_payload(self._client.embeddings.create(model=model, input=texts))
-        else:
-            payload = _post_json(self.base_url + "/embeddings", {"model": model, "input": texts}, headers,
-                                 timeout=self.timeout, retries=self.retries, sleep=self._sleep,
-                                 secret=self._api_key, what="embedding")
-        where = f"{_redact_url(self.base_url)}/embeddings"
-        try:
-            data = sorted(payload["data"], key=lambda entry: entry.get("index", 0))
-            vectors = [[float(value) for value in entry["embedding"]] for entry in data]
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ServiceError(f"embedding service at {where} answered without data[].embedding",
-                               transient=False) from exc
-        if len(vectors) != len(texts):
-            raise ServiceError(f"embedding service at {where} returned {len(vectors)} vectors for "
-                               f"{len(texts)} texts", transient=False)
-        return vectors
-
-
-
-# -- graph-augmented recall -----------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class GraphAugmentationConfig:
-    """How ``GraphAugmentedRecall`` widens a recall (names and defaults as in kumiho-memory).
-
-    Attributes:
-        max_hops: how far to walk edges from the seeds (1 or 2).
-        edge_types: which edges to walk.
-        top_k_for_traversal: how many of the best hits seed the walk.
-        max_total: cap on results (default ``3 x limit``).
-        reformulate_queries: ask the query from other angles before merging.
-        reformulate_max_angles: at most this many extra angles.
-        traversal_timeout: seconds for the whole recall before it returns what it has.
-        hop_decay: a neighbour's score is its seed's score times this, per hop.
-    """
-
-    max_hops: int = 1
-    edge_types: tuple[str, ...] = (DERIVED_FROM, DEPENDS_ON, REFERENCED, CONTAINS, CREATED_FROM, SUPERSEDES,
-                                   SUPPORTS, CONTRADICTS)
-    top_k_for_traversal: int = 5
-    max_total: int | None = None
-    reformulate_queries: bool = True
-    reformulate_max_angles: int = 3
-    traversal_timeout: float = 30.0
-    hop_decay: float = 0.5
-
-
-async def _call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run a sync function in a thread, or await a coroutine function."""
-    if asyncio.iscoroutinefunction(function):
-        return await function(*args, **kwargs)
-    return await asyncio.to_thread(function, *args, **kwargs)
-
-
-_json_from_llm = parse_llm_json      # the name the graph and summary code grew up with
-
-
-def lexical_angles(query: str, hits: Sequence[Mapping[str, Any]], max_angles: int) -> list[str]:
-    """Other ways to ask ``query`` without an LLM: its content words alone, then words that its first
-    hits share with each other but the query lacks (pseudo-relevance feedback)."""
-    terms = [match.group() for match in _WORD.finditer(query.casefold()) if match.group() not in STOPWORDS]
-    angles = []
-    if terms and " ".join(terms) != query.casefold().strip():
-        angles.append(" ".join(terms))
-    counts: dict[str, int] = {}
-    query_terms = set(tokenize(query))
-    for hit in hits[:3]:
-        for word in dict.fromkeys(match.group() for match in _WORD.finditer(
-                (hit.get("title", "") + " " + hit.get("content", "")).casefold())):
-            if word not in STOPWORDS and len(word) > 2 and stem(word) not in query_terms:
-                counts[word] = counts.get(word, 0) + 1
-    shared = [word for word, count in sorted(counts.items(), key=lambda pair: -pair[1]) if count >= 2][:5]
-    if shared:
-        angles.append(query + " " + " ".join(shared))
-    return angles[:max_angles]
-
-
-class GraphAugmentedRecall:
-    """Recall that asks from several angles, merges, and walks typed edges from the best hits.
-
-    Args:
-        adapter: optional LLM adapter (``async chat(messages=..., model=..., max_tokens=..., json_mode=...)``)
-            for reformulating queries and proposing edges; without one both are done lexically.
-        model: the model name passed to the adapter.
-        recall_fn: ``(query, *, limit, space_paths, memory_types) -> list[dict]`` (sync or async); default
-            ``memory.recall``.
-        config: a ``GraphAugmentationConfig``.
-        memory: the ``Memory`` whose graph is walked (required to walk edges and create them).
-    """
-
-    def __init__(self, adapter: Any = None, model: str = "", recall_fn: Callable[..., Any] | None = None,
-                 config: GraphAugmentationConfig | None = None, *, memory: "Memory | None" = None) -> None:
-        if recall_fn is None and memory is None:
-            raise InvalidArgumentError("GraphAugmentedRecall needs memory= or recall_fn=")
-        self.adapter, self.model, self.memory = adapter, model, memory
-        self.config = config or GraphAugmentationConfig()
-        self.recall_fn = recall_fn or (  # the walk below replaces recall's own edge signal
-            lambda query, **options: memory.recall(query, follow_edges=False, **options))  # type: ignore[union-attr]
-        self.last_error: str | None = None
-
-    async def _angles(self, query: str, hits: Sequence[Mapping[str, Any]]) -> list[str]:
-        if not self.config.reformulate_queries or self.config.reformulate_max_angles <= 0:
-            return []
-        if self.adapter is not None:
-            prompt = (f"Rewrite this memory search query from up to {self.config.reformulate_max_angles} "
-                      f"different angles (synonyms, the underlying need, likely wording of the answer). "
-                      f"Reply with a JSON array of strings only.\n\nQuery: {query}")
-            try:
-                reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}], model=self.model,
-                                                max_tokens=256, json_mode="array")
-                angles = [angle for angle in parse_llm_json(reply, expect=list) if isinstance(angle, str) and angle.strip()]
-                if not angles:
-                    raise ValueError("the reply held no query strings")
-                return angles[: self.config.reformulate_max_angles]
-            except Exception as exc:  # the adapter is the caller's code: any failure falls back to lexical angles
-                self.last_error = f"reformulation failed, used lexical angles: {type(exc).__name__}: {exc}"
-        return lexical_angles(query, hits, self.config.reformulate_max_angles)
-
-    async def recall(self, query: str, *, limit: int = 5, space_paths: Sequence[str] | None = None,
-                     memory_types: Sequence[str] | None = None, max_total: int | None = None,
-                     max_hops: int | None = None, edge_types: Sequence[str] | None = None,
-                     query_time: str | float | _dt.datetime | None = None) -> list[dict[str, Any]]:
-        """Recall ``query`` from several angles, merge by kref (best score), then add the edge neighbours
-        of the top hits (``graph_augmented: True``, ``hop``); if the seeds have no such edges, a second
-        recall on their titles stands in for the walk. At most ``max_total`` (default ``3 x limit``)."""
-        try:
-            return await asyncio.wait_for(
-                self._recall(query, limit, space_paths, memory_types, max_total, max_hops, edge_types, query_time),
-                timeout=self.config.traversal_timeout)
-        except asyncio.TimeoutError as exc:
-            raise ServiceError(f"graph-augmented recall took longer than {self.config.traversal_timeout:g}s",
-                               transient=True) from exc
-
-    async def _recall(self, query: str, limit: int, space_paths: Sequence[str] | None,
-                      memory_types: Sequence[str] | None, max_total: int | None, max_hops: int | None,
-                      edge_types: Sequence[str] | None, query_time: Any = None) -> list[dict[str, Any]]:
-        options: dict[str, Any] = {"limit": 2 * limit, "space_paths": space_paths, "memory_types": memory_types}
-        if query_time is not None:
-            options["query_time"] = query_time
-        first = await _call(self.recall_fn, query, **options)
-        merged = {hit["kref"]: hit for hit in first}
-        for angle in await self._angles(query, first):
-            for hit in await _call(self.recall_fn, angle, **options):
-                if hit["kref"] not in merged or hit["score"] > merged[hit["kref"]]["score"]:
-                    merged[hit["kref"]] = {**hit, "angle": angle}
-        ranked = sorted(merged.values(), key=lambda hit: -hit["score"])[: 2 * limit]
-        extras, had_edges = await self._walk(ranked, max_hops or self.config.max_hops,
-                                             set(edge_types or self.config.edge_types))
-        if not had_edges and ranked and self.memory is not None:
-            titles = " ".join(hit.get("title", "") for hit in ranked[:3])
-            for hit in await _call(self.recall_fn, titles, **options):
-                if hit["kref"] not in merged:
-                    extras.append({**hit, "score": round(hit["score"] * self.config.hop_decay * ranked[0]["score"], 6),
-                                   "graph_augmented": True, "hop": 2})
-        known = {hit["kref"] for hit in ranked}
-        combined = ranked + [extra for extra in extras if extra["kref"] not in known]
-        combined.sort(key=lambda hit: -hit["score"])
-        return combined[: max_total or self.config.max_total or 3 * limit]
-
-    async def _walk(self, seeds: list[dict[str, Any]], hops: int,
-                    edge_types: set[str]) -> tuple[list[dict[str, Any]], bool]:
-        """Neighbours of the seeds over ``edge_types`` (current revisions only), and whether any seed had
-        such an edge at all."""
-        if self.memory is None:
-            return [], False
-        memory = self.memory
-        had_edges = False
-        found: dict[str, dict[str, Any]] = {}
-        frontier = seeds[: self.config.top_k_for_traversal]
-        seen = {hit["kref"] for hit in seeds}
-        for hop in range(1, max(1, hops) + 1):
-            next_frontier = []
-            for seed in frontier:
-                edges = await asyncio.to_thread(memory.edges, seed["kref"])
-                for edge in edges:
-                    if edge["edge_type"] not in edge_types:
-                        continue
-                    had_edges = True
-                    other = edge["target_kref"] if edge["source_kref"] == seed["kref"] else edge["source_kref"]
-                    if edge["edge_type"] == CONTRADICTS and other not in seed.setdefault("contested_by", []):
-                        seed["contested_by"].append(other)
-                    if other in seen:
-                        continue
-                    try:
-                        record = await asyncio.to_thread(memory.get, other)
-                        current = await asyncio.to_thread(memory.get, record["item_kref"])
-                    except NotFoundError:
-                        continue
-                    if record["deprecated"] or current["kref"] != record["kref"]:
-                        continue                     # retired, or an older revision of its belief
-                    seen.add(other)
-                    found[other] = {**record, "score": round(seed["score"] * self.config.hop_decay, 6),
-                                    "graph_augmented": True, "hop": hop,
-                                    "via": {"kref": seed["kref"], "edge_type": edge["edge_type"]}}
-                    next_frontier.append(found[other])
-            frontier = next_frontier
-        return list(found.values()), had_edges
-
-    async def discover_edges(self, revision_kref: str, summary: str, *, max_queries: int = 5, max_edges: int = 3,
-                             min_score: float = 0.3, edge_type: str = REFERENCED,
-                             space_paths: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """Find memories related to ``summary`` and link ``revision_kref`` to them.
-
-        Queries come from the LLM adapter (what this memory implies) or, without one, from the summary's
-        sentences. Each candidate's score is the share of its words found in the summary (0..1); those
-        below ``min_score`` and the memory's own item are dropped; the best ``max_edges`` get an edge with
-        metadata ``{reason, score, query}``.
-
-        Returns:
-            ``[{source, target, edge_type, query, score}]``.
-        """
-        if self.memory is None:
-            raise InvalidArgumentError("discover_edges needs memory=")
-        source = parse_item_kref(revision_kref)
-        summary = _checked_text(summary, "summary", limit=MAX_CONTENT_CHARS)
-        validate_edge_type(edge_type)
-        queries: list[str] = []
-        if self.adapter is not None:
-            prompt = (f"List up to {max_queries} short search queries for earlier memories this one relates to "
-                      f"(causes, dependencies, same topic). Reply with a JSON array of strings only.\n\n{summary}")
-            try:
-                reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}], model=self.model,
-                                                max_tokens=256, json_mode="array")
-                queries = [q for q in parse_llm_json(reply, expect=list) if isinstance(q, str) and q.strip()][:max_queries]
-            except Exception as exc:  # the adapter is the caller's code: fall back to the summary's sentences
-                self.last_error = f"edge queries failed, used the summary's sentences: {type(exc).__name__}: {exc}"
-        if not queries:
-            sentences = [part.strip() for part in re.split(r"(?<=[.!?])\s+", summary) if len(part.strip()) > 12]
-            queries = (sentences or [summary])[:max_queries]
-        summary_terms = set(tokenize(summary))
-        own_item = str(source.item_kref())
-        best: dict[str, dict[str, Any]] = {}
-        for query in queries:
-            for hit in await _call(self.recall_fn, query, limit=3, space_paths=space_paths, memory_types=None):
-                if hit["item_kref"] == own_item:
-                    continue
-                terms = set(tokenize(hit.get("title", "") + " " + hit.get("content", "")))
-                score = round(len(terms & summary_terms) / len(terms), 4) if terms else 0.0
-                if score >= min_score and score > best.get(hit["kref"], {}).get("score", -1.0):
-                    best[hit["kref"]] = {"source": str(source), "target": hit["kref"], "edge_type": edge_type,
-                                         "query": query, "score": score}
-        chosen = sorted(best.values(), key=lambda edge: -edge["score"])[:max_edges]
-        for edge in chosen:
-            await asyncio.to_thread(self.memory.link, edge["source"], edge["target"], edge_type,
-                                    {"reason": "shares words with the new memory" if self.adapter is None
-                                     else "proposed by the edge discoverer", "score": edge["score"],
-                                     "query": edge["query"]})
-        return chosen
 
 
 # -- belief revision: when a new statement revises an old one ---------------------------------------------------
@@ -11852,696 +9674,8 @@ class AnticipatoryRecall:
 
 
 # ==========================================================================================================
-# 11. Consolidation: summaries, write-time assessors, the retry queue, space attributes
+# 10. Space attributes and the Mermaid export
 # ==========================================================================================================
-
-# -- summarizing a conversation -------------------------------------------------------------------------------
-
-_SENTENCE_SPLIT = _lazy_regex(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
-_DECISION_CUE = _lazy_regex(r"\b(decided|decide|we'll|we will|i'll|i will|going to|let's|let us|agreed|chose|choose|"
-                           r"settled on|plan to|switch(?:ed)? to)\b", re.I)
-_FACT_CUE = _lazy_regex(r"\b(is|are|was|were|has|have|had|prefer|prefers|like|likes|love|loves|use|uses|live|lives|"
-                       r"work|works|own|owns|need|needs|always|never|my|our)\b", re.I)
-_REASON = _lazy_regex(r"\b(?:because|since|so that|as)\b\s+(.+)$", re.I)
-_ENTITY = _lazy_regex(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)\b")
-
-
-def _sentences(text: str) -> list[str]:
-    return [part.strip() for part in _SENTENCE_SPLIT.split(" ".join(text.split())) if part.strip()]
-
-
-def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-class ExtractiveSummarizer:
-    """Summarize a conversation with no LLM: sentences and facts taken from the transcript itself.
-
-    Returns the same structure as ``MemorySummarizer.summarize_conversation``: ``{type, title, summary,
-    events[{event, when, event_date, participants, consequence}], knowledge{facts[{claim, certainty}],
-    decisions[{decision, reason}], actions[], open_questions[]}, classification{topics, entities}}``.
-
-    Args:
-        summary_sentences: how many salient sentences make the summary.
-        clock: anchors relative time words ("yesterday") when messages carry no timestamp.
-    """
-
-    def __init__(self, *, summary_sentences: int = 4, clock: Clock | None = None) -> None:
-        self.summary_sentences = summary_sentences
-        self.clock = clock or SystemClock()
-
-    async def summarize_conversation(self, messages: Sequence[Mapping[str, Any]], *,
-                                     context: str | None = None, strict: bool = False) -> dict[str, Any]:
-        """The structured summary of ``messages`` (``[{role, content, timestamp?}]``)."""
-        return self.summarize(messages)
-
-    def summarize(self, messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        """Sync form of ``summarize_conversation``."""
-        turns = [(str(m.get("role", "user")), str(m.get("content", "")), m.get("timestamp")) for m in messages
-                 if str(m.get("content", "")).strip()]
-        sentences = [(role, sentence, stamp) for role, text, stamp in turns for sentence in _sentences(text)]
-        frequency: dict[str, int] = {}
-        for _, sentence, _ in sentences:
-            for term in set(tokenize(sentence)):
-                frequency[term] = frequency.get(term, 0) + 1
-
-        def salience(entry: tuple[int, tuple[str, str, Any]]) -> float:
-            position, (role, sentence, _) = entry
-            terms = set(tokenize(sentence))
-            weight = sum(frequency[term] for term in terms) / (len(terms) + 2) if terms else 0.0
-            return weight * (1.2 if role == "user" else 1.0) + (0.5 if position == 0 else 0.0)
-
-        ranked = sorted(enumerate(sentences), key=salience, reverse=True)[: self.summary_sentences]
-        summary = " ".join(sentence for _, (_, sentence, _) in sorted(ranked))
-        first_user = next((text for role, text, _ in turns if role == "user"), turns[0][1] if turns else "")
-        title = _short((_sentences(first_user) or [first_user or "Conversation"])[0], 80)
-        facts, decisions, events, questions = [], [], [], []
-        for role, sentence, stamp in sentences:
-            if sentence.endswith("?"):
-                if role == "user":
-                    questions.append(sentence)
-                continue
-            if _DECISION_CUE.search(sentence):
-                reason = _REASON.search(sentence)
-                decisions.append({"decision": _short(sentence, 240), "reason": reason.group(1) if reason else ""})
-            elif role == "user" and _FACT_CUE.search(sentence):
-                facts.append({"claim": _short(sentence, 240), "certainty": "stated"})
-            anchor = parse_instant(stamp) if isinstance(stamp, str) else self.clock.now()
-            window = parse_time_window(sentence, anchor)
-            if window is not None:
-                when = _dt.datetime.fromtimestamp(window[0], UTC).date().isoformat()
-                events.append({"event": _short(sentence, 240), "when": when, "event_date": when,
-                               "participants": [role], "consequence": ""})
-        entities: dict[str, int] = {}
-        for _, text, _ in turns:
-            for match in _ENTITY.finditer(text):
-                name = match.group(1)
-                if name.casefold() not in STOPWORDS and len(name) > 2:
-                    entities[name] = entities.get(name, 0) + 1
-        words: dict[str, int] = {}
-        for _, text, _ in turns:
-            for word in _WORD.findall(text.casefold()):
-                if word not in STOPWORDS and len(word) > 3 and not word.isdigit():
-                    words[word] = words.get(word, 0) + 1
-        topics = [word for word, count in sorted(words.items(), key=lambda pair: (-pair[1], pair[0])) if count > 1][:5]
-        return {"type": "conversation", "title": title, "summary": summary,
-                "events": events[:10],
-                "knowledge": {"facts": facts[:10], "decisions": decisions[:10], "actions": [],
-                              "open_questions": questions[:5]},
-                "classification": {"topics": topics,
-                                   "entities": [name for name, _ in sorted(entities.items(), key=lambda p: -p[1])][:10]}}
-
-    async def generate_implications(self, messages: Sequence[Mapping[str, Any]]) -> list[str]:
-        """Without an LLM there are no hypothetical questions to add."""
-        return []
-
-
-_SUMMARY_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "type": {"type": "string"}, "title": {"type": "string"}, "summary": {"type": "string"},
-        "events": {"type": "array", "items": {"type": "object", "properties": {
-            "event": {"type": "string"}, "when": {"type": "string"}, "event_date": {"type": "string"},
-            "participants": {"type": "array", "items": {"type": "string"}}, "consequence": {"type": "string"}}}},
-        "knowledge": {"type": "object", "properties": {
-            "facts": {"type": "array", "items": {"type": "object", "properties": {
-                "claim": {"type": "string"}, "certainty": {"type": "string"}}}},
-            "decisions": {"type": "array", "items": {"type": "object", "properties": {
-                "decision": {"type": "string"}, "reason": {"type": "string"}}}},
-            "actions": {"type": "array", "items": {"type": "object"}},
-            "open_questions": {"type": "array", "items": {"type": "string"}}}},
-        "classification": {"type": "object", "properties": {
-            "topics": {"type": "array", "items": {"type": "string"}},
-            "entities": {"type": "array", "items": {"type": "string"}}}},
-    },
-    "required": ["title", "summary"],
-}
-
-
-class MemorySummarizer:
-    """Summarize a conversation with an LLM adapter into the seed's structure, plus prospective questions.
-
-    The model is found in upstream's order: ``adapter``; else ``client`` (an ``openai``- or
-    ``anthropic``-shaped SDK client, by ``provider``); else ``api_key``/``base_url``; else the environment
-    (``KUMIHO_LLM_PROVIDER``, ``KUMIHO_LLM_API_KEY``, ``KUMIHO_LLM_BASE_URL``, ``KUMIHO_LLM_MODEL``,
-    ``KUMIHO_LLM_LIGHT_MODEL``, then ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``), read when it is built. With
-    none, every call gives the offline extractive summary.
-
-    Args:
-        adapter: an LLM adapter (``async chat(...)``).
-        provider: ``"openai"`` (any OpenAI-compatible server, the default) or ``"anthropic"``.
-        api_key, base_url, client: how to reach the model when no adapter is given.
-        model: the model for summaries; light_model: the model for implications and topics (default
-            ``model``).
-        fallback: what to use when the LLM fails (default an ``ExtractiveSummarizer``).
-    """
-
-    def __init__(self, adapter: Any = None, *, model: str = "", light_model: str = "",
-                 fallback: ExtractiveSummarizer | None = None, provider: str | None = None,
-                 api_key: str | None = None, base_url: str | None = None, client: Any = None) -> None:
-        if adapter is not None and not hasattr(adapter, "chat"):
-            raise InvalidArgumentError("MemorySummarizer needs an adapter with async chat(...)")
-        if adapter is None:
-            adapter, model, light_model = self._resolve(provider, api_key, base_url, client, model, light_model)
-        self.adapter, self.model, self.light_model = adapter, model, light_model or model
-        self.fallback = fallback or ExtractiveSummarizer()
-
-    @staticmethod
-    def _resolve(provider: str | None, api_key: str | None, base_url: str | None, client: Any, model: str,
-                 light_model: str) -> tuple[Any, str, str]:
-        """An adapter from the keywords, else from the environment; None when nothing is configured."""
-        environ = os.environ
-        provider = (provider or environ.get("KUMIHO_LLM_PROVIDER") or "").strip().lower()
-        model = model or environ.get("KUMIHO_LLM_MODEL", "")
-        light_model = light_model or environ.get("KUMIHO_LLM_LIGHT_MODEL", "")
-        if client is None and api_key is None and base_url is None:
-            api_key = environ.get("KUMIHO_LLM_API_KEY") or None
-            base_url = environ.get("KUMIHO_LLM_BASE_URL") or None
-            if api_key is None and base_url is None:
-                if provider != "anthropic" and environ.get("OPENAI_API_KEY"):
-                    api_key, provider = environ["OPENAI_API_KEY"], provider or "openai"
-                elif environ.get("ANTHROPIC_API_KEY"):
-                    api_key, provider = environ["ANTHROPIC_API_KEY"], "anthropic"
-        if provider not in ("", "openai", "anthropic"):
-            raise InvalidArgumentError(f"provider must be 'openai' or 'anthropic', not {provider!r}")
-        if client is not None:
-            adapter = AnthropicAdapter(client) if provider == "anthropic" else OpenAICompatAdapter(client)
-        elif api_key is not None or base_url is not None:
-            if provider == "anthropic":
-                adapter = AnthropicAdapter.create(api_key=api_key or "", base_url=base_url)
-            else:
-                adapter = OpenAICompatAdapter.create(api_key=api_key, base_url=base_url)
-        else:
-            return None, model, light_model
-        return adapter, model, light_model
-
-    @staticmethod
-    def _transcript(messages: Sequence[Mapping[str, Any]]) -> str:
-        return "\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" for m in messages)
-
-    async def summarize_conversation(self, messages: Sequence[Mapping[str, Any]], *,
-                                     context: str | None = None, strict: bool = False) -> dict[str, Any]:
-        """The structured summary; on an LLM failure the extractive one, with ``error`` set (or raise when
-        ``strict``)."""
-        if self.adapter is None:
-            return self.fallback.summarize(messages)
-        system = ("You summarize a conversation for an agent's long-term memory. Reply with JSON: type, title "
-                  "(<= 80 chars), summary (<= 3 sentences), events [{event, when, event_date (ISO date), "
-                  "participants, consequence}], knowledge {facts [{claim, certainty}], decisions [{decision, "
-                  "reason}], actions, open_questions}, classification {topics, entities}. Only what was said.")
-        try:
-            reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": self._transcript(messages)}],
-                                            model=self.model, system=system, max_tokens=2560,
-                                            json_mode={"name": "conversation_summary", "schema": _SUMMARY_SCHEMA})
-            result = parse_llm_json(reply, expect=dict)
-            if not isinstance(result, dict) or not isinstance(result.get("summary"), str):
-                raise ValueError("the reply has no summary")
-            return result
-        except (KumihoMemoryError, ValueError, TypeError, OSError, asyncio.TimeoutError) as exc:
-            if strict:
-                raise ServiceError(f"conversation summarization failed: {exc}", transient=True) from exc
-            fallback = self.fallback.summarize(messages)
-            fallback["error"] = f"conversation summarization failed, used the extractive summary: {exc}"
-            return fallback
-
-    async def generate_implications(self, messages: Sequence[Mapping[str, Any]]) -> list[str]:
-        """3-5 questions a future user might ask that this conversation answers (prospective indexing)."""
-        if self.adapter is None:
-            return []
-        prompt = ("List 3 to 5 short questions (<= 20 words each) that someone might ask later and that this "
-                  "conversation answers. Reply with a JSON array of strings.\n\n" + self._transcript(messages))
-        try:
-            reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}], model=self.light_model,
-                                            max_tokens=400, json_mode="array")
-            questions = parse_llm_json(reply, expect=list)
-            return [q.strip() for q in questions if isinstance(q, str) and q.strip()][:5]
-        except (KumihoMemoryError, ValueError, TypeError, OSError, asyncio.TimeoutError):
-            return []
-
-    async def extract_topics(self, text: str, *, limit: int = 5) -> list[str]:
-        """A few short topic labels for ``text`` (upstream's method): the model's, else its most frequent
-        content words."""
-        text = _checked_text(text, "text", limit=MAX_CONTENT_CHARS)
-        if self.adapter is not None:
-            try:
-                reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": (
-                    f"Give up to {limit} short topic labels (1-3 words each) for this text, as a JSON array of "
-                    f"strings.\n\n{text[:8000]}")}], model=self.light_model, max_tokens=200, json_mode="array")
-                topics = [t.strip() for t in parse_llm_json(reply, expect=list) if isinstance(t, str) and t.strip()]
-                if topics:
-                    return topics[:limit]
-            except (KumihoMemoryError, ValueError, TypeError, OSError, asyncio.TimeoutError):
-                pass
-        counts: dict[str, int] = {}
-        for word in re.findall(r"[A-Za-z][A-Za-z'-]{3,}", text):
-            if word.lower() not in STOPWORDS:
-                counts[word.lower()] = counts.get(word.lower(), 0) + 1
-        return [word for word, _ in sorted(counts.items(), key=lambda pair: (-pair[1], pair[0]))][:limit]
-
-
-def render_summary(summary: Mapping[str, Any], implications: Sequence[str] = ()) -> str:
-    """The text stored for a consolidated conversation: summary, key events, facts, decisions, and the
-    questions it answers (indexed with it, so recall bridges vocabulary gaps)."""
-    parts = [str(summary.get("summary", "")).strip()]
-    events = summary.get("events") or []
-    if events:
-        parts.append("Key events:\n" + "\n".join(
-            f"- [{e.get('when') or e.get('event_date') or '?'}] {e.get('event', '')}"
-            + (f" -> {e['consequence']}" if e.get("consequence") else "") for e in events if isinstance(e, Mapping)))
-    knowledge = summary.get("knowledge") or {}
-    facts = knowledge.get("facts") or []
-    if facts:
-        parts.append("Key facts:\n" + "\n".join(f"- {f.get('claim', '')}" for f in facts if isinstance(f, Mapping)))
-    decisions = knowledge.get("decisions") or []
-    if decisions:
-        parts.append("Decisions:\n" + "\n".join(
-            f"- {d.get('decision', '')}" + (f" (reason: {d['reason']})" if d.get("reason") else "")
-            for d in decisions if isinstance(d, Mapping)))
-    if implications:
-        parts.append("Questions this answers:\n" + "\n".join(f"- {q}" for q in implications))
-    return "\n\n".join(part for part in parts if part)
-
-
-# -- write-time assessors: what to remember, and how much to trust it ---------------------------------------------
-
-DEFAULT_STORAGE_POLICY = """Store a memory only when the conversation contains something worth knowing later:
-- a stated preference, habit or constraint of the user ("I prefer", "always", "never", "I use");
-- a decision and its reason ("we decided", "let's go with", "because");
-- a durable fact about the user, their work, people or things they care about;
-- a correction of something believed before (say what changed).
-Do not store greetings, thanks, small talk, questions without answers, code listings, or anything secret.
-Write the memory as one self-contained sentence in the third person."""
-
-_STORE_SIGNAL = _lazy_regex(r"\b(prefer|prefers|always|never|decided|decide|remember|we agreed|agreed|i use|we use|"
-                           r"i like|i love|i hate|my favorite|my favourite|from now on|going forward|important|"
-                           r"actually|correction|not anymore|no longer|switch(?:ed)? to|moved to)\b", re.I)
-_ACKNOWLEDGEMENT = _lazy_regex(r"^\s*(ok(ay)?|thanks?|thank you|great|cool|sure|yes|no|got it|hi|hello|hey|"
-                              r"bye|good (morning|night))\b[\s.!]*$", re.I)
-
-
-@dataclasses.dataclass
-class MemoryAssessResult:
-    """What an assessor decided about the latest turns (names as in kumiho-memory)."""
-
-    should_store: bool
-    content: str = ""
-    memory_type: str = "fact"
-    reason: str = ""
-    tags: list[str] = dataclasses.field(default_factory=list)
-    evidence_level: str = ""
-    source: str = ""
-    supporting_krefs: list[str] = dataclasses.field(default_factory=list)
-    conflicting_krefs: list[str] = dataclasses.field(default_factory=list)
-    create_contradicts_edges: bool = True
-
-
-# The shape of ``auto_assess_fn``: ``async (messages, recalled) -> MemoryAssessResult`` (upstream's name).
-AutoAssessFn = Callable[[list[dict[str, Any]], list[dict[str, Any]]], Awaitable[MemoryAssessResult]]
-
-
-def get_memory_space(channel_type: str, *, project: str = DEFAULT_PROJECT, team_slug: str = "",
-                     group_id: str = "") -> str:
-    """The space path a conversation's memories go to, by the kind of channel (upstream's routing).
-
-    Args:
-        channel_type: ``"team_channel"``, ``"group_dm"``, or anything else (a personal conversation).
-        project: the project at the head of the path. team_slug / group_id: the team or group, when known.
-
-    Returns:
-        ``"{project}/work/{team_slug}"``, ``"{project}/groups/{group_id}"`` (``default`` when not given) or
-        ``"{project}/personal"``.
-    """
-    if channel_type == "team_channel":
-        return f"{project}/work/{team_slug or 'default'}"
-    if channel_type == "group_dm":
-        return f"{project}/groups/{group_id or 'default'}"
-    return f"{project}/personal"
-
-
-@dataclasses.dataclass(frozen=True)
-class EvidencePolicy:
-    """How the evidence assessor grades: ``min_corroboration`` distinct sources make ``corroborated``;
-    contradicting a memory tagged with one of ``official_tags`` pins the claim ``unverified``."""
-
-    min_corroboration: int = 2
-    official_tags: frozenset[str] = frozenset({evidence_tag(OFFICIAL)})
-    create_supports_edges: bool = False
-    create_contradicts_edges: bool = True
-    storage_policy: str = DEFAULT_STORAGE_POLICY
-    duplicate_score_threshold: float = 0.90
-
-
-def heuristic_prefilter(messages: Sequence[Mapping[str, Any]]) -> bool:
-    """Cheap gate before any LLM call: the last turns say enough, the last one is not a bare
-    acknowledgement or a code block, and something in them signals a preference, decision or fact."""
-    window = [str(m.get("content", "")) for m in messages[-4:]]
-    if sum(len(text) for text in window) < 60 or not window:
-        return False
-    last = window[-1].strip()
-    if _ACKNOWLEDGEMENT.match(last) or last.startswith("```"):
-        return False
-    return any(_STORE_SIGNAL.search(text) for text in window)
-
-
-def _assessment_prompt(messages: Sequence[Mapping[str, Any]], recalled: Sequence[Mapping[str, Any]],
-                       policy: str, evidence: bool) -> str:
-    turns = "\n".join(f"{m.get('role', 'user')}: {str(m.get('content', ''))[:600]}" for m in messages[-6:])
-    known = "\n".join(f"[{index}] {str(r.get('content') or r.get('summary') or '')[:300]}"
-                      + (f" (source: {r['metadata'].get('source')})" if r.get("metadata", {}).get("source") else "")
-                      for index, r in enumerate(recalled[:5], 1))
-    reply = ('{"should_store": bool, "content": str, "memory_type": "fact|preference|decision|correction", '
-             '"reason": str' + (', "agrees_with": [indices], "contradicts": [indices], "source": str' if evidence else "")
-             + "}")
-    return (f"{policy}\n\nRecent conversation:\n{turns}\n\nWhat memory already holds:\n{known or '(nothing)'}\n\n"
-            f"Reply with JSON only: {reply}")
-
-
-def _most_similar(content: str, recalled: Sequence[Mapping[str, Any]]) -> float:
-    return max((belief_similarity(content, str(r.get("content", ""))) for r in recalled), default=0.0)
-
-
-def create_llm_assessor(adapter: Any, model: str = "", *, storage_policy: str = DEFAULT_STORAGE_POLICY,
-                        duplicate_score_threshold: float = 0.90,
-                        skip_heuristic: bool = False) -> Callable[..., Any]:
-    """An ``auto_assess_fn``: the heuristic prefilter, then a near-duplicate check against what recall
-    found (word overlap of the last user turn with a recalled memory >= ``duplicate_score_threshold``
-    skips the LLM), then the LLM's JSON decision under ``storage_policy``."""
-
-    async def assess(messages: Sequence[Mapping[str, Any]], recalled: Sequence[Mapping[str, Any]]) -> MemoryAssessResult:
-        if not skip_heuristic and not heuristic_prefilter(messages):
-            return MemoryAssessResult(False, reason="nothing worth storing (prefilter)")
-        last_user = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
-        if _most_similar(last_user, recalled) >= duplicate_score_threshold:
-            return MemoryAssessResult(False, reason="already remembered (near-duplicate)")
-        reply = await adapter_chat(adapter, messages=[{"role": "user", "content": _assessment_prompt(
-            messages, recalled, storage_policy, evidence=False)}], model=model, max_tokens=250, json_mode=True)
-        decision = parse_llm_json(reply, expect=dict)
-        return MemoryAssessResult(bool(decision.get("should_store")), content=str(decision.get("content", "")),
-                                  memory_type=str(decision.get("memory_type") or "fact"),
-                                  reason=str(decision.get("reason", "")))
-    return assess
-
-
-def grade_evidence(recalled: Sequence[Mapping[str, Any]], agrees_with: Iterable[int], contradicts: Iterable[int],
-                   policy: EvidencePolicy | None = None) -> dict[str, Any]:
-    """Grade a claim from which recalled memories (1-based) it agrees with and contradicts. Pure.
-
-    Contradicting an official memory -> ``unverified``, pinned, with the conflicts; otherwise agreement from
-    at least ``max(1, min_corroboration)`` distinct canonical sources and no conflict -> ``corroborated``
-    (memory type ``fact``); else no level. Never ``official``.
-
-    Returns:
-        ``{evidence_level, memory_type, supporting_krefs, conflicting_krefs, pinned, has_agreement}``.
-    """
-    policy = policy or EvidencePolicy()
-    def picked(indices: Iterable[int]) -> list[Mapping[str, Any]]:     # True is not index 1
-        return [recalled[i - 1] for i in indices
-                if isinstance(i, int) and not isinstance(i, bool) and 1 <= i <= len(recalled)]
-
-    def source_of(memory: Mapping[str, Any]) -> str | None:              # top level (upstream) or metadata
-        value = memory.get("source") or (memory.get("metadata") or {}).get("source")
-        return str(value) if value else None
-    agreeing, conflicting = picked(agrees_with), picked(contradicts)
-    conflicting_krefs = [str(r.get("kref")) for r in conflicting]
-    official = [r for r in conflicting if set(r.get("tags") or ()) & set(policy.official_tags)
-                or memory_evidence_level(r) == OFFICIAL]
-    if official:
-        return {"evidence_level": UNVERIFIED, "memory_type": None, "supporting_krefs": [],
-                "conflicting_krefs": conflicting_krefs, "pinned": True, "has_agreement": bool(agreeing)}
-    sources = {canonical_source(source_of(r)) for r in agreeing if source_of(r)}
-    if not conflicting and len(sources) >= max(1, policy.min_corroboration):
-        return {"evidence_level": CORROBORATED, "memory_type": "fact",
-                "supporting_krefs": [str(r.get("kref")) for r in agreeing], "conflicting_krefs": [],
-                "pinned": False, "has_agreement": True}
-    return {"evidence_level": None, "memory_type": None, "supporting_krefs": [str(r.get("kref")) for r in agreeing],
-            "conflicting_krefs": conflicting_krefs, "pinned": False, "has_agreement": bool(agreeing)}
-
-
-def create_evidence_assessor(adapter: Any, model: str = "", *, policy: EvidencePolicy | None = None,
-                             skip_heuristic: bool = False) -> Callable[..., Any]:
-    """An ``auto_assess_fn`` that also grades: the LLM says what the claim agrees with and contradicts and
-    its source; ``grade_evidence`` turns that into a level (``single_source`` with a source, else
-    ``unverified``, or ``corroborated``); never ``official``."""
-    policy = policy or EvidencePolicy()
-
-    async def assess(messages: Sequence[Mapping[str, Any]], recalled: Sequence[Mapping[str, Any]]) -> MemoryAssessResult:
-        if not skip_heuristic and not heuristic_prefilter(messages):
-            return MemoryAssessResult(False, reason="nothing worth storing (prefilter)")
-        reply = await adapter_chat(adapter, messages=[{"role": "user", "content": _assessment_prompt(
-            messages, recalled, policy.storage_policy, evidence=True)}], model=model, max_tokens=300, json_mode=True)
-        decision = parse_llm_json(reply, expect=dict)
-        if not decision.get("should_store"):
-            return MemoryAssessResult(False, reason=str(decision.get("reason", "")))
-        grade = grade_evidence(recalled, decision.get("agrees_with") or [], decision.get("contradicts") or [], policy)
-        source = str(decision.get("source") or "")
-        level = grade["evidence_level"] or (SINGLE_SOURCE if source else UNVERIFIED)
-        return MemoryAssessResult(
-            True, content=str(decision.get("content", "")), memory_type=grade["memory_type"] or str(
-                decision.get("memory_type") or "fact"), reason=str(decision.get("reason", "")), evidence_level=level,
-            source=source, supporting_krefs=grade["supporting_krefs"] if policy.create_supports_edges else [],
-            conflicting_krefs=grade["conflicting_krefs"], create_contradicts_edges=policy.create_contradicts_edges)
-    return assess
-
-
-# -- a durable queue for work that must not be lost -----------------------------------------------------------
-
-class RetryQueue:
-    """Consolidations that could not be stored yet, kept in a JSON-lines file until they are.
-
-    Each line is ``{"id", "timestamp", "attempts", "payload"}``. Writes are appended and fsynced; a flush
-    rewrites the file atomically. Every process of a user may share one folder: writes are ordered by a lock
-    file across processes, and only one process flushes at a time (a second waits, then replays what is left). Payloads that fail for a reason a retry cannot fix (bad input) are
-    moved to ``parked.jsonl`` with the reason instead of being retried forever.
-
-    Args:
-        queue_dir: the folder for ``pending.jsonl`` and ``parked.jsonl`` (created on first write); default
-            ``$KUMIHO_RETRY_QUEUE_DIR`` when read by ``from_env``, else ``~/.kumiho/retry_queue``.
-        clock: time source for timestamps.
-    """
-
-    def __init__(self, queue_dir: str | os.PathLike[str] | None = None, *, clock: Clock | None = None,
-                 ids: IdFactory | None = None) -> None:
-        base = os.fspath(queue_dir) if queue_dir is not None else os.path.join(os.path.expanduser("~"), ".kumiho",
-                                                                               "retry_queue")
-        self.pending_path = os.path.join(base, "pending.jsonl")
-        self.parked_path = os.path.join(base, "parked.jsonl")
-        self.clock = clock or SystemClock()
-        self.ids = ids or RandomIds()
-        self._lock = threading.Lock()
-        # Every process of a user shares the default folder: writes hold ``queue.lock`` (so an append is
-        # never lost to another process's rewrite), and a flush holds ``flush.lock`` for its whole run (so two
-        # processes never replay the same payload).
-        self._write_lock_path = os.path.join(base, "queue.lock")
-        self._flush_lock_path = os.path.join(base, "flush.lock")
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> "RetryQueue":
-        """A queue in ``$KUMIHO_RETRY_QUEUE_DIR`` when set."""
-        environ = os.environ if environ is None else environ
-        return cls(environ.get("KUMIHO_RETRY_QUEUE_DIR") or None, **options)
-
-    def _read(self, path: str) -> list[dict[str, Any]]:
-        try:
-            with open(path, encoding="utf-8") as stream:
-                lines = stream.readlines()
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise StoreError(f"cannot read retry queue {path!r}: {exc}") from exc
-        entries = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                entries.append(json.loads(line))
-            except json.JSONDecodeError:
-                if number != len(lines):       # only a torn last line (a crash mid-append) is tolerated
-                    raise StoreError(f"retry queue {path!r} line {number} is damaged; move the file aside") from None
-        return entries
-
-    def _append(self, path: str, entry: Mapping[str, Any]) -> None:
-        """Append one entry, durable on return; the caller holds the write lock."""
-        try:
-            with open(path, "a", encoding="utf-8") as stream:
-                stream.write(canonical_json(dict(entry)) + "\n")
-                stream.flush()
-                os.fsync(stream.fileno())
-        except OSError as exc:
-            raise StoreError(f"cannot write retry queue {path!r}: {exc}") from exc
-
-    def _rewrite(self, entries: Sequence[Mapping[str, Any]]) -> None:
-        """Replace the pending file atomically; the caller holds the write lock."""
-        try:
-            _write_file_atomically(self.pending_path, "".join(canonical_json(dict(entry)) + "\n" for entry in entries))
-        except OSError as exc:
-            raise StoreError(f"cannot write retry queue {self.pending_path!r}: {exc}") from exc
-
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        """Hold the thread lock and the cross-process write lock (creating the folder on first write)."""
-        with self._lock:
-            try:
-                lock = _FileLock(self._write_lock_path)
-                lock.acquire()
-            except OSError as exc:
-                raise StoreError(f"cannot lock retry queue {self._write_lock_path!r}: {exc}") from exc
-            try:
-                yield
-            finally:
-                lock.release()
-
-    @property
-    def count(self) -> int:
-        """How many payloads wait (a property, as upstream has it)."""
-        return len(self._read(self.pending_path))   # a rewrite is an atomic replace: reads need no lock
-
-    def enqueue(self, payload: Mapping[str, Any]) -> str:
-        """Persist a payload (durable when this returns); return its id. Credentials in it become
-        placeholders first: the queue file is on disk too."""
-        entry_id = self.ids.new_id()
-        screened = screen_for_store(json.loads(canonical_json(dict(payload))), field="payload")
-        with self._writing():
-            self._append(self.pending_path, {"id": entry_id, "timestamp": format_instant(self.clock.now()),
-                                             "attempts": 0, "payload": screened})
-        return entry_id
-
-    def drain(self) -> list[dict[str, Any]]:
-        """The waiting entries (the queue is unchanged)."""
-        return self._read(self.pending_path)
-
-    def parked(self) -> list[dict[str, Any]]:
-        """Entries set aside because retrying cannot help, with their ``reason``."""
-        return self._read(self.parked_path)
-
-    def clear(self) -> int:
-        """Drop every waiting entry; return how many there were."""
-        with self._writing():
-            count = len(self._read(self.pending_path))
-            self._rewrite([])
-            return count
-
-    async def flush(self, store: Callable[..., Any], *, max_retries: int = 2,
-                    sleep: Callable[[float], Any] = asyncio.sleep) -> dict[str, int]:
-        """Replay each payload as ``store(**payload)`` (sync or async; upstream's call), trying a transient failure up to
-        ``max_retries`` more times with a short backoff. Stored ones leave the queue; transiently failing
-        ones stay (``attempts`` counted) for the next flush; permanently failing ones (bad input, a
-        non-transient ``ServiceError``) are parked with the reason, never retried forever.
-
-        Returns:
-            ``{succeeded, failed, dropped}`` (``failed`` stay queued; ``dropped`` were parked).
-        """
-        counts = {"succeeded": 0, "failed": 0, "dropped": 0}
-        flushing = _FileLock(self._flush_lock_path)
-        try:
-            while not flushing.acquire(blocking=False):   # another process is flushing: wait for it, then
-                await sleep(0.05)                          # replay only what it left
-        except OSError as exc:
-            raise StoreError(f"cannot lock retry queue {self._flush_lock_path!r}: {exc}") from exc
-        try:
-            await self._flush_entries(store, counts, max_retries, sleep)
-        finally:
-            flushing.release()
-        return counts
-
-    async def _flush_entries(self, store: Callable[..., Any], counts: dict[str, int],
-                             max_retries: int, sleep: Callable[[float], Any]) -> None:
-        for entry in self.drain():
-            error: Exception | None = None
-            for attempt in range(max_retries + 1):
-                try:
-                    await _call(store, **entry["payload"])
-                    error = None
-                    break
-                except (InvalidArgumentError, ServiceError, StoreError, NotFoundError) as exc:
-                    error = exc
-                    if not _is_transient(exc):
-                        break
-                    if attempt < max_retries:
-                        await sleep(min(2.0, 0.1 * 2 ** attempt))
-            with self._writing():
-                remaining = [e for e in self._read(self.pending_path) if e["id"] != entry["id"]]
-                if error is None:
-                    counts["succeeded"] += 1
-                elif _is_transient(error):
-                    remaining.append({**entry, "attempts": entry.get("attempts", 0) + max_retries + 1,
-                                      "last_error": f"{type(error).__name__}: {error}"})
-                    counts["failed"] += 1
-                else:
-                    self._append(self.parked_path, {**entry, "reason": f"{type(error).__name__}: {error}"})
-                    counts["dropped"] += 1
-                self._rewrite(remaining)
-
-
-def _is_transient(error: BaseException) -> bool:
-    """Whether retrying later may succeed: store trouble and transient service errors, not bad input."""
-    if isinstance(error, ServiceError):
-        return error.transient
-    return isinstance(error, (StoreError, OSError)) and not isinstance(error, (CorruptStoreError, SchemaVersionError))
-
-
-class FailureClass(str, enum.Enum):
-    """What kind of failure an error is, for deciding whether to try again (upstream's names)."""
-
-    TRANSIENT = "transient"           # a timeout, a dropped connection, 408/429/5xx: later may work
-    DETERMINISTIC = "deterministic"   # bad input, another 4xx, a refused credential: it will fail again
-    UNKNOWN = "unknown"               # anything else: retried, but fewer times
-
-
-def classify_failure(error: BaseException) -> FailureClass:
-    """Sort an error into ``FailureClass``: our own errors by their kind, others by an HTTP status
-    (``status_code``/``status``) or their builtin type.
-
-    Examples:
-        ``TimeoutError``, ``ConnectionError``, HTTP 408/429/5xx, a transient ``ServiceError`` -> transient;
-        ``ValueError``, ``TypeError``, other HTTP 4xx -> deterministic; the rest -> unknown.
-    """
-    if isinstance(error, ServiceError):
-        return FailureClass.TRANSIENT if error.transient else FailureClass.DETERMINISTIC
-    if isinstance(error, StoreError):
-        return FailureClass.TRANSIENT if _is_transient(error) else FailureClass.DETERMINISTIC
-    status = getattr(error, "status_code", None) or getattr(error, "status", None)
-    if isinstance(status, int) and not isinstance(status, bool):
-        if status in (408, 429) or status >= 500:
-            return FailureClass.TRANSIENT
-        if 400 <= status < 500:
-            return FailureClass.DETERMINISTIC
-    if isinstance(error, (TimeoutError, ConnectionError, asyncio.TimeoutError)):
-        return FailureClass.TRANSIENT
-    if isinstance(error, (ValueError, TypeError, KeyError)):
-        return FailureClass.DETERMINISTIC
-    return FailureClass.UNKNOWN
-
-
-async def retry_with_backoff(function: Callable[[], Any], *, max_retries: int = 3, base_delay: float = 1.0,
-                             max_delay: float = 30.0, unknown_max_retries: int = 2,
-                             sleep: Callable[[float], Any] = asyncio.sleep,
-                             jitter: Callable[[], float] | None = None) -> Any:
-    """Call ``function()`` (sync or async) until it succeeds: a transient failure is retried up to
-    ``max_retries`` times, an unknown one up to ``unknown_max_retries``, a deterministic one never.
-
-    The wait doubles from ``base_delay`` up to ``max_delay``, plus up to 25% jitter (``jitter()`` in [0, 1);
-    default random).
-
-    Returns:
-        What ``function`` returned.
-
-    Raises:
-        The last error, once retrying stops.
-    """
-    draw = jitter or (lambda: secrets.randbelow(1000) / 1000.0)
-    attempt = 0
-    while True:
-        try:
-            return await _maybe_await(function())
-        except Exception as error:  # noqa: BLE001 - classified, then re-raised when retrying stops
-            kind = classify_failure(error)
-            allowed = {FailureClass.TRANSIENT: max_retries, FailureClass.UNKNOWN: unknown_max_retries}.get(kind, 0)
-            if attempt >= allowed:
-                raise
-            delay = min(max_delay, base_delay * 2 ** attempt)
-            await sleep(delay * (1.0 + 0.25 * draw()))
-            attempt += 1
-
 
 # -- space attributes --------------------------------------------------------------------
 #
@@ -12550,10 +9684,6 @@ async def retry_with_backoff(function: Callable[[], Any], *, max_retries: int = 
 # it adds a revision, so the history of a pin is kept like any other memory's.
 
 SPACE_ATTRIBUTE_KIND = "space-attribute"
-SPACE_PROFILE_KIND = "space-profile"
-SPACE_PROFILE_ITEM = "_space_profile"
-SPACE_CLASS_ATTRIBUTE = "space_class"
-JOB_KINDS = frozenset({"dream-state", PREFETCH_STATE_KIND})   # a space holding only these is a job's
 _ATTRIBUTE_KEY_PREFIX = "space-attribute:"
 _ATTRIBUTE_NAME_PATTERN = _lazy_regex(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 MAX_ATTRIBUTE_CHARS = 4096
@@ -12635,12 +9765,6 @@ def space_attributes(memory: Any, space: str) -> dict[str, str]:
 # The evidence carriers: enrichment (Dream State, update_metadata) never changes them.
 EVIDENCE_METADATA_KEYS = frozenset({"evidence_level", "source", "sources", "confidence"})
 
-
-
-# ==========================================================================================================
-# 12. Export renderings
-# ==========================================================================================================
-
 def _mermaid_label(text: str) -> str:
     return text.replace("\\", "/").replace('"', "#quot;").replace("\n", " ")
 
@@ -12669,7 +9793,7 @@ def render_mermaid(item: Kref, revisions: Sequence[RevisionRecord], edges: Seque
 
 
 # ==========================================================================================================
-# 13. Facades: the sync Memory and the async UniversalMemoryManager
+# 11. Memory: the sync facade, and the default memory
 # ==========================================================================================================
 
 def _title_from_content(content: str) -> str:
@@ -13978,6 +11102,2885 @@ def memory_or_default(memory: Memory | None, project: str | None = None) -> Memo
     return memory
 
 
+# ==========================================================================================================
+# 12. Working memory: session buffers in process (or in the store file) and on Redis
+# ==========================================================================================================
+
+#
+# A session's short-term memory: the messages of one conversation, kept for a sliding hour until
+# consolidation turns them into long-term memories. Both buffers address their data with kumiho-memory's
+# Redis key schema, so the in-process buffer is a faithful stand-in for Redis and the Redis buffer can share a
+# server with the reference implementation:
+#
+#     kumiho:memory:[TENANT:]PROJECT:sessions:SESSION:messages   list of JSON {role, content, timestamp, metadata}
+#     kumiho:memory:[TENANT:]PROJECT:sessions:SESSION:metadata   hash of strings (user_id, context, ...)
+#     kumiho:memory:[TENANT:]session_seq:USER:YYYYMMDD           counter, 48 h
+#     kumiho:memory:[TENANT:]session_gen:BASE                    counter, 24 h
+#     kumiho:memory:[TENANT:]active_session:CONTEXT:USER         session id, 24 h, claimed with SET NX
+#
+# A session's list and hash share one sliding TTL: adding a message, setting metadata and reading a non-empty
+# list all push both expiries to ``default_ttl`` from now. Tenants and projects may not be named like the
+# fixed key segments, so no two (tenant, project, session) triples can ever share a key.
+
+WORKING_MEMORY_TTL = 3600                 # seconds a session lives after its last write or non-empty read
+MAX_MESSAGE_BYTES = 64 * 1024             # per message content, and per message metadata, in UTF-8 bytes
+MESSAGE_ROLES = ("user", "assistant", "system", "tool")
+SESSION_SEQUENCE_TTL = 48 * 3600
+ACTIVE_SESSION_TTL = 24 * 3600
+SESSION_GENERATION_TTL = 24 * 3600
+DEFAULT_SESSION_CONTEXT = "mcp"
+SESSION_SOURCES = ("request", "host-env", "active-pointer", "generated")
+
+# Read only by WorkingMemoryConfig.from_env and RedisMemoryBuffer's constructor (merge into
+# ENVIRONMENT_VARIABLES):
+
+_KEY_ROOT = "kumiho:memory"
+_RESERVED_KEY_SEGMENTS = frozenset({"sessions", "session_seq", "session_gen", "active_session"})
+_WM_IDENTIFIER = _lazy_regex(r"^[^\s\x00-\x1f\x7f]{1,256}$")            # session ids, user ids: no blanks
+_WM_CONTEXT = _lazy_regex(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")         # no ':' so pointer keys stay unambiguous
+_WM_DATE = _lazy_regex(r"^\d{8}$")
+_REDIS_RETRY_DELAY = 0.05                 # the reference retries a failed Redis call once, after 50 ms
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+# Delete a key only while it still holds the value the caller expects (one atomic step on the server).
+_DELETE_IF_EQUAL = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+_EXPIRE_IF_EQUAL = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+
+
+class MessageTooLargeError(InvalidArgumentError):
+    """A message (its content or its metadata) is over ``MAX_MESSAGE_BYTES``; nothing was stored.
+
+    Attributes:
+        size: the size in UTF-8 bytes. limit: the limit in bytes.
+    """
+
+    def __init__(self, what: str, size: int, limit: int = MAX_MESSAGE_BYTES) -> None:
+        super().__init__(f"{what} is {size} bytes (UTF-8), over the {limit}-byte limit ({limit // 1024} KiB); "
+                         f"nothing was stored: split it, or keep the bulk as an artifact")
+        self.size = size
+        self.limit = limit
+
+
+def _wm_segment(value: Any, what: str) -> str:
+    """A tenant or project name: a kref segment that is not one of the fixed key segments."""
+    text = _check_pattern(value, SEGMENT_PATTERN, what, InvalidArgumentError)
+    if text in _RESERVED_KEY_SEGMENTS:
+        raise InvalidArgumentError(f"{what} may not be {text!r}: that name is a fixed part of working-memory keys")
+    return text
+
+
+def _wm_identifier(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not _WM_IDENTIFIER.match(value):
+        raise InvalidArgumentError(f"{what} must be 1-256 characters without spaces or control characters, "
+                                   f"not {value!r}")
+    return value
+
+
+def _wm_context(value: Any) -> str:
+    return _check_pattern(value, _WM_CONTEXT, "context", InvalidArgumentError)
+
+
+def _wm_seconds(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(f"{what} must be a whole number of seconds >= 1, not {value!r}")
+    return value
+
+
+def _wm_count(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(f"{what} must be a whole number >= 0, not {value!r}")
+    return value
+
+
+def _utf8_size(text: str, what: str) -> int:
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(f"{what} is not valid Unicode text ({exc.reason})") from exc
+
+
+def _text(value: Any) -> str:
+    """A Redis reply as text (clients without ``decode_responses`` answer bytes)."""
+    return value.decode("utf-8") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def _decode_message(record: str, session_id: str) -> dict[str, Any]:
+    """One stored message as ``{role, content, timestamp, metadata}``.
+
+    Raises:
+        StoreError: the stored record is not a JSON object (another program wrote under our key).
+    """
+    try:
+        value = json.loads(record)
+    except ValueError as exc:
+        raise StoreError(f"a working-memory message of session {session_id!r} is not JSON; another program "
+                         f"may be writing under kumiho's keys") from exc
+    if not isinstance(value, dict):
+        raise StoreError(f"a working-memory message of session {session_id!r} is not a JSON object")
+    metadata = value.get("metadata")
+    return {"role": str(value.get("role", "")), "content": str(value.get("content", "")),
+            "timestamp": str(value.get("timestamp", "")),
+            "metadata": metadata if isinstance(metadata, dict) else {}}
+
+
+class _KeySchema:
+    """The reference's key names, under one tenant (or none)."""
+
+    def __init__(self, tenant: str | None) -> None:
+        self.root = f"{_KEY_ROOT}:{tenant}" if tenant else _KEY_ROOT
+
+    def sessions(self, project: str) -> str:
+        return f"{self.root}:{project}:sessions:"
+
+    def messages(self, project: str, session_id: str) -> str:
+        return f"{self.sessions(project)}{session_id}:messages"
+
+    def metadata(self, project: str, session_id: str) -> str:
+        return f"{self.sessions(project)}{session_id}:metadata"
+
+    def lease(self, project: str, session_id: str) -> str:
+        return f"{self.sessions(project)}{session_id}:consolidating"
+
+    def sequence(self, user_canonical_id: str, date_str: str) -> str:
+        return f"{self.root}:session_seq:{user_canonical_id}:{date_str}"
+
+    def generation(self, base: str) -> str:
+        return f"{self.root}:session_gen:{base}"
+
+    def active(self, context: str, user_id: str) -> str:
+        return f"{self.root}:active_session:{context}:{user_id}"
+
+
+def _one_of(ours: Any, upstream: Any, name: str, upstream_name: str) -> Any:
+    """An argument given under our name or upstream's (not both, differently)."""
+    if ours is not None and upstream is not None and ours != upstream:
+        raise InvalidArgumentError(f"give {name} or {upstream_name}, not both")
+    value = ours if ours is not None else upstream
+    if value is None:
+        raise InvalidArgumentError(f"{name} is missing")
+    return value
+
+
+class WorkingMemoryBuffer(abc.ABC):
+    """Per-session message buffers, session metadata, session pointers and counters, all with expiry.
+
+    The public methods (async, named as in kumiho-memory's ``RedisMemoryBuffer``) validate their arguments,
+    build keys and shape results here, once; a backend implements only the twelve storage primitives at the end
+    of this class, which behave like the Redis commands named in their docstrings. Use it with
+    ``async with``, or call ``close()``.
+
+    Args:
+        clock: time for message timestamps (and, on the in-process buffer, for expiry).
+        default_ttl: seconds a session lives after its last write or non-empty read.
+        tenant: keeps this tenant's keys apart from every other tenant's; None for no tenant segment.
+    """
+
+    def __init__(self, *, clock: Clock | None = None, default_ttl: int = WORKING_MEMORY_TTL,
+                 tenant: str | None = None) -> None:
+        self.clock: Clock = clock or SystemClock()
+        self.default_ttl = _wm_seconds(default_ttl, "default_ttl")
+        self.tenant = None if tenant is None else _wm_segment(tenant, "tenant")
+        self._keys = _KeySchema(self.tenant)
+
+    # -- messages ----------------------------------------------------------------------------------------
+
+    async def add_message(self, *, project: str, session_id: str, role: str, content: str,
+                          metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Append a message to a session and slide the session's expiry.
+
+        Args:
+            project: the project the session belongs to. session_id: the session.
+            role: one of ``MESSAGE_ROLES``. content: the text, at most ``MAX_MESSAGE_BYTES`` in UTF-8.
+            metadata: JSON-serializable details kept with the message (at most ``MAX_MESSAGE_BYTES``).
+
+        Returns:
+            ``{"message_id": "SESSION:N", "message_count": N, "created_bucket": N == 1}``.
+
+        Raises:
+            MessageTooLargeError: the content or metadata is too large (nothing is stored).
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        project = _wm_segment(project, "project")
+        session_id = _wm_identifier(session_id, "session_id")
+        if role not in MESSAGE_ROLES:
+            raise InvalidArgumentError(f"role must be one of {', '.join(MESSAGE_ROLES)}, not {role!r}")
+        if not isinstance(content, str):
+            raise InvalidArgumentError(f"content must be text, not {type(content).__name__}")
+        size = _utf8_size(content, "message content")
+        if size > MAX_MESSAGE_BYTES:
+            raise MessageTooLargeError("message content", size)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise InvalidArgumentError(f"metadata must be a mapping, not {type(metadata).__name__}")
+        # a secret never reaches the buffer, whoever calls: it becomes a placeholder here (see screen_for_store)
+        content = screen_for_store(content, field="message content")
+        metadata_json = canonical_json(screen_for_store(dict(metadata or {}), field="message metadata"))
+        metadata_size = _utf8_size(metadata_json, "message metadata")
+        if metadata_size > MAX_MESSAGE_BYTES:
+            raise MessageTooLargeError("message metadata", metadata_size)
+        record = canonical_json({"role": role, "content": content, "timestamp": format_instant(self.clock.now()),
+                                 "metadata": json.loads(metadata_json)})
+        count = await self._append(self._keys.messages(project, session_id),
+                                   self._keys.metadata(project, session_id), record, self.default_ttl)
+        return {"message_id": f"{session_id}:{count}", "message_count": count, "created_bucket": count == 1}
+
+    async def get_messages(self, *, project: str, session_id: str, limit: int = 10,
+                           offset: int = 0) -> dict[str, Any]:
+        """Read the last ``limit`` messages before the newest ``offset`` ones, oldest first.
+
+        A read of a non-empty session slides its expiry.
+
+        Args:
+            project: the project. session_id: the session.
+            limit: how many messages at most. offset: how many of the newest messages to pass over.
+
+        Returns:
+            ``{"messages": [{role, content, timestamp, metadata}], "message_count": total in the session,
+            "ttl_remaining": seconds until the session expires, or None when it holds nothing}``.
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        project = _wm_segment(project, "project")
+        session_id = _wm_identifier(session_id, "session_id")
+        limit = _wm_count(limit, "limit")
+        offset = _wm_count(offset, "offset")
+        # LRANGE -limit-offset .. -1-offset; LRANGE 1 0 is the empty range, for limit 0.
+        start, stop = (-limit - offset, -1 - offset) if limit else (1, 0)
+        records, count, ttl_remaining = await self._read_list(
+            self._keys.messages(project, session_id), self._keys.metadata(project, session_id), start, stop,
+            self.default_ttl)
+        return {"messages": [_decode_message(record, session_id) for record in records],
+                "message_count": count, "ttl_remaining": ttl_remaining if count else None}
+
+    async def clear_session(self, project: str, session_id: str) -> int:
+        """Delete a session's messages and metadata.
+
+        Args:
+            project: the project. session_id: the session.
+
+        Returns:
+            How many messages were removed (0 when the session did not exist).
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        project = _wm_segment(project, "project")
+        session_id = _wm_identifier(session_id, "session_id")
+        return await self._delete_session(self._keys.messages(project, session_id),
+                                          self._keys.metadata(project, session_id))
+
+    async def consume_messages(self, *, project: str, session_id: str, count: int,
+                               first: Mapping[str, Any] | None = None) -> int:
+        """Remove a session's ``count`` oldest messages (the ones a consolidation stored), keeping any that
+        arrived meanwhile; when none remain the session and its metadata go too. With ``first`` (the oldest
+        message as it was read) nothing is removed unless the session still starts with it (it was not
+        cleared or expired and refilled meanwhile).
+
+        Returns:
+            How many messages remain, or -1 when ``first`` no longer heads the session (nothing removed).
+        """
+        project = _wm_segment(project, "project")
+        session_id = _wm_identifier(session_id, "session_id")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise InvalidArgumentError(f"count must be a non-negative integer, not {count!r}")
+        head = "" if first is None else f"{first.get('timestamp', '')}\n{first.get('content', '')}"
+        return await self._consume(self._keys.messages(project, session_id), self._keys.metadata(project, session_id),
+                                   count, head)
+
+    async def pop_message(self, *, project: str, session_id: str) -> dict[str, Any] | None:
+        """Remove and return a session's newest message (like Redis RPOP), or None when it holds none; when
+        none remain the session and its metadata go too.
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        project = _wm_segment(project, "project")
+        session_id = _wm_identifier(session_id, "session_id")
+        record = await self._pop(self._keys.messages(project, session_id), self._keys.metadata(project, session_id))
+        return None if record is None else _decode_message(record, session_id)
+
+    async def acquire_session_lease(self, *, project: str, session_id: str, owner: str, ttl_seconds: int = 600) -> bool:
+        """Claim a session for one consolidation across processes (SET NX with expiry); False when another
+        owner holds it."""
+        key = self._keys.lease(_wm_segment(project, "project"), _wm_identifier(session_id, "session_id"))
+        return await self._set_string(key, owner, _wm_seconds(ttl_seconds, "ttl_seconds"), True)
+
+    async def session_lease_owner(self, *, project: str, session_id: str) -> str | None:
+        """Who holds a session's consolidation lease, or None."""
+        return await self._get_string(self._keys.lease(_wm_segment(project, "project"),
+                                                       _wm_identifier(session_id, "session_id")))
+
+    async def release_session_lease(self, *, project: str, session_id: str, owner: str) -> bool:
+        """Give up a claim (only ``owner``'s own)."""
+        key = self._keys.lease(_wm_segment(project, "project"), _wm_identifier(session_id, "session_id"))
+        return await self._delete_string(key, owner)
+
+    async def renew_session_lease(self, *, project: str, session_id: str, owner: str, ttl_seconds: int = 600) -> bool:
+        """Extend ``owner``'s claim by ``ttl_seconds`` from now; False (and nothing changed) when it is no
+        longer ``owner``'s."""
+        key = self._keys.lease(_wm_segment(project, "project"), _wm_identifier(session_id, "session_id"))
+        return await self._expire_string(key, owner, _wm_seconds(ttl_seconds, "ttl_seconds"))
+
+    async def list_sessions(self, project: str, limit: int = 20) -> list[str]:
+        """List the sessions of a project that hold messages.
+
+        Args:
+            project: the project. limit: how many session ids at most.
+
+        Returns:
+            Session ids in ascending order (minted ids sort by user, then date and sequence).
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        prefix = self._keys.sessions(_wm_segment(project, "project"))
+        limit = _wm_count(limit, "limit")
+        suffix = ":messages"
+        keys = await self._scan_lists(prefix, suffix)
+        return sorted(key[len(prefix):-len(suffix)] for key in keys)[:limit]
+
+    # -- session metadata -------------------------------------------------------------------------------
+
+    async def set_session_metadata(self, project: str, session_id: str, metadata: Mapping[str, str]) -> None:
+        """Merge fields into a session's metadata (like Redis HSET) and slide the session's expiry.
+
+        Args:
+            project: the project. session_id: the session.
+            metadata: field names to string values, e.g. ``{"user_id": "ann", "context": "personal"}``.
+
+        Raises:
+            InvalidArgumentError: a field name or value is not a string. ServiceError / StoreError: the backend
+                failed.
+        """
+        project = _wm_segment(project, "project")
+        session_id = _wm_identifier(session_id, "session_id")
+        if not isinstance(metadata, Mapping):
+            raise InvalidArgumentError(f"metadata must be a mapping, not {type(metadata).__name__}")
+        fields: dict[str, str] = {}
+        for name, value in metadata.items():
+            if not isinstance(name, str) or not name or not isinstance(value, str):
+                raise InvalidArgumentError(f"session metadata maps non-empty names to strings; {str(name)[:80]!r}: a "
+                                           f"{type(value).__name__} is not that (store structured values as JSON text)")
+            fields[name] = value
+        fields = screen_for_store(fields, field="session metadata")
+        size = _utf8_size(canonical_json(fields), "session metadata")
+        if size > MAX_MESSAGE_BYTES:
+            raise MessageTooLargeError("session metadata", size)
+        if fields:
+            await self._merge_hash(self._keys.metadata(project, session_id),
+                                   self._keys.messages(project, session_id), fields, self.default_ttl)
+
+    async def get_session_metadata(self, project: str, session_id: str) -> dict[str, str]:
+        """Return a session's metadata fields (``{}`` when it has none).
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        project = _wm_segment(project, "project")
+        session_id = _wm_identifier(session_id, "session_id")
+        return await self._read_hash(self._keys.metadata(project, session_id))
+
+    # -- session ids: sequences, generations, active pointers --------------------------------------------
+
+    async def next_session_sequence(self, *, user_canonical_id: str, date_str: str,
+                                    ttl_seconds: int = SESSION_SEQUENCE_TTL) -> int:
+        """Return the next number (1, 2, ...) of a user's sessions on one day.
+
+        Args:
+            user_canonical_id: the user as it appears in minted ids (``user-<hash>``).
+            date_str: ``YYYYMMDD``. ttl_seconds: how long the counter lives after its last use.
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        user = _wm_identifier(user_canonical_id, "user_canonical_id")
+        if not isinstance(date_str, str) or not _WM_DATE.match(date_str):
+            raise InvalidArgumentError(f"date_str must be YYYYMMDD, not {date_str!r}")
+        return await self._increment(self._keys.sequence(user, date_str), _wm_seconds(ttl_seconds, "ttl_seconds"))
+
+    async def get_session_generation(self, base: str | None = None, *, base_session_id: str | None = None) -> int:
+        """Return how many times the session ``base`` was consolidated lately (0 if never, or 24 h ago).
+        ``base_session_id`` is upstream's name for ``base``.
+
+        Raises:
+            InvalidArgumentError: a malformed base. ServiceError / StoreError: the backend failed.
+        """
+        base = _one_of(base, base_session_id, "base", "base_session_id")
+        value = await self._get_string(self._keys.generation(_wm_identifier(base, "base")))
+        return int(value) if value is not None else 0
+
+    async def bump_session_generation(self, base: str | None = None, *, base_session_id: str | None = None) -> int:
+        """Count one more consolidation of the session ``base`` (upstream: ``base_session_id``) and return the
+        new generation.
+
+        Raises:
+            InvalidArgumentError: a malformed base. ServiceError / StoreError: the backend failed.
+        """
+        base = _one_of(base, base_session_id, "base", "base_session_id")
+        return await self._increment(self._keys.generation(_wm_identifier(base, "base")), SESSION_GENERATION_TTL)
+
+    async def get_active_session(self, *, context: str, user_id: str | None = None,
+                                 user_canonical_id: str | None = None) -> str | None:
+        """Return the session id a user's pointer names in a context, or None (``user_canonical_id`` is
+        upstream's name for ``user_id``).
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        user_id = _one_of(user_id, user_canonical_id, "user_id", "user_canonical_id")
+        return await self._get_string(self._keys.active(_wm_context(context), _wm_identifier(user_id, "user_id")))
+
+    async def set_active_session(self, *, context: str, session_id: str, user_id: str | None = None,
+                                 ttl_seconds: int = ACTIVE_SESSION_TTL, nx: bool = False,
+                                 user_canonical_id: str | None = None) -> bool:
+        """Point a user's active session in a context at ``session_id``.
+
+        Args:
+            context: e.g. ``mcp`` or ``personal``. user_id: the user (upstream: ``user_canonical_id``).
+            session_id: the session.
+            ttl_seconds: how long the pointer lives.
+            nx: claim only if no pointer exists (atomic: of racing claims exactly one wins).
+
+        Returns:
+            True when the pointer was written; False when ``nx`` and another session holds it.
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        user_id = _one_of(user_id, user_canonical_id, "user_id", "user_canonical_id")
+        key = self._keys.active(_wm_context(context), _wm_identifier(user_id, "user_id"))
+        return await self._set_string(key, _wm_identifier(session_id, "session_id"),
+                                      _wm_seconds(ttl_seconds, "ttl_seconds"), bool(nx))
+
+    async def clear_active_session(self, *, context: str, user_id: str | None = None, only_if: str | None = None,
+                                   user_canonical_id: str | None = None) -> bool:
+        """Remove a user's active-session pointer in a context.
+
+        Args:
+            context: the context. user_id: the user (upstream: ``user_canonical_id``).
+            only_if: remove it only while it still names this session (atomic compare-and-delete).
+
+        Returns:
+            True when a pointer was removed.
+
+        Raises:
+            InvalidArgumentError: a malformed argument. ServiceError / StoreError: the backend failed.
+        """
+        user_id = _one_of(user_id, user_canonical_id, "user_id", "user_canonical_id")
+        key = self._keys.active(_wm_context(context), _wm_identifier(user_id, "user_id"))
+        expected = None if only_if is None else _wm_identifier(only_if, "only_if")
+        return await self._delete_string(key, expected)
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release the backend; closing twice is harmless."""
+
+    async def __aenter__(self) -> "WorkingMemoryBuffer":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+    # -- storage primitives (what a backend implements) ---------------------------------------------------
+
+    @abc.abstractmethod
+    async def _append(self, list_key: str, hash_key: str, record: str, ttl: int) -> int:
+        """RPUSH ``record``; EXPIRE both keys ``ttl``; return the new length."""
+
+    @abc.abstractmethod
+    async def _read_list(self, list_key: str, hash_key: str, start: int, stop: int,
+                         ttl: int) -> tuple[list[str], int, int | None]:
+        """LRANGE start stop and LLEN; when the list is non-empty EXPIRE both keys ``ttl``.
+        Return (records, length, seconds left or None)."""
+
+    @abc.abstractmethod
+    async def _merge_hash(self, hash_key: str, list_key: str, fields: dict[str, str], ttl: int) -> None:
+        """HSET ``fields``; EXPIRE both keys ``ttl``."""
+
+    @abc.abstractmethod
+    async def _read_hash(self, hash_key: str) -> dict[str, str]:
+        """HGETALL."""
+
+    @abc.abstractmethod
+    async def _delete_session(self, list_key: str, hash_key: str) -> int:
+        """LLEN then DEL both keys, atomically; return the length."""
+
+    @abc.abstractmethod
+    async def _consume(self, list_key: str, hash_key: str, count: int, head: str) -> int:
+        """Unless ``head`` ("timestamp\\ncontent" of the first record, "" for any) differs from the list's first
+        record (then -1): LTRIM list count -1, and DEL both keys when the list is empty; atomically; return
+        what remains."""
+
+    @abc.abstractmethod
+    async def _pop(self, list_key: str, hash_key: str) -> str | None:
+        """RPOP, and DEL both keys when the list is then empty; atomically; return the record or None."""
+
+    @abc.abstractmethod
+    async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
+        """Every live key that starts with ``prefix`` and ends with ``suffix`` (SCAN MATCH)."""
+
+    @abc.abstractmethod
+    async def _increment(self, key: str, ttl: int) -> int:
+        """INCR then EXPIRE ``ttl``, atomically; return the new value."""
+
+    @abc.abstractmethod
+    async def _get_string(self, key: str) -> str | None:
+        """GET."""
+
+    @abc.abstractmethod
+    async def _set_string(self, key: str, value: str, ttl: int, nx: bool) -> bool:
+        """SET key value EX ttl [NX]; return whether it was written."""
+
+    @abc.abstractmethod
+    async def _delete_string(self, key: str, only_if: str | None) -> bool:
+        """DEL, or delete only while the value equals ``only_if`` (atomically); return whether it was."""
+
+    @abc.abstractmethod
+    async def _expire_string(self, key: str, only_if: str, ttl: int) -> bool:
+        """EXPIRE ``ttl`` only while the value equals ``only_if`` (atomically); return whether it was."""
+
+
+async def resolve_session_id(buffer: WorkingMemoryBuffer, *, user_id: str | None = None, context: str | None = None,
+                             session_id: str | None = None, environ: Mapping[str, str] | None = None,
+                             clock: Clock | None = None, project: str | None = None) -> tuple[str, str]:
+    """Decide which session a message belongs to, in the reference's order.
+
+    1. ``session_id`` given (a hosted request's id): it, source ``"request"``.
+    2. No ``user_id``: ``KUMIHO_SESSION_ID`` from ``environ``, plus ``:c<N>`` once the session was
+       consolidated N times (see ``bump_session_generation``), source ``"host-env"``.
+    3. The user's active pointer for ``(context or "mcp", user_id)``, source ``"active-pointer"``.
+    4. A new id ``CONTEXT:user-<sha256(user_id)[:10]>:YYYYMMDD:NNN`` claimed with an atomic NX pointer; a
+       caller that loses the race adopts the winner's id. Source ``"generated"``.
+
+    Args:
+        buffer: the working memory holding pointers and counters.
+        user_id: the user, if known. context: the pointer's context (default ``"mcp"``).
+        session_id: an explicit session id. environ: where ``KUMIHO_SESSION_ID`` is read (default
+            ``os.environ``, read at call time). clock: the date for minted ids (default the buffer's clock).
+        project: when given, a newly minted session is stamped with ``{user_id, context}`` metadata there.
+
+    Returns:
+        ``(session_id, source)`` with source one of ``SESSION_SOURCES``.
+
+    Raises:
+        InvalidArgumentError: no identity at all (no session id, no user, no ``KUMIHO_SESSION_ID``), or a
+            malformed one.
+        ServiceError: the pointer kept changing under three claims in a row (retry).
+    """
+    if session_id:
+        return _wm_identifier(session_id, "session_id"), "request"
+    if not user_id:
+        environ = os.environ if environ is None else environ
+        base = (environ.get("KUMIHO_SESSION_ID") or "").strip()
+        if not base:
+            raise InvalidArgumentError("no session identity: pass session_id= or user_id=, or set KUMIHO_SESSION_ID")
+        base = _wm_identifier(base, "KUMIHO_SESSION_ID")
+        generation = await buffer.get_session_generation(base)
+        return (f"{base}:c{generation}" if generation else base), "host-env"
+    user_id = _wm_identifier(user_id, "user_id")
+    context = _wm_context(context or DEFAULT_SESSION_CONTEXT)
+    pointer = await buffer.get_active_session(context=context, user_id=user_id)
+    if pointer:
+        return pointer, "active-pointer"
+    date_str = f"{(clock or buffer.clock).now():%Y%m%d}"
+    canonical = "user-" + hashlib.sha256(user_id.encode("utf-8")).hexdigest()[:10]
+    for _attempt in range(3):
+        sequence = await buffer.next_session_sequence(user_canonical_id=canonical, date_str=date_str)
+        candidate = f"{context}:{canonical}:{date_str}:{sequence:03d}"
+        if await buffer.set_active_session(context=context, user_id=user_id, session_id=candidate, nx=True):
+            if project is not None:
+                await buffer.set_session_metadata(project=project, session_id=candidate,
+                                                  metadata={"user_id": user_id, "context": context})
+            return candidate, "generated"
+        winner = await buffer.get_active_session(context=context, user_id=user_id)
+        if winner:                                   # lost the race: adopt the winner's session
+            return winner, "generated"
+    raise ServiceError(f"could not claim a session for user {user_id!r} in context {context!r}: the pointer "
+                       f"changed under three claims in a row; retry", transient=True)
+
+
+# -- the in-process buffer: a small Redis keyspace in SQLite -----------------------------------------------
+
+_WM_SCHEMA = """
+CREATE TABLE IF NOT EXISTS wm_keys (
+    key TEXT PRIMARY KEY, kind TEXT NOT NULL, value TEXT NOT NULL, expires_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS wm_keys_by_expiry ON wm_keys (expires_at);
+CREATE TABLE IF NOT EXISTS wm_lists (
+    key TEXT NOT NULL, position INTEGER NOT NULL, value TEXT NOT NULL,
+    PRIMARY KEY (key, position)) WITHOUT ROWID;
+"""
+
+
+class _SQLiteKeyspace:
+    """Lists, hashes, strings and counters with expiry, in two SQLite tables (``wm_keys``, ``wm_lists``).
+
+    Blocking and thread-safe: one connection, one lock, one transaction per operation; operations that read
+    then write take SQLite's write lock first (``BEGIN IMMEDIATE``) so they are atomic across processes too.
+    Expired keys are invisible to reads and purged by the next write (time comes from the injected clock).
+    """
+
+    def __init__(self, path: str | None, clock: Clock, busy_timeout: float) -> None:
+        self.path = ":memory:" if path is None or path == ":memory:" else path
+        self._clock = clock
+        self._busy_timeout = busy_timeout
+        self._lock = threading.Lock()
+        if self.path != ":memory:":
+            # Creates the graph schema in a new file, and refuses a foreign or newer file, before we add ours.
+            SQLiteGraph(self.path, clock=clock, busy_timeout=busy_timeout).close()
+        try:
+            conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from exc
+        self._conn: sqlite3.Connection | None = conn
+        try:
+            conn.execute("PRAGMA secure_delete = ON")       # a cleared message leaves no bytes behind
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in _WM_SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("COMMIT")
+        except KumihoMemoryError:
+            self.close()
+            raise
+        except sqlite3.Error as exc:
+            self.close()
+            raise self._error(exc) from exc
+
+    def _error(self, exc: sqlite3.Error) -> StoreError:
+        where = "in-memory working memory" if self.path == ":memory:" else f"working memory in {self.path!r}"
+        if _busy(exc):
+            return StoreBusyError(f"{where} stayed locked by another process for {self._busy_timeout:g}s ({exc}); "
+                                  f"retry, or raise busy_timeout")
+        return StoreError(f"{where}: {exc}")
+
+    @contextlib.contextmanager
+    def transaction(self, *, write: bool) -> Iterator[tuple[sqlite3.Connection, float]]:
+        """One transaction and the clock's reading for it; a write first purges expired keys."""
+        with self._lock:
+            if self._conn is None:
+                raise StoreClosedError("this working-memory buffer is closed")
+            conn = self._conn
+            now = self._clock.now().timestamp()
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.Error as exc:
+                raise self._error(exc) from exc
+            try:
+                if write:
+                    conn.execute("DELETE FROM wm_lists WHERE key IN "
+                                 "(SELECT key FROM wm_keys WHERE expires_at <= ?)", (now,))
+                    conn.execute("DELETE FROM wm_keys WHERE expires_at <= ?", (now,))
+                yield conn, now
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._error(exc) from exc
+                raise
+
+    @staticmethod
+    def _live(conn: sqlite3.Connection, key: str, now: float) -> tuple[str, float] | None:
+        row = conn.execute("SELECT value, expires_at FROM wm_keys WHERE key = ? AND expires_at > ?",
+                           (key, now)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    @staticmethod
+    def _touch(conn: sqlite3.Connection, keys: Sequence[str], now: float, ttl: int) -> None:
+        conn.executemany("UPDATE wm_keys SET expires_at = ? WHERE key = ?", [(now + ttl, key) for key in keys])
+
+    def append(self, list_key: str, hash_key: str, record: str, ttl: int) -> int:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, list_key, now)
+            length = int(live[0]) if live else 0
+            conn.execute("INSERT INTO wm_lists VALUES (?, ?, ?)", (list_key, length, record))
+            conn.execute("INSERT OR REPLACE INTO wm_keys VALUES (?, 'list', ?, ?)",
+                         (list_key, str(length + 1), now + ttl))
+            self._touch(conn, [hash_key], now, ttl)
+            return length + 1
+
+    def read_list(self, list_key: str, hash_key: str, start: int, stop: int,
+                  ttl: int) -> tuple[list[str], int, int | None]:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, list_key, now)
+            length = int(live[0]) if live else 0
+            if not length:
+                return [], 0, None
+            first = max(start + length if start < 0 else start, 0)
+            last = min(stop + length if stop < 0 else stop, length - 1)
+            rows = conn.execute("SELECT value FROM wm_lists WHERE key = ? AND position BETWEEN ? AND ? "
+                                "ORDER BY position", (list_key, first, last)).fetchall() if first <= last else []
+            self._touch(conn, [list_key, hash_key], now, ttl)
+            return [row[0] for row in rows], length, ttl
+
+    def merge_hash(self, hash_key: str, list_key: str, fields: dict[str, str], ttl: int) -> None:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, hash_key, now)
+            merged = {**(json.loads(live[0]) if live else {}), **fields}
+            conn.execute("INSERT OR REPLACE INTO wm_keys VALUES (?, 'hash', ?, ?)",
+                         (hash_key, canonical_json(merged), now + ttl))
+            self._touch(conn, [list_key], now, ttl)
+
+    def read_hash(self, hash_key: str) -> dict[str, str]:
+        with self.transaction(write=False) as (conn, now):
+            live = self._live(conn, hash_key, now)
+            return dict(json.loads(live[0])) if live else {}
+
+    def delete_session(self, list_key: str, hash_key: str) -> int:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, list_key, now)
+            conn.execute("DELETE FROM wm_lists WHERE key = ?", (list_key,))
+            conn.execute("DELETE FROM wm_keys WHERE key IN (?, ?)", (list_key, hash_key))
+            removed = int(live[0]) if live else 0
+        self._checkpoint()
+        return removed
+
+    def consume(self, list_key: str, hash_key: str, count: int, head: str) -> int:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, list_key, now)
+            length = int(live[0]) if live else 0
+            if head:
+                row = conn.execute("SELECT value FROM wm_lists WHERE key = ? AND position = 0", (list_key,)).fetchone()
+                record = json.loads(row[0]) if row and length else {}
+                if f"{record.get('timestamp', '')}\n{record.get('content', '')}" != head:
+                    return -1
+            remaining = max(0, length - count)
+            if remaining == 0:
+                conn.execute("DELETE FROM wm_lists WHERE key = ?", (list_key,))
+                conn.execute("DELETE FROM wm_keys WHERE key IN (?, ?)", (list_key, hash_key))
+            else:
+                conn.execute("DELETE FROM wm_lists WHERE key = ? AND position < ?", (list_key, count))
+                # shift down through negative positions, so no two rows ever share one
+                conn.execute("UPDATE wm_lists SET position = -(position - ?) - 1 WHERE key = ?", (count, list_key))
+                conn.execute("UPDATE wm_lists SET position = -position - 1 WHERE key = ?", (list_key,))
+                conn.execute("UPDATE wm_keys SET value = ? WHERE key = ?", (str(remaining), list_key))
+        self._checkpoint()
+        return remaining
+
+    def pop(self, list_key: str, hash_key: str) -> str | None:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, list_key, now)
+            length = int(live[0]) if live else 0
+            if not length:
+                return None
+            row = conn.execute("SELECT value FROM wm_lists WHERE key = ? AND position = ?",
+                               (list_key, length - 1)).fetchone()
+            conn.execute("DELETE FROM wm_lists WHERE key = ? AND position = ?", (list_key, length - 1))
+            if length == 1:
+                conn.execute("DELETE FROM wm_keys WHERE key IN (?, ?)", (list_key, hash_key))
+            else:
+                conn.execute("UPDATE wm_keys SET value = ? WHERE key = ?", (str(length - 1), list_key))
+        self._checkpoint()
+        return row[0] if row else None
+
+    def _checkpoint(self) -> None:
+        """Fold the WAL into the file and truncate it, so deleted text leaves the WAL's bytes too (best effort:
+        a reader in another connection may keep the WAL; the next checkpoint then finishes the job)."""
+        if self.path == ":memory:":
+            return
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+    def scan(self, prefix: str, suffix: str) -> list[str]:
+        # Every key starting with the prefix sorts in [prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)).
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        with self.transaction(write=False) as (conn, now):
+            rows = conn.execute("SELECT key FROM wm_keys WHERE key >= ? AND key < ? AND kind = 'list' "
+                                "AND expires_at > ?", (prefix, upper, now)).fetchall()
+        return [row[0] for row in rows if row[0].endswith(suffix)]
+
+    def increment(self, key: str, ttl: int) -> int:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, key, now)
+            value = (int(live[0]) if live else 0) + 1
+            conn.execute("INSERT OR REPLACE INTO wm_keys VALUES (?, 'string', ?, ?)", (key, str(value), now + ttl))
+            return value
+
+    def get_string(self, key: str) -> str | None:
+        with self.transaction(write=False) as (conn, now):
+            live = self._live(conn, key, now)
+            return live[0] if live else None
+
+    def set_string(self, key: str, value: str, ttl: int, nx: bool) -> bool:
+        with self.transaction(write=True) as (conn, now):
+            if nx and self._live(conn, key, now):
+                return False
+            conn.execute("INSERT OR REPLACE INTO wm_keys VALUES (?, 'string', ?, ?)", (key, value, now + ttl))
+            return True
+
+    def delete_string(self, key: str, only_if: str | None) -> bool:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, key, now)
+            if live is None or (only_if is not None and live[0] != only_if):
+                return False
+            conn.execute("DELETE FROM wm_keys WHERE key = ?", (key,))
+            return True
+
+    def expire_string(self, key: str, only_if: str, ttl: int) -> bool:
+        with self.transaction(write=True) as (conn, now):
+            live = self._live(conn, key, now)
+            if live is None or live[0] != only_if:
+                return False
+            conn.execute("UPDATE wm_keys SET expires_at = ? WHERE key = ?", (now + ttl, key))
+            return True
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    if self.path != ":memory:":
+                        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                self._conn.close()
+                self._conn = None
+
+
+class InProcessBuffer(WorkingMemoryBuffer):
+    """The default working memory: in this process's memory, or kept in the store file so a restart keeps
+    the messages not yet consolidated.
+
+    With a ``path`` the buffer adds two tables (``wm_keys``, ``wm_lists``) to the kumiho_memory store file at
+    that path, over its own SQLite connection (WAL, busy timeout, one transaction per operation). A new file
+    is created as a kumiho_memory store first, so ``Memory(path)`` and ``InProcessBuffer(path)`` may be opened
+    in either order; a file of another program is refused. Blocking work runs in a worker thread.
+
+    Args:
+        path: the store file, or None to keep everything in memory.
+        clock: time for timestamps and expiry (a ``ManualClock`` makes TTLs testable).
+        default_ttl: seconds a session lives after its last write or non-empty read.
+        tenant: keeps this tenant's sessions apart from every other tenant's.
+        busy_timeout: seconds a write waits for another process's lock before ``StoreBusyError``.
+
+    Raises:
+        StoreError: the file cannot be used (``CorruptStoreError`` for a file of another program).
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, clock: Clock | None = None,
+                 default_ttl: int = WORKING_MEMORY_TTL, tenant: str | None = None,
+                 busy_timeout: float = 30.0) -> None:
+        super().__init__(clock=clock, default_ttl=default_ttl, tenant=tenant)
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) or busy_timeout < 0:
+            raise InvalidArgumentError(f"busy_timeout must be a non-negative number, not {busy_timeout!r}")
+        self._space = _SQLiteKeyspace(None if path is None else os.fspath(path), self.clock, float(busy_timeout))
+
+    @property
+    def path(self) -> str:
+        """The store file, or ``":memory:"``."""
+        return self._space.path
+
+    def __repr__(self) -> str:
+        return f"InProcessBuffer({self.path!r}, tenant={self.tenant!r}, default_ttl={self.default_ttl})"
+
+    async def close(self) -> None:
+        """Checkpoint and close the connection; closing twice is harmless, using it afterwards raises
+        ``StoreClosedError``."""
+        await asyncio.to_thread(self._space.close)
+
+    async def _append(self, list_key: str, hash_key: str, record: str, ttl: int) -> int:
+        return await asyncio.to_thread(self._space.append, list_key, hash_key, record, ttl)
+
+    async def _read_list(self, list_key: str, hash_key: str, start: int, stop: int,
+                         ttl: int) -> tuple[list[str], int, int | None]:
+        return await asyncio.to_thread(self._space.read_list, list_key, hash_key, start, stop, ttl)
+
+    async def _merge_hash(self, hash_key: str, list_key: str, fields: dict[str, str], ttl: int) -> None:
+        await asyncio.to_thread(self._space.merge_hash, hash_key, list_key, fields, ttl)
+
+    async def _read_hash(self, hash_key: str) -> dict[str, str]:
+        return await asyncio.to_thread(self._space.read_hash, hash_key)
+
+    async def _delete_session(self, list_key: str, hash_key: str) -> int:
+        return await asyncio.to_thread(self._space.delete_session, list_key, hash_key)
+
+    async def _consume(self, list_key: str, hash_key: str, count: int, head: str) -> int:
+        return await asyncio.to_thread(self._space.consume, list_key, hash_key, count, head)
+
+    async def _pop(self, list_key: str, hash_key: str) -> str | None:
+        return await asyncio.to_thread(self._space.pop, list_key, hash_key)
+
+    async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
+        return await asyncio.to_thread(self._space.scan, prefix, suffix)
+
+    async def _increment(self, key: str, ttl: int) -> int:
+        return await asyncio.to_thread(self._space.increment, key, ttl)
+
+    async def _get_string(self, key: str) -> str | None:
+        return await asyncio.to_thread(self._space.get_string, key)
+
+    async def _set_string(self, key: str, value: str, ttl: int, nx: bool) -> bool:
+        return await asyncio.to_thread(self._space.set_string, key, value, ttl, nx)
+
+    async def _delete_string(self, key: str, only_if: str | None) -> bool:
+        return await asyncio.to_thread(self._space.delete_string, key, only_if)
+
+    async def _expire_string(self, key: str, only_if: str, ttl: int) -> bool:
+        return await asyncio.to_thread(self._space.expire_string, key, only_if, ttl)
+
+
+# -- the Redis buffer ---------------------------------------------------------------------------------------
+
+# Remove the consumed front of a session's list and, when nothing is left, its metadata: one atomic step.
+# Take the newest message off a session's list and, when nothing is left, its metadata: one atomic step.
+_POP_SCRIPT = """
+local record = redis.call('RPOP', KEYS[1])
+if redis.call('LLEN', KEYS[1]) == 0 then redis.call('DEL', KEYS[2]) end
+return record
+"""
+
+_CONSUME_SCRIPT = """
+if ARGV[2] ~= '' then
+  local first = redis.call('LINDEX', KEYS[1], 0)
+  if not first then return -1 end
+  local ok, record = pcall(cjson.decode, first)
+  if not ok or (tostring(record['timestamp']) .. '\\n' .. tostring(record['content'])) ~= ARGV[2] then return -1 end
+end
+redis.call('LTRIM', KEYS[1], ARGV[1], -1)
+local remaining = redis.call('LLEN', KEYS[1])
+if remaining == 0 then redis.call('DEL', KEYS[2]) end
+return remaining
+"""
+
+def _url_secrets(url: str) -> list[str]:
+    """The password in a URL's user-info or ``password=`` query field, raw and decoded (to scrub messages)."""
+    import urllib.parse
+    found: list[str] = []
+    userinfo = re.search(r"//([^/@]*)@", url)
+    if userinfo and ":" in userinfo.group(1):
+        found.append(userinfo.group(1).split(":", 1)[1])
+    found += re.findall(r"[?&]password=([^&#]*)", url)
+    return [secret for raw in found if raw for secret in {raw, urllib.parse.unquote(raw)}]
+
+
+class _RedisCommands:
+    """Runs raw commands on a redis-py client, sync or asyncio: one retry after 50 ms for a lost connection,
+    errors mapped to ``ServiceError`` with every known password scrubbed from the message.
+
+    An asyncio client that this buffer built is rebuilt when the running event loop changes (redis-py binds
+    connections to a loop); a caller's asyncio client is used as given.
+    """
+
+    def __init__(self, redis_module: Any, client: Any, factory: Callable[[], Any] | None, where: str,
+                 secrets_to_hide: Sequence[str]) -> None:
+        self._errors = redis_module.exceptions
+        self._client = client
+        self._factory = factory
+        self._sync = isinstance(client, redis_module.Redis)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.where = where
+        self._secrets = sorted(set(secrets_to_hide), key=len, reverse=True)
+
+    def scrub(self, text: str) -> str:
+        """``text`` with URLs' user-info and every known password replaced by ``***``."""
+        text = _redact_url(text)
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _current_client(self) -> Any:
+        if self._client is None:
+            raise StoreClosedError("this working-memory buffer is closed")
+        if self._sync:
+            return self._client
+        loop = asyncio.get_running_loop()
+        if self._loop is not None and self._loop is not loop and self._factory is not None:
+            self._client = self._factory()          # the old client's connections belong to the old loop
+        self._loop = loop
+        return self._client
+
+    async def run(self, *commands: tuple[Any, ...], transaction: bool = False) -> list[Any]:
+        """Run commands (in one MULTI/EXEC when ``transaction``) and return their replies.
+
+        Raises:
+            ServiceError: transient for a lost connection or timeout (after one retry); permanent for refused
+                credentials or a command the server rejects.
+        """
+        retried = False
+        while True:
+            try:
+                client = self._current_client()
+                if self._sync:
+                    return await asyncio.to_thread(self._run_sync, client, commands, transaction)
+                if len(commands) == 1 and not transaction:
+                    return [await client.execute_command(*commands[0])]
+                if not hasattr(client, "pipeline"):      # a minimal injected client: one command at a time
+                    return [await client.execute_command(*command) for command in commands]
+                async with client.pipeline(transaction=transaction) as pipe:
+                    for command in commands:
+                        pipe.execute_command(*command)
+                    return list(await pipe.execute())
+            except (self._errors.AuthenticationError, self._errors.NoPermissionError) as exc:
+                raise ServiceError(f"Redis at {self.where} refused the credentials ({self.scrub(str(exc))}); "
+                                   f"check the user and password in the Redis URL", transient=False) from exc
+            except (self._errors.ConnectionError, self._errors.TimeoutError, OSError) as exc:
+                if retried:
+                    raise ServiceError(f"Redis at {self.where} is unreachable ({self.scrub(str(exc))}); working "
+                                       f"memory is unavailable until it answers, retry later",
+                                       transient=True) from exc
+                retried = True
+                await asyncio.sleep(_REDIS_RETRY_DELAY)
+            except self._errors.RedisError as exc:
+                name = _text(commands[0][0]) if commands else "?"
+                raise ServiceError(f"Redis at {self.where} rejected {name} ({self.scrub(str(exc))})",
+                                   transient=False) from exc
+
+    @staticmethod
+    def _run_sync(client: Any, commands: Sequence[tuple[Any, ...]], transaction: bool) -> list[Any]:
+        if len(commands) == 1 and not transaction:
+            return [client.execute_command(*commands[0])]
+        if not hasattr(client, "pipeline"):
+            return [client.execute_command(*command) for command in commands]
+        pipe = client.pipeline(transaction=transaction)
+        try:
+            for command in commands:
+                pipe.execute_command(*command)
+            return list(pipe.execute())
+        finally:
+            pipe.reset()
+
+    async def close(self) -> None:
+        """Close a client this buffer built (a caller's client stays open); harmless twice."""
+        client, self._client = self._client, None
+        if client is None or self._factory is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if self._loop is None or self._loop is running:
+            closer = getattr(client, "aclose", None) or client.close
+            with contextlib.suppress(self._errors.RedisError, OSError):
+                await closer()
+
+
+def _glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+class _UnconfiguredRedis:
+    """Stands in for a Redis connection no one configured: every command says how to configure one."""
+
+    where = "(not configured)"
+
+    async def run(self, *commands: tuple[Any, ...], transaction: bool = False) -> list[Any]:
+        raise InvalidArgumentError("no Redis URL: pass redis_url= or client=, or set KUMIHO_REDIS_URL (or REDIS_URL)")
+
+    def scrub(self, text: str) -> str:
+        return text
+
+    async def close(self) -> None:
+        return None
+
+
+class RedisMemoryBuffer(WorkingMemoryBuffer):
+    """Working memory on Redis (redis-py, imported here), under the reference's key schema.
+
+    Pointer claims are ``SET NX EX`` and the conditional pointer delete is a server-side script, so racing
+    callers (in any number of processes) agree on one session. A call that loses its connection is retried
+    once after 50 ms, then raises ``ServiceError(transient=True)``. Passwords never appear in an error
+    message or in ``repr``.
+
+    Args:
+        redis_url: ``redis://[:password@]host:port/db``, ``rediss://...`` for TLS, or ``unix://path``;
+            default ``KUMIHO_REDIS_URL``, then ``REDIS_URL``, from ``environ``.
+        default_ttl: seconds a session lives after its last use (default ``WORKING_MEMORY_TTL``).
+        tenant_hint, tenant_id: the tenant segment of every key (``tenant_id`` wins).
+        client: a ready ``redis.asyncio.Redis`` or ``redis.Redis`` (sync calls run in a worker thread)
+            instead of a URL; it is not closed by ``close()``.
+        clock: time for message timestamps (expiry is Redis's own).
+        environ: where the URL variables are read (default ``os.environ``, read here only).
+        connection_options: extra keyword arguments for ``redis.asyncio.from_url`` (e.g. ``ssl_ca_certs``).
+
+    Raises:
+        BackendUnavailableError: redis-py is not installed (the message names the pip line).
+        InvalidArgumentError: a URL that is not Redis's; with no URL anywhere, the first call raises it.
+
+    ``control_plane_url``, ``discovery_timeout``, ``force_refresh``, ``prefer_discovery`` and ``proxy_url``
+    are upstream's hosted-discovery options: accepted, and they change nothing here. An injected client
+    without ``pipeline()`` works too; its multi-command steps then run one command at a time (not atomic).
+    """
+
+    def __init__(self, redis_url: str | None = None, *, default_ttl: int | None = None,
+                 tenant_hint: str | None = None, tenant_id: str | None = None, client: Any = None,
+                 clock: Clock | None = None, environ: Mapping[str, str] | None = None,
+                 connection_options: Mapping[str, Any] | None = None, control_plane_url: str | None = None,
+                 discovery_timeout: float = 10.0, force_refresh: bool = False, prefer_discovery: bool = True,
+                 proxy_url: str | None = None) -> None:
+        super().__init__(clock=clock, default_ttl=WORKING_MEMORY_TTL if default_ttl is None else default_ttl,
+                         tenant=tenant_id or tenant_hint)
+        redis_module = _require("redis", extra="redis")
+        if client is not None:                    # upstream's order: an explicit client wins over any URL
+            kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {}) or {}
+            where = (f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
+                     if "host" in kwargs else str(kwargs.get("path") or "the given client"))
+            hidden = [str(kwargs["password"])] if kwargs.get("password") else []
+            self._commands = _RedisCommands(redis_module, client, None, where, hidden)
+            return
+        environ = os.environ if environ is None else environ
+        url = redis_url or environ.get("KUMIHO_REDIS_URL") or environ.get("REDIS_URL")
+        if not url:                               # upstream builds lazily: the first command says what is missing
+            self._commands = _UnconfiguredRedis()
+            return
+        hidden = _url_secrets(url)
+        where = _redact_url(url)
+        for secret in hidden:
+            where = where.replace(secret, "***")
+        if not url.startswith(_REDIS_SCHEMES):
+            raise InvalidArgumentError(f"not a Redis URL: {where!r} (use redis://, rediss:// or unix://)")
+        factory = self._client_factory(url, dict(connection_options or {}))
+        try:
+            built = factory()
+        except (ValueError, TypeError) as exc:
+            message = str(exc)
+            for secret in hidden:
+                message = message.replace(secret, "***")
+            raise InvalidArgumentError(f"bad Redis URL {where!r}: {_redact_url(message)}") from None
+        self._commands = _RedisCommands(redis_module, built, factory, where, hidden)
+
+    @staticmethod
+    def _client_factory(url: str, options: dict[str, Any]) -> Callable[[], Any]:
+        """A closure that builds asyncio clients (it keeps the URL out of ``vars(buffer)``)."""
+        asyncio_redis = _require("redis.asyncio", extra="redis")
+        retry_module = _require("redis.asyncio.retry", extra="redis")
+        backoff = _require("redis.backoff", extra="redis")
+        # Our own single retry replaces redis-py's default backoff, so an outage is reported in ~50 ms.
+        options.setdefault("retry", retry_module.Retry(backoff.NoBackoff(), 0))
+        options.setdefault("socket_connect_timeout", 5.0)
+        options.setdefault("socket_timeout", 5.0)
+        options["decode_responses"] = True
+        return lambda: asyncio_redis.from_url(url, **options)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> "RedisMemoryBuffer":
+        """A buffer configured by ``KUMIHO_REDIS_URL``/``REDIS_URL`` and ``KUMIHO_WORKING_MEMORY_TTL``.
+
+        Raises:
+            InvalidArgumentError: a variable is malformed, or no URL is set.
+        """
+        config = WorkingMemoryConfig.from_env(environ)
+        options.setdefault("default_ttl", config.ttl)
+        return cls(config.redis_url, environ={}, **options)
+
+    def __repr__(self) -> str:
+        return f"RedisMemoryBuffer({self._commands.where!r}, tenant={self.tenant!r}, default_ttl={self.default_ttl})"
+
+    async def close(self) -> None:
+        """Close the client this buffer built (a caller's client stays open); closing twice is harmless."""
+        await self._commands.close()
+
+    async def _append(self, list_key: str, hash_key: str, record: str, ttl: int) -> int:
+        replies = await self._commands.run(("RPUSH", list_key, record), ("EXPIRE", list_key, ttl),
+                                           ("EXPIRE", hash_key, ttl), transaction=True)
+        return int(replies[0])
+
+    async def _read_list(self, list_key: str, hash_key: str, start: int, stop: int,
+                         ttl: int) -> tuple[list[str], int, int | None]:
+        length, records = await self._commands.run(("LLEN", list_key), ("LRANGE", list_key, start, stop),
+                                                   transaction=True)
+        if not int(length):
+            return [], 0, None
+        replies = await self._commands.run(("EXPIRE", list_key, ttl), ("EXPIRE", hash_key, ttl),
+                                           ("TTL", list_key), transaction=True)
+        remaining = int(replies[2])
+        return [_text(record) for record in records], int(length), remaining if remaining >= 0 else None
+
+    async def _merge_hash(self, hash_key: str, list_key: str, fields: dict[str, str], ttl: int) -> None:
+        pairs = [part for name, value in fields.items() for part in (name, value)]
+        await self._commands.run(("HSET", hash_key, *pairs), ("EXPIRE", hash_key, ttl), ("EXPIRE", list_key, ttl),
+                                 transaction=True)
+
+    async def _read_hash(self, hash_key: str) -> dict[str, str]:
+        (reply,) = await self._commands.run(("HGETALL", hash_key))
+        if isinstance(reply, Mapping):
+            return {_text(name): _text(value) for name, value in reply.items()}
+        flat = list(reply or [])
+        return {_text(flat[index]): _text(flat[index + 1]) for index in range(0, len(flat) - 1, 2)}
+
+    async def _delete_session(self, list_key: str, hash_key: str) -> int:
+        replies = await self._commands.run(("LLEN", list_key), ("DEL", list_key, hash_key), transaction=True)
+        return int(replies[0])
+
+    async def _consume(self, list_key: str, hash_key: str, count: int, head: str) -> int:
+        (reply,) = await self._commands.run(("EVAL", _CONSUME_SCRIPT, 2, list_key, hash_key, count, head))
+        return int(reply)
+
+    async def _pop(self, list_key: str, hash_key: str) -> str | None:
+        (reply,) = await self._commands.run(("EVAL", _POP_SCRIPT, 2, list_key, hash_key))
+        return None if reply is None else _text(reply)
+
+    async def _scan_lists(self, prefix: str, suffix: str) -> list[str]:
+        pattern = f"{_glob_escape(prefix)}*{_glob_escape(suffix)}"
+        found: set[str] = set()
+        cursor = 0
+        while True:
+            (reply,) = await self._commands.run(("SCAN", cursor, "MATCH", pattern, "COUNT", 1000))
+            cursor = int(_text(reply[0]))
+            found.update(_text(key) for key in reply[1])
+            if cursor == 0:
+                return sorted(found)
+
+    async def _increment(self, key: str, ttl: int) -> int:
+        replies = await self._commands.run(("INCR", key), ("EXPIRE", key, ttl), transaction=True)
+        return int(replies[0])
+
+    async def _get_string(self, key: str) -> str | None:
+        (reply,) = await self._commands.run(("GET", key))
+        return None if reply is None else _text(reply)
+
+    async def _set_string(self, key: str, value: str, ttl: int, nx: bool) -> bool:
+        command: tuple[Any, ...] = ("SET", key, value, "EX", ttl) + (("NX",) if nx else ())
+        (reply,) = await self._commands.run(command)
+        return reply is True or (reply is not None and reply is not False and _text(reply) == "OK")
+
+    async def _delete_string(self, key: str, only_if: str | None) -> bool:
+        if only_if is None:
+            (reply,) = await self._commands.run(("DEL", key))
+        else:
+            (reply,) = await self._commands.run(("EVAL", _DELETE_IF_EQUAL, 1, key, only_if))
+        return int(reply) > 0
+
+    async def _expire_string(self, key: str, only_if: str, ttl: int) -> bool:
+        (reply,) = await self._commands.run(("EVAL", _EXPIRE_IF_EQUAL, 1, key, only_if, ttl))
+        return int(reply) > 0
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkingMemoryConfig:
+    """Which working memory to open, and its TTL; the defaults live here.
+
+    Attributes:
+        ttl: seconds a session lives after its last use.
+        redis_url: a Redis URL (then ``open_buffer`` returns a ``RedisMemoryBuffer``); never shown in ``repr``.
+        tenant: the tenant segment of every key, or None.
+    """
+
+    ttl: int = WORKING_MEMORY_TTL
+    redis_url: str | None = dataclasses.field(default=None, repr=False)
+    tenant: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "WorkingMemoryConfig":
+        """Read ``KUMIHO_WORKING_MEMORY_TTL`` and ``KUMIHO_REDIS_URL`` (else ``REDIS_URL``).
+
+        Args:
+            environ: the mapping to read; default ``os.environ``.
+
+        Raises:
+            InvalidArgumentError: the TTL is not a whole number of seconds >= 1.
+        """
+        environ = os.environ if environ is None else environ
+        text = (environ.get("KUMIHO_WORKING_MEMORY_TTL") or "").strip()
+        try:
+            ttl = int(text) if text else WORKING_MEMORY_TTL
+        except ValueError:
+            raise InvalidArgumentError(
+                f"KUMIHO_WORKING_MEMORY_TTL is not a whole number of seconds: {text!r}") from None
+        if ttl < 1:
+            raise InvalidArgumentError(f"KUMIHO_WORKING_MEMORY_TTL must be >= 1, not {ttl}")
+        url = environ.get("KUMIHO_REDIS_URL") or environ.get("REDIS_URL") or None
+        return cls(ttl=ttl, redis_url=url)
+
+    def open_buffer(self, path: str | os.PathLike[str] | None = None, *,
+                    clock: Clock | None = None) -> WorkingMemoryBuffer:
+        """Open the buffer this config describes: Redis when ``redis_url`` is set, else in-process.
+
+        Args:
+            path: the store file the in-process buffer keeps its tables in (None: in memory).
+            clock: time source for the buffer.
+
+        Raises:
+            BackendUnavailableError: Redis is configured but redis-py is not installed.
+            StoreError: the store file cannot be used.
+        """
+        if self.redis_url:
+            return RedisMemoryBuffer(self.redis_url, default_ttl=self.ttl, tenant_id=self.tenant, clock=clock,
+                                     environ={})
+        return InProcessBuffer(path, clock=clock, default_ttl=self.ttl, tenant=self.tenant)
+
+
+# ==========================================================================================================
+# 13. Model clients: LLM and embedding adapters over HTTP, and graph-augmented recall
+# ==========================================================================================================
+
+# -- embeddings (optional) ------------------------------------------------------------------------------------
+
+class EmbeddingAdapter(Protocol):
+    """Anything that turns texts into vectors. A plain callable ``texts -> vectors`` works as well."""
+
+    def embed(self, texts: list[str], *, model: str = "") -> list[list[float]]:
+        """Return one vector per text, in order (``model`` overrides the adapter's, when it has several)."""
+
+
+def _sdk_payload(response: Any) -> Any:
+    """An SDK response object (pydantic model, attribute object or dict) as plain JSON-like data."""
+    if isinstance(response, Mapping):
+        return dict(response)
+    dump = getattr(response, "model_dump", None)
+    if callable(dump):
+        return dump()
+    if isinstance(response, (list, tuple)):
+        return [_sdk_payload(item) for item in response]
+    if isinstance(response, (str, int, float, bool)) or response is None:
+        return response
+    return {key: _sdk_payload(value) for key, value in vars(response).items() if not key.startswith("_")}
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+# -- language models (optional) -------------------------------------------------------------------------------
+#
+# Two adapters over the standard library's ``urllib``: any server speaking OpenAI's chat completions, and
+# Anthropic's messages API. Both share one POST-with-retries (``_post_json``) that runs in a worker thread,
+# so ``chat`` never blocks the event loop. Rules for every request:
+#
+#   what happened                                   transient  retried  note
+#   429, 408, 409, 5xx (incl. Anthropic's 529)      yes        yes      ``Retry-After`` honoured up to a cap
+#   refused / reset / timed out / cut-off reply     yes        yes      exponential backoff 0.5, 1, 2 ... 8 s
+#   3xx                                             no         no       redirects are not followed, so a key
+#                                                                       never travels to another host
+#   other 4xx                                       no         no       message names status + server's text
+#   200 that is not the expected JSON shape         no         no
+#
+# An API key is masked in every message (before any truncation, so no prefix of it leaks) and never shown by
+# ``repr``; URL user-info is redacted.
+
+_RETRY_AFTER_CAP = 30.0          # seconds: a longer Retry-After is cut to this, so a call cannot stall for hours
+_MAX_REPLY_BYTES = 16 * 1024 * 1024
+_MAX_ERROR_BYTES = 64 * 1024
+_TRANSIENT_STATUSES = frozenset({408, 409, 429})
+_ERROR_DETAIL_CHARS = 500
+
+
+def _backoff(attempt: int) -> float:
+    """Seconds to wait before retry number ``attempt + 1`` when the server gave no ``Retry-After``."""
+    return min(8.0, 0.5 * 2 ** attempt)
+
+
+def _mask(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` blotted out (servers sometimes echo a key back)."""
+    return text.replace(secret, "***") if secret else text
+
+
+def _retry_after_seconds(headers: Any) -> float | None:
+    """The wait a server asked for: ``retry-after-ms`` (OpenAI), else ``Retry-After`` in seconds or as an
+    HTTP date; ``None`` when absent or unreadable."""
+    if headers is None:
+        return None
+    seconds: float | None = None
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds:
+        with contextlib.suppress(ValueError):
+            seconds = float(milliseconds) / 1000.0
+    value = headers.get("Retry-After")
+    if seconds is None and value:
+        try:
+            seconds = float(value)
+        except ValueError:
+            import email.utils
+            try:
+                moment = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError, IndexError):
+                return None
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=_dt.timezone.utc)
+            seconds = moment.timestamp() - time.time()
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def _error_detail(raw: bytes) -> str:
+    """The server's own error message from an error body: ``error.message`` (OpenAI, Anthropic), ``error``
+    as a string (Ollama), ``message`` (vLLM) or ``detail`` (FastAPI); else the body with its whitespace
+    collapsed."""
+    text = raw.decode("utf-8", "replace")
+    with contextlib.suppress(ValueError):
+        payload = json.loads(text)
+        if isinstance(payload, dict):
+            error = payload.get("error")
+            if isinstance(error, dict) and isinstance(error.get("message"), str):
+                return error["message"]
+            if isinstance(error, str):
+                return error
+            for key in ("message", "detail"):
+                if isinstance(payload.get(key), str):
+                    return payload[key]
+    return " ".join(text.split())
+
+
+def _read_reply(response: Any, limit: int, seconds: float) -> bytes:
+    """The whole body of ``response``, read in pieces so that a server dribbling bytes cannot hold the call
+    past ``seconds`` (each socket read is already bounded by the request timeout).
+
+    Raises:
+        TimeoutError: the body took longer than ``seconds``.
+        http.client.IncompleteRead: the connection closed before the promised ``Content-Length``.
+        ValueError: the body is larger than ``limit`` bytes.
+    """
+    import http.client
+    deadline = time.monotonic() + seconds
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = response.read1(65536)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > limit:
+            raise ValueError(f"the reply is larger than {limit} bytes")
+        chunks.append(chunk)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the reply took longer than {seconds:g} s to arrive")
+    # read1 returns b"" at a premature end instead of raising, so compare with what was promised.
+    missing = getattr(response, "length", None)
+    if missing:
+        raise http.client.IncompleteRead(b"".join(chunks), missing)
+    return b"".join(chunks)
+
+
+def _no_redirect_opener() -> Any:
+    """A urllib opener that turns every redirect into an ``HTTPError``: following one would resend the API
+    key headers to wherever the ``Location`` points."""
+    import urllib.request
+
+    class RefuseRedirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+            return None
+
+    return urllib.request.build_opener(RefuseRedirects)
+
+
+def _post_json(url: str, body: Mapping[str, Any], headers: Mapping[str, str], *, timeout: float, retries: int,
+               sleep: Callable[[float], None], secret: str | None, what: str,
+               max_wait: float = _RETRY_AFTER_CAP) -> dict[str, Any]:
+    """POST ``body`` as JSON to ``url`` and return the JSON object the server answers, retrying transient
+    failures (see the table above this function).
+
+    Args:
+        url: the full endpoint; its user-info is redacted in messages.
+        body: the request, sent as UTF-8 JSON.
+        headers: extra headers (auth); ``Content-Type``/``Accept`` are added.
+        timeout: seconds for connecting and for each wait on the socket; the body must also arrive within
+            this many seconds once the headers are in.
+        retries: extra attempts for transient failures.
+        sleep: how to wait between attempts (injected so tests do not wait).
+        secret: a credential to mask in every message.
+        what: names the call in messages, e.g. ``"chat completion"``.
+        max_wait: the cap on a server's ``Retry-After``.
+
+    Returns:
+        The decoded JSON object.
+
+    Raises:
+        ServiceError: ``transient`` and ``status`` say what failed; the message never contains ``secret``.
+    """
+    import http.client
+    import urllib.error
+    import urllib.request
+    where = _redact_url(url)
+    data = json.dumps(body).encode("utf-8")
+    request_headers = {"Content-Type": "application/json", "Accept": "application/json",
+                       "User-Agent": f"{DISTRIBUTION_NAME}/{__version__}", **headers}
+    opener = _no_redirect_opener()
+    for attempt in range(retries + 1):
+        request = urllib.request.Request(url, data=data, headers=request_headers, method="POST")
+        asked_wait: float | None = None
+        try:
+            with opener.open(request, timeout=timeout) as response:
+                raw = _read_reply(response, _MAX_REPLY_BYTES, timeout)
+            break
+        except urllib.error.HTTPError as exc:
+            error = _http_status_error(exc, where=where, what=what, secret=secret)
+            asked_wait = _retry_after_seconds(exc.headers)
+        except (ValueError, http.client.InvalidURL) as exc:   # a bad URL or an oversized reply: no retry helps
+            error = ServiceError(_mask(f"{what} request to {where} failed: {exc}", secret), transient=False)
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            error = ServiceError(_mask(f"{what} service at {where} unreachable, timed out or cut off: "
+                                       f"{type(reason).__name__}: {reason}", secret), transient=True)
+        if not error.transient or attempt == retries:
+            if attempt:
+                error.args = (f"{error.args[0]} (after {attempt + 1} attempts)",)
+            raise error
+        sleep(min(max_wait, asked_wait) if asked_wait is not None else _backoff(attempt))
+    try:
+        payload = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        snippet = " ".join(raw[:2000].decode("utf-8", "replace").split())
+        raise ServiceError(_mask(f"{what} service at {where} answered with something that is not JSON: "
+                                 f"{snippet[:200]!r}", secret), transient=False) from None
+    if not isinstance(payload, dict):
+        raise ServiceError(f"{what} service at {where} answered with a JSON {type(payload).__name__}, "
+                           f"not an object", transient=False)
+    return payload
+
+
+def _http_status_error(exc: Any, *, where: str, what: str, secret: str | None) -> ServiceError:
+    """A ``ServiceError`` for an HTTP error status, naming the status and the server's own message."""
+    import http.client
+    try:
+        raw = exc.read(_MAX_ERROR_BYTES) if exc.fp else b""
+    except (OSError, http.client.HTTPException):
+        raw = b""
+    # Mask before cutting: a cut through the key would otherwise leave its prefix in the message.
+    detail = _mask(_error_detail(raw), secret)[:_ERROR_DETAIL_CHARS]
+    if 300 <= exc.code < 400:
+        location = _redact_url(exc.headers.get("Location", "?")) if exc.headers else "?"
+        message = (f"{what} request to {where} was redirected (HTTP {exc.code}) to {location}; set base_url "
+                   f"to the final address (redirects are not followed, so credentials stay put)")
+    else:
+        message = f"{what} request to {where} failed: HTTP {exc.code}" + (f": {detail}" if detail else "")
+    transient = exc.code in _TRANSIENT_STATUSES or exc.code >= 500
+    return ServiceError(_mask(message, secret), transient=transient, status=exc.code)
+
+
+# -- the LLM adapter interface, and helpers both adapters share -----------------------------------------------
+
+class LLMAdapter(Protocol):
+    """Anything that answers a chat. ``GraphAugmentedRecall`` and the summarizer call it.
+
+    ``json_mode`` asks for machine-readable output: ``False`` (free text), ``True`` (one JSON object),
+    ``"array"`` (one JSON array) or ``{"name": ..., "schema": {...}}`` (structured output matching a JSON
+    Schema). The reply is still text; read it with ``parse_llm_json``.
+    """
+
+    async def chat(self, *, messages: list[dict[str, Any]], model: str = "", system: str = "",
+                   max_tokens: int = 1024, json_mode: bool | str | dict[str, Any] = False) -> str:
+        """Return the model's reply to ``messages`` (``{"role", "content"}`` dicts)."""
+
+
+def _check_chat(messages: Any, max_tokens: Any) -> list[dict[str, Any]]:
+    """``messages`` validated as a non-empty list of ``{"role": str, "content": str | list}`` dicts.
+
+    Raises:
+        InvalidArgumentError: a malformed message or a ``max_tokens`` that is not a positive integer.
+    """
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise InvalidArgumentError(f"max_tokens must be a positive integer, not {max_tokens!r}")
+    if not isinstance(messages, (list, tuple)) or not messages:
+        raise InvalidArgumentError("messages must be a non-empty list of {'role', 'content'} dicts")
+    for index, message in enumerate(messages):
+        if (not isinstance(message, Mapping) or not isinstance(message.get("role"), str)
+                or not isinstance(message.get("content"), (str, list))):
+            raise InvalidArgumentError(f"messages[{index}] must be a dict with a string role and a string "
+                                       f"(or list of parts) content")
+    return [dict(message) for message in messages]
+
+
+def _http_root(base_url: Any) -> str:
+    """``base_url`` checked to be http(s), without a trailing slash.
+
+    Raises:
+        InvalidArgumentError: not an http(s) URL.
+    """
+    if not isinstance(base_url, str) or not re.match(r"^https?://[^/]", base_url):
+        shown = _redact_url(base_url) if isinstance(base_url, str) else type(base_url).__name__
+        raise InvalidArgumentError(f"base_url must be an http(s) URL, not {shown!r}")
+    return base_url.rstrip("/")
+
+
+def _check_transport(timeout: Any, retries: Any) -> tuple[float, int]:
+    """``timeout`` (positive, finite seconds) and ``retries`` (a non-negative integer), validated.
+
+    Raises:
+        InvalidArgumentError: either is out of range.
+    """
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise InvalidArgumentError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise InvalidArgumentError(f"retries must be a non-negative integer, not {retries!r}")
+    return float(timeout), retries
+
+
+def _unwrap_array(text: str) -> str:
+    """For ``json_mode="array"`` under a server that forces an object: an object whose only member is an
+    array becomes that array (as JSON text); any other reply is returned unchanged."""
+    try:
+        value = parse_llm_json(text)
+    except InvalidArgumentError:
+        return text
+    if isinstance(value, dict) and len(value) == 1:
+        (member,) = value.values()
+        if isinstance(member, list):
+            return json.dumps(member, ensure_ascii=False)
+    return text
+
+
+# -- OpenAI-compatible chat -----------------------------------------------------------------------------------
+
+_RESPONSE_FORMAT_REJECTED = _lazy_regex(r"response_format|json_schema|json_object", re.I)
+
+
+class OpenAICompatAdapter:
+    """Chat with any server speaking OpenAI's ``POST /v1/chat/completions`` (OpenAI, Ollama, vLLM,
+    llama.cpp server, LM Studio), over the standard library's ``urllib``.
+
+    ``json_mode``: ``True`` and ``"array"`` send ``response_format: {"type": "json_object"}``; a schema dict
+    sends ``{"type": "json_schema", "json_schema": {name, schema, strict}}`` (strict by default: OpenAI then
+    wants ``additionalProperties: false`` and every property required). The system text also states the
+    shape, so when a server answers 400 about ``response_format`` (it lacks that mode) the request is sent
+    once more without ``response_format`` and the prompt alone carries the instruction. Because
+    ``json_object`` forces an object, an ``"array"`` reply that is an object whose only member is an array is
+    unwrapped to that array. A model that rejects ``max_tokens`` (OpenAI's reasoning models) gets the same
+    number as ``max_completion_tokens`` on a second try.
+
+    Args:
+        base_url: the API root including ``/v1``, e.g. ``http://localhost:11434/v1``.
+        api_key: sent as ``Authorization: Bearer``; never shown in errors or ``repr``.
+        model: the model used when ``chat`` names none.
+        timeout: seconds to connect and for each wait on the server; make it longer than the slowest
+            generation, since a reply is not streamed.
+        retries: extra attempts for transient failures, with exponential backoff.
+        sleep: how to wait between attempts (tests inject a recorder).
+
+    Raises:
+        InvalidArgumentError: a malformed ``base_url``, ``timeout`` or ``retries``.
+    """
+
+    DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+    def __init__(self, base_url: Any, api_key: str | None = None, model: str = "gpt-4o-mini", *,
+                 timeout: float = 60.0, retries: int = 2, sleep: Callable[[float], None] = time.sleep) -> None:
+        if api_key is not None and not isinstance(api_key, str):
+            raise InvalidArgumentError("api_key must be a string or None")
+        if not isinstance(model, str) or not model:
+            raise InvalidArgumentError("model must be a non-empty string")
+        # upstream's form: OpenAICompatAdapter(client), an ``openai``-shaped SDK client (sync or async)
+        self._client = None if isinstance(base_url, str) else base_url
+        if self._client is not None and not hasattr(getattr(self._client, "chat", None), "completions"):
+            raise InvalidArgumentError("give a base URL or an OpenAI-style client (client.chat.completions.create)")
+        self.base_url = "client" if self._client is not None else _http_root(base_url)
+        self.model = model
+        self.timeout, self.retries = _check_transport(timeout, retries)
+        self._api_key = api_key or None
+        self._sleep = sleep
+
+    @classmethod
+    def create(cls, *, api_key: str | None = None, base_url: str | None = None, model: str = "gpt-4o-mini",
+               **options: Any) -> "OpenAICompatAdapter":
+        """An adapter for ``base_url`` (default OpenAI's ``https://api.openai.com/v1``); ``options`` are the
+        constructor's keywords (``timeout``, ``retries``, ``sleep``)."""
+        return cls(base_url or cls.DEFAULT_BASE_URL, api_key, model, **options)
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatAdapter({_redact_url(self.base_url)!r}, model={self.model!r})"
+
+    async def chat(self, *, messages: list[dict[str, Any]], model: str = "", system: str = "",
+                   max_tokens: int = 1024, json_mode: bool | str | dict[str, Any] = False) -> str:
+        """Send one chat completion and return the reply text.
+
+        Runs the HTTP call in a worker thread; cancelling the await returns at once, while the thread ends
+        within ``timeout``.
+
+        Args:
+            messages: ``{"role", "content"}`` dicts, oldest first.
+            model: overrides the adapter's model.
+            system: sent first as a system message (with the ``json_mode`` instruction appended).
+            max_tokens: the reply's token budget.
+            json_mode: ``False``, ``True``, ``"array"`` or ``{"name", "schema"[, "strict"]}``.
+
+        Returns:
+            ``choices[0].message.content``.
+
+        Raises:
+            InvalidArgumentError: malformed arguments.
+            ServiceError: the server failed, refused, or answered in another shape.
+        """
+        turns = _check_chat(messages, max_tokens)
+        json_mode = _check_json_mode(json_mode)
+        system_text = _join_text(system, _json_instruction(json_mode, object_only=True))
+        body: dict[str, Any] = {"model": model or self.model,
+                                "messages": ([{"role": "system", "content": system_text}] if system_text else [])
+                                + turns,
+                                "max_tokens": max_tokens}
+        if isinstance(json_mode, dict):
+            body["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": json_mode["name"], "schema": json_mode["schema"], "strict": json_mode.get("strict", True)}}
+        elif json_mode:
+            body["response_format"] = {"type": "json_object"}
+        text = self._reply_text(await self._post_with_fallbacks(body))
+        return _unwrap_array(text) if json_mode == "array" else text
+
+    async def _post_with_fallbacks(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body``; on a 400 about a feature the server lacks, drop that feature and POST again (each
+        fallback at most once, so at most three requests)."""
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        while True:
+            try:
+                if self._client is not None:
+                    return _sdk_payload(await _maybe_await(self._client.chat.completions.create(**body)))
+                return await asyncio.to_thread(
+                    _post_json, f"{self.base_url}/chat/completions", body, headers, timeout=self.timeout,
+                    retries=self.retries, sleep=self._sleep, secret=self._api_key, what="chat completion")
+            except ServiceError as exc:
+                complaint = str(exc) if exc.status == 400 else ""
+                if "response_format" in body and _RESPONSE_FORMAT_REJECTED.search(complaint):
+                    body = {key: value for key, value in body.items() if key != "response_format"}
+                elif "max_tokens" in body and "max_completion_tokens" in complaint:
+                    body = {("max_completion_tokens" if key == "max_tokens" else key): value
+                            for key, value in body.items()}
+                else:
+                    raise
+
+    def _reply_text(self, payload: dict[str, Any]) -> str:
+        """``choices[0].message.content`` (text parts joined when it is a list of parts).
+
+        Raises:
+            ServiceError: not transient: a refusal or another shape.
+        """
+        where = f"{_redact_url(self.base_url)}/chat/completions"
+        try:
+            message = payload["choices"][0]["message"]
+            content = message.get("content")
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise ServiceError(f"chat completion service at {where} answered without choices[0].message",
+                               transient=False) from None
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return "".join(part.get("text", "") for part in content
+                           if isinstance(part, dict) and part.get("type") == "text")
+        refusal = message.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            raise ServiceError(_mask(f"the model at {where} declined: {refusal[:300]}", self._api_key),
+                               transient=False)
+        raise ServiceError(f"chat completion service at {where} answered without text in "
+                           f"choices[0].message.content", transient=False)
+
+
+# -- Anthropic messages ---------------------------------------------------------------------------------------
+
+class AnthropicAdapter:
+    """Chat with Anthropic's ``POST /v1/messages`` over the standard library's ``urllib``.
+
+    Anthropic has no JSON mode, so ``json_mode`` adds an instruction to the system text. System messages
+    found in ``messages`` (an OpenAI habit the API rejects) are moved into the system text.
+
+    Args:
+        api_key: sent as ``x-api-key``; never shown in errors or ``repr``.
+        model: the model used when ``chat`` names none.
+        base_url: the API root without ``/v1`` (a trailing ``/v1`` is dropped).
+        timeout: seconds to connect and for each wait on the server.
+        retries: extra attempts for transient failures (429, 5xx incl. 529 overloaded, network).
+        sleep: how to wait between attempts.
+
+    Raises:
+        InvalidArgumentError: an empty ``api_key`` or a malformed ``base_url``, ``timeout`` or ``retries``.
+    """
+
+    API_VERSION = "2023-06-01"
+    DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+    def __init__(self, api_key: Any, model: str = "claude-haiku-4-5-20251001", *,
+                 base_url: str = DEFAULT_BASE_URL, timeout: float = 60.0, retries: int = 2,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        # upstream's form: AnthropicAdapter(client), an ``anthropic``-shaped SDK client (client.messages.create)
+        self._client = None if isinstance(api_key, str) else api_key
+        if self._client is not None:
+            if not hasattr(getattr(self._client, "messages", None), "create"):
+                raise InvalidArgumentError("give an API key or an Anthropic-style client (client.messages.create)")
+            api_key = "client"
+        if not isinstance(api_key, str) or not api_key.strip():
+            raise InvalidArgumentError("api_key must be a non-empty string")
+        if not isinstance(model, str) or not model:
+            raise InvalidArgumentError("model must be a non-empty string")
+        root = _http_root(base_url)
+        self.base_url = root[:-3] if root.endswith("/v1") else root
+        self.model = model
+        self.timeout, self.retries = _check_transport(timeout, retries)
+        self._api_key = api_key
+        self._sleep = sleep
+
+    @classmethod
+    def create(cls, *, api_key: str, model: str = "claude-haiku-4-5-20251001", base_url: str | None = None,
+               **options: Any) -> "AnthropicAdapter":
+        """An adapter for ``base_url`` (default ``https://api.anthropic.com``); ``options`` are the
+        constructor's keywords (``timeout``, ``retries``, ``sleep``)."""
+        return cls(api_key, model, base_url=base_url or cls.DEFAULT_BASE_URL, **options)
+
+    def __repr__(self) -> str:
+        return f"AnthropicAdapter(model={self.model!r}, base_url={_redact_url(self.base_url)!r})"
+
+    async def chat(self, *, messages: list[dict[str, Any]], model: str = "", system: str = "",
+                   max_tokens: int = 1024, json_mode: bool | str | dict[str, Any] = False) -> str:
+        """Send one message request and return the reply text.
+
+        Runs the HTTP call in a worker thread; cancelling the await returns at once, while the thread ends
+        within ``timeout``.
+
+        Args:
+            messages: ``{"role", "content"}`` dicts, oldest first; ``system`` ones join the system text.
+            model: overrides the adapter's model.
+            system: the system text (with the ``json_mode`` instruction appended).
+            max_tokens: the reply's token budget.
+            json_mode: ``False``, ``True``, ``"array"`` or ``{"name", "schema"[, "strict"]}``.
+
+        Returns:
+            The ``text`` of the reply's ``content`` blocks of type ``text``, concatenated.
+
+        Raises:
+            InvalidArgumentError: malformed arguments, or no user/assistant message.
+            ServiceError: the server failed, refused, or answered in another shape.
+        """
+        system_parts = [system]
+        turns = []
+        for message in _check_chat(messages, max_tokens):
+            if message["role"] != "system":
+                turns.append(message)
+            elif isinstance(message["content"], str):
+                system_parts.append(message["content"])
+            else:
+                raise InvalidArgumentError("a system message for Anthropic must have string content")
+        if not turns:
+            raise InvalidArgumentError("messages needs at least one user or assistant message")
+        system_parts.append(_json_instruction(_check_json_mode(json_mode), object_only=False))
+        body: dict[str, Any] = {"model": model or self.model, "max_tokens": max_tokens, "messages": turns}
+        system_text = _join_text(*system_parts)
+        if system_text:
+            body["system"] = system_text
+        if self._client is not None:
+            return self._reply_text(_sdk_payload(await _maybe_await(self._client.messages.create(**body))))
+        headers = {"x-api-key": self._api_key, "anthropic-version": self.API_VERSION}
+        payload = await asyncio.to_thread(
+            _post_json, f"{self.base_url}/v1/messages", body, headers, timeout=self.timeout,
+            retries=self.retries, sleep=self._sleep, secret=self._api_key, what="Anthropic messages")
+        return self._reply_text(payload)
+
+    def _reply_text(self, payload: dict[str, Any]) -> str:
+        """The concatenated ``text`` blocks of ``content``.
+
+        Raises:
+            ServiceError: not transient: a refusal with no text, or another shape.
+        """
+        where = f"{_redact_url(self.base_url)}/v1/messages"
+        content = payload.get("content")
+        if not isinstance(content, list):
+            raise ServiceError(f"Anthropic messages service at {where} answered without a content list",
+                               transient=False)
+        texts = [block["text"] for block in content
+                 if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str)]
+        if not texts and payload.get("stop_reason") == "refusal":
+            raise ServiceError(f"the model at {where} declined (stop_reason 'refusal')", transient=False)
+        return "".join(texts)
+
+
+# -- the embedding adapter (shares the HTTP plumbing above) ------------------------------------------------
+
+class OpenAICompatEmbeddingAdapter:
+    """Embeddings from any server speaking OpenAI's ``POST /v1/embeddings`` (OpenAI, Ollama, vLLM,
+    llama.cpp server), over the standard library's ``urllib``.
+
+    Args:
+        base_url: the API root including ``/v1``, e.g. ``http://localhost:11434/v1``.
+        api_key: sent as ``Authorization: Bearer``; never shown in errors or ``repr``.
+        model: the embedding model name.
+        timeout: seconds to wait for one request.
+        batch_size: texts per request.
+        retries: extra attempts for transient failures (connection errors, 429, 5xx), with backoff.
+    """
+
+    def __init__(self, base_url: Any, api_key: str | None = None, model: str = "text-embedding-3-small", *,
+                 timeout: float = 30.0, batch_size: int = 64, retries: int = 2,
+                 sleep: Callable[[float], None] = time.sleep, default_model: str | None = None) -> None:
+        # upstream's form: OpenAICompatEmbeddingAdapter(client, default_model=...), an ``openai``-shaped
+        # client (client.embeddings.create)
+        self._client = None if isinstance(base_url, str) else base_url
+        if default_model:
+            model = default_model
+        if self._client is not None:
+            if not hasattr(getattr(self._client, "embeddings", None), "create"):
+                raise InvalidArgumentError("give a base URL or an OpenAI-style client (client.embeddings.create)")
+            base_url = "http://client"
+        if not isinstance(base_url, str) or not re.match(r"^https?://", base_url):
+            shown = _redact_url(base_url) if isinstance(base_url, str) else type(base_url).__name__
+            raise InvalidArgumentError(f"base_url must be an http(s) URL, not {shown!r}")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError("batch_size must be a positive integer")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.timeout = float(timeout)
+        self.batch_size = batch_size
+        self.retries = int(retries)
+        self._api_key = api_key
+        self._sleep = sleep
+
+    @classmethod
+    def create(cls, *, api_key: str | None = None, base_url: str | None = None,
+               model: str = "text-embedding-3-small", **options: Any) -> "OpenAICompatEmbeddingAdapter":
+        """An adapter for ``base_url`` (default OpenAI's ``https://api.openai.com/v1``)."""
+        return cls(base_url or OpenAICompatAdapter.DEFAULT_BASE_URL, api_key, model, **options)
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatEmbeddingAdapter({_redact_url(self.base_url)!r}, model={self.model!r})"
+
+    def embed(self, texts: list[str], *, model: str = "") -> list[list[float]]:
+        """Embed ``texts`` (batched); raises ``ServiceError`` when the server fails or answers nonsense."""
+        if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
+            raise InvalidArgumentError("texts must be a list of strings")
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            vectors.extend(self._request(list(texts[start:start + self.batch_size]), model or self.model))
+        return vectors
+
+    def _request(self, texts: list[str], model: str) -> list[list[float]]:
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        if self._client is not None:
+            payload = _sdk_payload(self._client.embeddings.create(model=model, input=texts))
+        else:
+            payload = _post_json(self.base_url + "/embeddings", {"model": model, "input": texts}, headers,
+                                 timeout=self.timeout, retries=self.retries, sleep=self._sleep,
+                                 secret=self._api_key, what="embedding")
+        where = f"{_redact_url(self.base_url)}/embeddings"
+        try:
+            data = sorted(payload["data"], key=lambda entry: entry.get("index", 0))
+            vectors = [[float(value) for value in entry["embedding"]] for entry in data]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ServiceError(f"embedding service at {where} answered without data[].embedding",
+                               transient=False) from exc
+        if len(vectors) != len(texts):
+            raise ServiceError(f"embedding service at {where} returned {len(vectors)} vectors for "
+                               f"{len(texts)} texts", transient=False)
+        return vectors
+
+
+# -- graph-augmented recall -----------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class GraphAugmentationConfig:
+    """How ``GraphAugmentedRecall`` widens a recall (names and defaults as in kumiho-memory).
+
+    Attributes:
+        max_hops: how far to walk edges from the seeds (1 or 2).
+        edge_types: which edges to walk.
+        top_k_for_traversal: how many of the best hits seed the walk.
+        max_total: cap on results (default ``3 x limit``).
+        reformulate_queries: ask the query from other angles before merging.
+        reformulate_max_angles: at most this many extra angles.
+        traversal_timeout: seconds for the whole recall before it returns what it has.
+        hop_decay: a neighbour's score is its seed's score times this, per hop.
+    """
+
+    max_hops: int = 1
+    edge_types: tuple[str, ...] = (DERIVED_FROM, DEPENDS_ON, REFERENCED, CONTAINS, CREATED_FROM, SUPERSEDES,
+                                   SUPPORTS, CONTRADICTS)
+    top_k_for_traversal: int = 5
+    max_total: int | None = None
+    reformulate_queries: bool = True
+    reformulate_max_angles: int = 3
+    traversal_timeout: float = 30.0
+    hop_decay: float = 0.5
+
+
+async def _call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a sync function in a thread, or await a coroutine function."""
+    if asyncio.iscoroutinefunction(function):
+        return await function(*args, **kwargs)
+    return await asyncio.to_thread(function, *args, **kwargs)
+
+
+_json_from_llm = parse_llm_json      # the name the graph and summary code grew up with
+
+
+def lexical_angles(query: str, hits: Sequence[Mapping[str, Any]], max_angles: int) -> list[str]:
+    """Other ways to ask ``query`` without an LLM: its content words alone, then words that its first
+    hits share with each other but the query lacks (pseudo-relevance feedback)."""
+    terms = [match.group() for match in _WORD.finditer(query.casefold()) if match.group() not in STOPWORDS]
+    angles = []
+    if terms and " ".join(terms) != query.casefold().strip():
+        angles.append(" ".join(terms))
+    counts: dict[str, int] = {}
+    query_terms = set(tokenize(query))
+    for hit in hits[:3]:
+        for word in dict.fromkeys(match.group() for match in _WORD.finditer(
+                (hit.get("title", "") + " " + hit.get("content", "")).casefold())):
+            if word not in STOPWORDS and len(word) > 2 and stem(word) not in query_terms:
+                counts[word] = counts.get(word, 0) + 1
+    shared = [word for word, count in sorted(counts.items(), key=lambda pair: -pair[1]) if count >= 2][:5]
+    if shared:
+        angles.append(query + " " + " ".join(shared))
+    return angles[:max_angles]
+
+
+class GraphAugmentedRecall:
+    """Recall that asks from several angles, merges, and walks typed edges from the best hits.
+
+    Args:
+        adapter: optional LLM adapter (``async chat(messages=..., model=..., max_tokens=..., json_mode=...)``)
+            for reformulating queries and proposing edges; without one both are done lexically.
+        model: the model name passed to the adapter.
+        recall_fn: ``(query, *, limit, space_paths, memory_types) -> list[dict]`` (sync or async); default
+            ``memory.recall``.
+        config: a ``GraphAugmentationConfig``.
+        memory: the ``Memory`` whose graph is walked (required to walk edges and create them).
+    """
+
+    def __init__(self, adapter: Any = None, model: str = "", recall_fn: Callable[..., Any] | None = None,
+                 config: GraphAugmentationConfig | None = None, *, memory: "Memory | None" = None) -> None:
+        if recall_fn is None and memory is None:
+            raise InvalidArgumentError("GraphAugmentedRecall needs memory= or recall_fn=")
+        self.adapter, self.model, self.memory = adapter, model, memory
+        self.config = config or GraphAugmentationConfig()
+        self.recall_fn = recall_fn or (  # the walk below replaces recall's own edge signal
+            lambda query, **options: memory.recall(query, follow_edges=False, **options))  # type: ignore[union-attr]
+        self.last_error: str | None = None
+
+    async def _angles(self, query: str, hits: Sequence[Mapping[str, Any]]) -> list[str]:
+        if not self.config.reformulate_queries or self.config.reformulate_max_angles <= 0:
+            return []
+        if self.adapter is not None:
+            prompt = (f"Rewrite this memory search query from up to {self.config.reformulate_max_angles} "
+                      f"different angles (synonyms, the underlying need, likely wording of the answer). "
+                      f"Reply with a JSON array of strings only.\n\nQuery: {query}")
+            try:
+                reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}], model=self.model,
+                                                max_tokens=256, json_mode="array")
+                angles = [angle for angle in parse_llm_json(reply, expect=list) if isinstance(angle, str) and angle.strip()]
+                if not angles:
+                    raise ValueError("the reply held no query strings")
+                return angles[: self.config.reformulate_max_angles]
+            except Exception as exc:  # the adapter is the caller's code: any failure falls back to lexical angles
+                self.last_error = f"reformulation failed, used lexical angles: {type(exc).__name__}: {exc}"
+        return lexical_angles(query, hits, self.config.reformulate_max_angles)
+
+    async def recall(self, query: str, *, limit: int = 5, space_paths: Sequence[str] | None = None,
+                     memory_types: Sequence[str] | None = None, max_total: int | None = None,
+                     max_hops: int | None = None, edge_types: Sequence[str] | None = None,
+                     query_time: str | float | _dt.datetime | None = None) -> list[dict[str, Any]]:
+        """Recall ``query`` from several angles, merge by kref (best score), then add the edge neighbours
+        of the top hits (``graph_augmented: True``, ``hop``); if the seeds have no such edges, a second
+        recall on their titles stands in for the walk. At most ``max_total`` (default ``3 x limit``)."""
+        try:
+            return await asyncio.wait_for(
+                self._recall(query, limit, space_paths, memory_types, max_total, max_hops, edge_types, query_time),
+                timeout=self.config.traversal_timeout)
+        except asyncio.TimeoutError as exc:
+            raise ServiceError(f"graph-augmented recall took longer than {self.config.traversal_timeout:g}s",
+                               transient=True) from exc
+
+    async def _recall(self, query: str, limit: int, space_paths: Sequence[str] | None,
+                      memory_types: Sequence[str] | None, max_total: int | None, max_hops: int | None,
+                      edge_types: Sequence[str] | None, query_time: Any = None) -> list[dict[str, Any]]:
+        options: dict[str, Any] = {"limit": 2 * limit, "space_paths": space_paths, "memory_types": memory_types}
+        if query_time is not None:
+            options["query_time"] = query_time
+        first = await _call(self.recall_fn, query, **options)
+        merged = {hit["kref"]: hit for hit in first}
+        for angle in await self._angles(query, first):
+            for hit in await _call(self.recall_fn, angle, **options):
+                if hit["kref"] not in merged or hit["score"] > merged[hit["kref"]]["score"]:
+                    merged[hit["kref"]] = {**hit, "angle": angle}
+        ranked = sorted(merged.values(), key=lambda hit: -hit["score"])[: 2 * limit]
+        extras, had_edges = await self._walk(ranked, max_hops or self.config.max_hops,
+                                             set(edge_types or self.config.edge_types))
+        if not had_edges and ranked and self.memory is not None:
+            titles = " ".join(hit.get("title", "") for hit in ranked[:3])
+            for hit in await _call(self.recall_fn, titles, **options):
+                if hit["kref"] not in merged:
+                    extras.append({**hit, "score": round(hit["score"] * self.config.hop_decay * ranked[0]["score"], 6),
+                                   "graph_augmented": True, "hop": 2})
+        known = {hit["kref"] for hit in ranked}
+        combined = ranked + [extra for extra in extras if extra["kref"] not in known]
+        combined.sort(key=lambda hit: -hit["score"])
+        return combined[: max_total or self.config.max_total or 3 * limit]
+
+    async def _walk(self, seeds: list[dict[str, Any]], hops: int,
+                    edge_types: set[str]) -> tuple[list[dict[str, Any]], bool]:
+        """Neighbours of the seeds over ``edge_types`` (current revisions only), and whether any seed had
+        such an edge at all."""
+        if self.memory is None:
+            return [], False
+        memory = self.memory
+        had_edges = False
+        found: dict[str, dict[str, Any]] = {}
+        frontier = seeds[: self.config.top_k_for_traversal]
+        seen = {hit["kref"] for hit in seeds}
+        for hop in range(1, max(1, hops) + 1):
+            next_frontier = []
+            for seed in frontier:
+                edges = await asyncio.to_thread(memory.edges, seed["kref"])
+                for edge in edges:
+                    if edge["edge_type"] not in edge_types:
+                        continue
+                    had_edges = True
+                    other = edge["target_kref"] if edge["source_kref"] == seed["kref"] else edge["source_kref"]
+                    if edge["edge_type"] == CONTRADICTS and other not in seed.setdefault("contested_by", []):
+                        seed["contested_by"].append(other)
+                    if other in seen:
+                        continue
+                    try:
+                        record = await asyncio.to_thread(memory.get, other)
+                        current = await asyncio.to_thread(memory.get, record["item_kref"])
+                    except NotFoundError:
+                        continue
+                    if record["deprecated"] or current["kref"] != record["kref"]:
+                        continue                     # retired, or an older revision of its belief
+                    seen.add(other)
+                    found[other] = {**record, "score": round(seed["score"] * self.config.hop_decay, 6),
+                                    "graph_augmented": True, "hop": hop,
+                                    "via": {"kref": seed["kref"], "edge_type": edge["edge_type"]}}
+                    next_frontier.append(found[other])
+            frontier = next_frontier
+        return list(found.values()), had_edges
+
+    async def discover_edges(self, revision_kref: str, summary: str, *, max_queries: int = 5, max_edges: int = 3,
+                             min_score: float = 0.3, edge_type: str = REFERENCED,
+                             space_paths: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Find memories related to ``summary`` and link ``revision_kref`` to them.
+
+        Queries come from the LLM adapter (what this memory implies) or, without one, from the summary's
+        sentences. Each candidate's score is the share of its words found in the summary (0..1); those
+        below ``min_score`` and the memory's own item are dropped; the best ``max_edges`` get an edge with
+        metadata ``{reason, score, query}``.
+
+        Returns:
+            ``[{source, target, edge_type, query, score}]``.
+        """
+        if self.memory is None:
+            raise InvalidArgumentError("discover_edges needs memory=")
+        source = parse_item_kref(revision_kref)
+        summary = _checked_text(summary, "summary", limit=MAX_CONTENT_CHARS)
+        validate_edge_type(edge_type)
+        queries: list[str] = []
+        if self.adapter is not None:
+            prompt = (f"List up to {max_queries} short search queries for earlier memories this one relates to "
+                      f"(causes, dependencies, same topic). Reply with a JSON array of strings only.\n\n{summary}")
+            try:
+                reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}], model=self.model,
+                                                max_tokens=256, json_mode="array")
+                queries = [q for q in parse_llm_json(reply, expect=list) if isinstance(q, str) and q.strip()][:max_queries]
+            except Exception as exc:  # the adapter is the caller's code: fall back to the summary's sentences
+                self.last_error = f"edge queries failed, used the summary's sentences: {type(exc).__name__}: {exc}"
+        if not queries:
+            sentences = [part.strip() for part in re.split(r"(?<=[.!?])\s+", summary) if len(part.strip()) > 12]
+            queries = (sentences or [summary])[:max_queries]
+        summary_terms = set(tokenize(summary))
+        own_item = str(source.item_kref())
+        best: dict[str, dict[str, Any]] = {}
+        for query in queries:
+            for hit in await _call(self.recall_fn, query, limit=3, space_paths=space_paths, memory_types=None):
+                if hit["item_kref"] == own_item:
+                    continue
+                terms = set(tokenize(hit.get("title", "") + " " + hit.get("content", "")))
+                score = round(len(terms & summary_terms) / len(terms), 4) if terms else 0.0
+                if score >= min_score and score > best.get(hit["kref"], {}).get("score", -1.0):
+                    best[hit["kref"]] = {"source": str(source), "target": hit["kref"], "edge_type": edge_type,
+                                         "query": query, "score": score}
+        chosen = sorted(best.values(), key=lambda edge: -edge["score"])[:max_edges]
+        for edge in chosen:
+            await asyncio.to_thread(self.memory.link, edge["source"], edge["target"], edge_type,
+                                    {"reason": "shares words with the new memory" if self.adapter is None
+                                     else "proposed by the edge discoverer", "score": edge["score"],
+                                     "query": edge["query"]})
+        return chosen
+
+
+# ==========================================================================================================
+# 14. The async agent loop: summaries, write-time assessors, the retry queue, UniversalMemoryManager
+# ==========================================================================================================
+
+# -- summarizing a conversation -------------------------------------------------------------------------------
+
+_SENTENCE_SPLIT = _lazy_regex(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+_DECISION_CUE = _lazy_regex(r"\b(decided|decide|we'll|we will|i'll|i will|going to|let's|let us|agreed|chose|choose|"
+                           r"settled on|plan to|switch(?:ed)? to)\b", re.I)
+_FACT_CUE = _lazy_regex(r"\b(is|are|was|were|has|have|had|prefer|prefers|like|likes|love|loves|use|uses|live|lives|"
+                       r"work|works|own|owns|need|needs|always|never|my|our)\b", re.I)
+_REASON = _lazy_regex(r"\b(?:because|since|so that|as)\b\s+(.+)$", re.I)
+_ENTITY = _lazy_regex(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-z]+(?:\s+[A-Z][a-z]+)*)\b")
+
+
+def _sentences(text: str) -> list[str]:
+    return [part.strip() for part in _SENTENCE_SPLIT.split(" ".join(text.split())) if part.strip()]
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+class ExtractiveSummarizer:
+    """Summarize a conversation with no LLM: sentences and facts taken from the transcript itself.
+
+    Returns the same structure as ``MemorySummarizer.summarize_conversation``: ``{type, title, summary,
+    events[{event, when, event_date, participants, consequence}], knowledge{facts[{claim, certainty}],
+    decisions[{decision, reason}], actions[], open_questions[]}, classification{topics, entities}}``.
+
+    Args:
+        summary_sentences: how many salient sentences make the summary.
+        clock: anchors relative time words ("yesterday") when messages carry no timestamp.
+    """
+
+    def __init__(self, *, summary_sentences: int = 4, clock: Clock | None = None) -> None:
+        self.summary_sentences = summary_sentences
+        self.clock = clock or SystemClock()
+
+    async def summarize_conversation(self, messages: Sequence[Mapping[str, Any]], *,
+                                     context: str | None = None, strict: bool = False) -> dict[str, Any]:
+        """The structured summary of ``messages`` (``[{role, content, timestamp?}]``)."""
+        return self.summarize(messages)
+
+    def summarize(self, messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Sync form of ``summarize_conversation``."""
+        turns = [(str(m.get("role", "user")), str(m.get("content", "")), m.get("timestamp")) for m in messages
+                 if str(m.get("content", "")).strip()]
+        sentences = [(role, sentence, stamp) for role, text, stamp in turns for sentence in _sentences(text)]
+        frequency: dict[str, int] = {}
+        for _, sentence, _ in sentences:
+            for term in set(tokenize(sentence)):
+                frequency[term] = frequency.get(term, 0) + 1
+
+        def salience(entry: tuple[int, tuple[str, str, Any]]) -> float:
+            position, (role, sentence, _) = entry
+            terms = set(tokenize(sentence))
+            weight = sum(frequency[term] for term in terms) / (len(terms) + 2) if terms else 0.0
+            return weight * (1.2 if role == "user" else 1.0) + (0.5 if position == 0 else 0.0)
+
+        ranked = sorted(enumerate(sentences), key=salience, reverse=True)[: self.summary_sentences]
+        summary = " ".join(sentence for _, (_, sentence, _) in sorted(ranked))
+        first_user = next((text for role, text, _ in turns if role == "user"), turns[0][1] if turns else "")
+        title = _short((_sentences(first_user) or [first_user or "Conversation"])[0], 80)
+        facts, decisions, events, questions = [], [], [], []
+        for role, sentence, stamp in sentences:
+            if sentence.endswith("?"):
+                if role == "user":
+                    questions.append(sentence)
+                continue
+            if _DECISION_CUE.search(sentence):
+                reason = _REASON.search(sentence)
+                decisions.append({"decision": _short(sentence, 240), "reason": reason.group(1) if reason else ""})
+            elif role == "user" and _FACT_CUE.search(sentence):
+                facts.append({"claim": _short(sentence, 240), "certainty": "stated"})
+            anchor = parse_instant(stamp) if isinstance(stamp, str) else self.clock.now()
+            window = parse_time_window(sentence, anchor)
+            if window is not None:
+                when = _dt.datetime.fromtimestamp(window[0], UTC).date().isoformat()
+                events.append({"event": _short(sentence, 240), "when": when, "event_date": when,
+                               "participants": [role], "consequence": ""})
+        entities: dict[str, int] = {}
+        for _, text, _ in turns:
+            for match in _ENTITY.finditer(text):
+                name = match.group(1)
+                if name.casefold() not in STOPWORDS and len(name) > 2:
+                    entities[name] = entities.get(name, 0) + 1
+        words: dict[str, int] = {}
+        for _, text, _ in turns:
+            for word in _WORD.findall(text.casefold()):
+                if word not in STOPWORDS and len(word) > 3 and not word.isdigit():
+                    words[word] = words.get(word, 0) + 1
+        topics = [word for word, count in sorted(words.items(), key=lambda pair: (-pair[1], pair[0])) if count > 1][:5]
+        return {"type": "conversation", "title": title, "summary": summary,
+                "events": events[:10],
+                "knowledge": {"facts": facts[:10], "decisions": decisions[:10], "actions": [],
+                              "open_questions": questions[:5]},
+                "classification": {"topics": topics,
+                                   "entities": [name for name, _ in sorted(entities.items(), key=lambda p: -p[1])][:10]}}
+
+    async def generate_implications(self, messages: Sequence[Mapping[str, Any]]) -> list[str]:
+        """Without an LLM there are no hypothetical questions to add."""
+        return []
+
+
+_SUMMARY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "type": {"type": "string"}, "title": {"type": "string"}, "summary": {"type": "string"},
+        "events": {"type": "array", "items": {"type": "object", "properties": {
+            "event": {"type": "string"}, "when": {"type": "string"}, "event_date": {"type": "string"},
+            "participants": {"type": "array", "items": {"type": "string"}}, "consequence": {"type": "string"}}}},
+        "knowledge": {"type": "object", "properties": {
+            "facts": {"type": "array", "items": {"type": "object", "properties": {
+                "claim": {"type": "string"}, "certainty": {"type": "string"}}}},
+            "decisions": {"type": "array", "items": {"type": "object", "properties": {
+                "decision": {"type": "string"}, "reason": {"type": "string"}}}},
+            "actions": {"type": "array", "items": {"type": "object"}},
+            "open_questions": {"type": "array", "items": {"type": "string"}}}},
+        "classification": {"type": "object", "properties": {
+            "topics": {"type": "array", "items": {"type": "string"}},
+            "entities": {"type": "array", "items": {"type": "string"}}}},
+    },
+    "required": ["title", "summary"],
+}
+
+
+class MemorySummarizer:
+    """Summarize a conversation with an LLM adapter into the seed's structure, plus prospective questions.
+
+    The model is found in upstream's order: ``adapter``; else ``client`` (an ``openai``- or
+    ``anthropic``-shaped SDK client, by ``provider``); else ``api_key``/``base_url``; else the environment
+    (``KUMIHO_LLM_PROVIDER``, ``KUMIHO_LLM_API_KEY``, ``KUMIHO_LLM_BASE_URL``, ``KUMIHO_LLM_MODEL``,
+    ``KUMIHO_LLM_LIGHT_MODEL``, then ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``), read when it is built. With
+    none, every call gives the offline extractive summary.
+
+    Args:
+        adapter: an LLM adapter (``async chat(...)``).
+        provider: ``"openai"`` (any OpenAI-compatible server, the default) or ``"anthropic"``.
+        api_key, base_url, client: how to reach the model when no adapter is given.
+        model: the model for summaries; light_model: the model for implications and topics (default
+            ``model``).
+        fallback: what to use when the LLM fails (default an ``ExtractiveSummarizer``).
+    """
+
+    def __init__(self, adapter: Any = None, *, model: str = "", light_model: str = "",
+                 fallback: ExtractiveSummarizer | None = None, provider: str | None = None,
+                 api_key: str | None = None, base_url: str | None = None, client: Any = None) -> None:
+        if adapter is not None and not hasattr(adapter, "chat"):
+            raise InvalidArgumentError("MemorySummarizer needs an adapter with async chat(...)")
+        if adapter is None:
+            adapter, model, light_model = self._resolve(provider, api_key, base_url, client, model, light_model)
+        self.adapter, self.model, self.light_model = adapter, model, light_model or model
+        self.fallback = fallback or ExtractiveSummarizer()
+
+    @staticmethod
+    def _resolve(provider: str | None, api_key: str | None, base_url: str | None, client: Any, model: str,
+                 light_model: str) -> tuple[Any, str, str]:
+        """An adapter from the keywords, else from the environment; None when nothing is configured."""
+        environ = os.environ
+        provider = (provider or environ.get("KUMIHO_LLM_PROVIDER") or "").strip().lower()
+        model = model or environ.get("KUMIHO_LLM_MODEL", "")
+        light_model = light_model or environ.get("KUMIHO_LLM_LIGHT_MODEL", "")
+        if client is None and api_key is None and base_url is None:
+            api_key = environ.get("KUMIHO_LLM_API_KEY") or None
+            base_url = environ.get("KUMIHO_LLM_BASE_URL") or None
+            if api_key is None and base_url is None:
+                if provider != "anthropic" and environ.get("OPENAI_API_KEY"):
+                    api_key, provider = environ["OPENAI_API_KEY"], provider or "openai"
+                elif environ.get("ANTHROPIC_API_KEY"):
+                    api_key, provider = environ["ANTHROPIC_API_KEY"], "anthropic"
+        if provider not in ("", "openai", "anthropic"):
+            raise InvalidArgumentError(f"provider must be 'openai' or 'anthropic', not {provider!r}")
+        if client is not None:
+            adapter = AnthropicAdapter(client) if provider == "anthropic" else OpenAICompatAdapter(client)
+        elif api_key is not None or base_url is not None:
+            if provider == "anthropic":
+                adapter = AnthropicAdapter.create(api_key=api_key or "", base_url=base_url)
+            else:
+                adapter = OpenAICompatAdapter.create(api_key=api_key, base_url=base_url)
+        else:
+            return None, model, light_model
+        return adapter, model, light_model
+
+    @staticmethod
+    def _transcript(messages: Sequence[Mapping[str, Any]]) -> str:
+        return "\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" for m in messages)
+
+    async def summarize_conversation(self, messages: Sequence[Mapping[str, Any]], *,
+                                     context: str | None = None, strict: bool = False) -> dict[str, Any]:
+        """The structured summary; on an LLM failure the extractive one, with ``error`` set (or raise when
+        ``strict``)."""
+        if self.adapter is None:
+            return self.fallback.summarize(messages)
+        system = ("You summarize a conversation for an agent's long-term memory. Reply with JSON: type, title "
+                  "(<= 80 chars), summary (<= 3 sentences), events [{event, when, event_date (ISO date), "
+                  "participants, consequence}], knowledge {facts [{claim, certainty}], decisions [{decision, "
+                  "reason}], actions, open_questions}, classification {topics, entities}. Only what was said.")
+        try:
+            reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": self._transcript(messages)}],
+                                            model=self.model, system=system, max_tokens=2560,
+                                            json_mode={"name": "conversation_summary", "schema": _SUMMARY_SCHEMA})
+            result = parse_llm_json(reply, expect=dict)
+            if not isinstance(result, dict) or not isinstance(result.get("summary"), str):
+                raise ValueError("the reply has no summary")
+            return result
+        except (KumihoMemoryError, ValueError, TypeError, OSError, asyncio.TimeoutError) as exc:
+            if strict:
+                raise ServiceError(f"conversation summarization failed: {exc}", transient=True) from exc
+            fallback = self.fallback.summarize(messages)
+            fallback["error"] = f"conversation summarization failed, used the extractive summary: {exc}"
+            return fallback
+
+    async def generate_implications(self, messages: Sequence[Mapping[str, Any]]) -> list[str]:
+        """3-5 questions a future user might ask that this conversation answers (prospective indexing)."""
+        if self.adapter is None:
+            return []
+        prompt = ("List 3 to 5 short questions (<= 20 words each) that someone might ask later and that this "
+                  "conversation answers. Reply with a JSON array of strings.\n\n" + self._transcript(messages))
+        try:
+            reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}], model=self.light_model,
+                                            max_tokens=400, json_mode="array")
+            questions = parse_llm_json(reply, expect=list)
+            return [q.strip() for q in questions if isinstance(q, str) and q.strip()][:5]
+        except (KumihoMemoryError, ValueError, TypeError, OSError, asyncio.TimeoutError):
+            return []
+
+    async def extract_topics(self, text: str, *, limit: int = 5) -> list[str]:
+        """A few short topic labels for ``text`` (upstream's method): the model's, else its most frequent
+        content words."""
+        text = _checked_text(text, "text", limit=MAX_CONTENT_CHARS)
+        if self.adapter is not None:
+            try:
+                reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": (
+                    f"Give up to {limit} short topic labels (1-3 words each) for this text, as a JSON array of "
+                    f"strings.\n\n{text[:8000]}")}], model=self.light_model, max_tokens=200, json_mode="array")
+                topics = [t.strip() for t in parse_llm_json(reply, expect=list) if isinstance(t, str) and t.strip()]
+                if topics:
+                    return topics[:limit]
+            except (KumihoMemoryError, ValueError, TypeError, OSError, asyncio.TimeoutError):
+                pass
+        counts: dict[str, int] = {}
+        for word in re.findall(r"[A-Za-z][A-Za-z'-]{3,}", text):
+            if word.lower() not in STOPWORDS:
+                counts[word.lower()] = counts.get(word.lower(), 0) + 1
+        return [word for word, _ in sorted(counts.items(), key=lambda pair: (-pair[1], pair[0]))][:limit]
+
+
+def render_summary(summary: Mapping[str, Any], implications: Sequence[str] = ()) -> str:
+    """The text stored for a consolidated conversation: summary, key events, facts, decisions, and the
+    questions it answers (indexed with it, so recall bridges vocabulary gaps)."""
+    parts = [str(summary.get("summary", "")).strip()]
+    events = summary.get("events") or []
+    if events:
+        parts.append("Key events:\n" + "\n".join(
+            f"- [{e.get('when') or e.get('event_date') or '?'}] {e.get('event', '')}"
+            + (f" -> {e['consequence']}" if e.get("consequence") else "") for e in events if isinstance(e, Mapping)))
+    knowledge = summary.get("knowledge") or {}
+    facts = knowledge.get("facts") or []
+    if facts:
+        parts.append("Key facts:\n" + "\n".join(f"- {f.get('claim', '')}" for f in facts if isinstance(f, Mapping)))
+    decisions = knowledge.get("decisions") or []
+    if decisions:
+        parts.append("Decisions:\n" + "\n".join(
+            f"- {d.get('decision', '')}" + (f" (reason: {d['reason']})" if d.get("reason") else "")
+            for d in decisions if isinstance(d, Mapping)))
+    if implications:
+        parts.append("Questions this answers:\n" + "\n".join(f"- {q}" for q in implications))
+    return "\n\n".join(part for part in parts if part)
+
+
+# -- write-time assessors: what to remember, and how much to trust it ---------------------------------------------
+
+DEFAULT_STORAGE_POLICY = """Store a memory only when the conversation contains something worth knowing later:
+- a stated preference, habit or constraint of the user ("I prefer", "always", "never", "I use");
+- a decision and its reason ("we decided", "let's go with", "because");
+- a durable fact about the user, their work, people or things they care about;
+- a correction of something believed before (say what changed).
+Do not store greetings, thanks, small talk, questions without answers, code listings, or anything secret.
+Write the memory as one self-contained sentence in the third person."""
+
+_STORE_SIGNAL = _lazy_regex(r"\b(prefer|prefers|always|never|decided|decide|remember|we agreed|agreed|i use|we use|"
+                           r"i like|i love|i hate|my favorite|my favourite|from now on|going forward|important|"
+                           r"actually|correction|not anymore|no longer|switch(?:ed)? to|moved to)\b", re.I)
+_ACKNOWLEDGEMENT = _lazy_regex(r"^\s*(ok(ay)?|thanks?|thank you|great|cool|sure|yes|no|got it|hi|hello|hey|"
+                              r"bye|good (morning|night))\b[\s.!]*$", re.I)
+
+
+@dataclasses.dataclass
+class MemoryAssessResult:
+    """What an assessor decided about the latest turns (names as in kumiho-memory)."""
+
+    should_store: bool
+    content: str = ""
+    memory_type: str = "fact"
+    reason: str = ""
+    tags: list[str] = dataclasses.field(default_factory=list)
+    evidence_level: str = ""
+    source: str = ""
+    supporting_krefs: list[str] = dataclasses.field(default_factory=list)
+    conflicting_krefs: list[str] = dataclasses.field(default_factory=list)
+    create_contradicts_edges: bool = True
+
+
+# The shape of ``auto_assess_fn``: ``async (messages, recalled) -> MemoryAssessResult`` (upstream's name).
+AutoAssessFn = Callable[[list[dict[str, Any]], list[dict[str, Any]]], Awaitable[MemoryAssessResult]]
+
+
+def get_memory_space(channel_type: str, *, project: str = DEFAULT_PROJECT, team_slug: str = "",
+                     group_id: str = "") -> str:
+    """The space path a conversation's memories go to, by the kind of channel (upstream's routing).
+
+    Args:
+        channel_type: ``"team_channel"``, ``"group_dm"``, or anything else (a personal conversation).
+        project: the project at the head of the path. team_slug / group_id: the team or group, when known.
+
+    Returns:
+        ``"{project}/work/{team_slug}"``, ``"{project}/groups/{group_id}"`` (``default`` when not given) or
+        ``"{project}/personal"``.
+    """
+    if channel_type == "team_channel":
+        return f"{project}/work/{team_slug or 'default'}"
+    if channel_type == "group_dm":
+        return f"{project}/groups/{group_id or 'default'}"
+    return f"{project}/personal"
+
+
+@dataclasses.dataclass(frozen=True)
+class EvidencePolicy:
+    """How the evidence assessor grades: ``min_corroboration`` distinct sources make ``corroborated``;
+    contradicting a memory tagged with one of ``official_tags`` pins the claim ``unverified``."""
+
+    min_corroboration: int = 2
+    official_tags: frozenset[str] = frozenset({evidence_tag(OFFICIAL)})
+    create_supports_edges: bool = False
+    create_contradicts_edges: bool = True
+    storage_policy: str = DEFAULT_STORAGE_POLICY
+    duplicate_score_threshold: float = 0.90
+
+
+def heuristic_prefilter(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Cheap gate before any LLM call: the last turns say enough, the last one is not a bare
+    acknowledgement or a code block, and something in them signals a preference, decision or fact."""
+    window = [str(m.get("content", "")) for m in messages[-4:]]
+    if sum(len(text) for text in window) < 60 or not window:
+        return False
+    last = window[-1].strip()
+    if _ACKNOWLEDGEMENT.match(last) or last.startswith("```"):
+        return False
+    return any(_STORE_SIGNAL.search(text) for text in window)
+
+
+def _assessment_prompt(messages: Sequence[Mapping[str, Any]], recalled: Sequence[Mapping[str, Any]],
+                       policy: str, evidence: bool) -> str:
+    turns = "\n".join(f"{m.get('role', 'user')}: {str(m.get('content', ''))[:600]}" for m in messages[-6:])
+    known = "\n".join(f"[{index}] {str(r.get('content') or r.get('summary') or '')[:300]}"
+                      + (f" (source: {r['metadata'].get('source')})" if r.get("metadata", {}).get("source") else "")
+                      for index, r in enumerate(recalled[:5], 1))
+    reply = ('{"should_store": bool, "content": str, "memory_type": "fact|preference|decision|correction", '
+             '"reason": str' + (', "agrees_with": [indices], "contradicts": [indices], "source": str' if evidence else "")
+             + "}")
+    return (f"{policy}\n\nRecent conversation:\n{turns}\n\nWhat memory already holds:\n{known or '(nothing)'}\n\n"
+            f"Reply with JSON only: {reply}")
+
+
+def _most_similar(content: str, recalled: Sequence[Mapping[str, Any]]) -> float:
+    return max((belief_similarity(content, str(r.get("content", ""))) for r in recalled), default=0.0)
+
+
+def create_llm_assessor(adapter: Any, model: str = "", *, storage_policy: str = DEFAULT_STORAGE_POLICY,
+                        duplicate_score_threshold: float = 0.90,
+                        skip_heuristic: bool = False) -> Callable[..., Any]:
+    """An ``auto_assess_fn``: the heuristic prefilter, then a near-duplicate check against what recall
+    found (word overlap of the last user turn with a recalled memory >= ``duplicate_score_threshold``
+    skips the LLM), then the LLM's JSON decision under ``storage_policy``."""
+
+    async def assess(messages: Sequence[Mapping[str, Any]], recalled: Sequence[Mapping[str, Any]]) -> MemoryAssessResult:
+        if not skip_heuristic and not heuristic_prefilter(messages):
+            return MemoryAssessResult(False, reason="nothing worth storing (prefilter)")
+        last_user = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
+        if _most_similar(last_user, recalled) >= duplicate_score_threshold:
+            return MemoryAssessResult(False, reason="already remembered (near-duplicate)")
+        reply = await adapter_chat(adapter, messages=[{"role": "user", "content": _assessment_prompt(
+            messages, recalled, storage_policy, evidence=False)}], model=model, max_tokens=250, json_mode=True)
+        decision = parse_llm_json(reply, expect=dict)
+        return MemoryAssessResult(bool(decision.get("should_store")), content=str(decision.get("content", "")),
+                                  memory_type=str(decision.get("memory_type") or "fact"),
+                                  reason=str(decision.get("reason", "")))
+    return assess
+
+
+def grade_evidence(recalled: Sequence[Mapping[str, Any]], agrees_with: Iterable[int], contradicts: Iterable[int],
+                   policy: EvidencePolicy | None = None) -> dict[str, Any]:
+    """Grade a claim from which recalled memories (1-based) it agrees with and contradicts. Pure.
+
+    Contradicting an official memory -> ``unverified``, pinned, with the conflicts; otherwise agreement from
+    at least ``max(1, min_corroboration)`` distinct canonical sources and no conflict -> ``corroborated``
+    (memory type ``fact``); else no level. Never ``official``.
+
+    Returns:
+        ``{evidence_level, memory_type, supporting_krefs, conflicting_krefs, pinned, has_agreement}``.
+    """
+    policy = policy or EvidencePolicy()
+    def picked(indices: Iterable[int]) -> list[Mapping[str, Any]]:     # True is not index 1
+        return [recalled[i - 1] for i in indices
+                if isinstance(i, int) and not isinstance(i, bool) and 1 <= i <= len(recalled)]
+
+    def source_of(memory: Mapping[str, Any]) -> str | None:              # top level (upstream) or metadata
+        value = memory.get("source") or (memory.get("metadata") or {}).get("source")
+        return str(value) if value else None
+    agreeing, conflicting = picked(agrees_with), picked(contradicts)
+    conflicting_krefs = [str(r.get("kref")) for r in conflicting]
+    official = [r for r in conflicting if set(r.get("tags") or ()) & set(policy.official_tags)
+                or memory_evidence_level(r) == OFFICIAL]
+    if official:
+        return {"evidence_level": UNVERIFIED, "memory_type": None, "supporting_krefs": [],
+                "conflicting_krefs": conflicting_krefs, "pinned": True, "has_agreement": bool(agreeing)}
+    sources = {canonical_source(source_of(r)) for r in agreeing if source_of(r)}
+    if not conflicting and len(sources) >= max(1, policy.min_corroboration):
+        return {"evidence_level": CORROBORATED, "memory_type": "fact",
+                "supporting_krefs": [str(r.get("kref")) for r in agreeing], "conflicting_krefs": [],
+                "pinned": False, "has_agreement": True}
+    return {"evidence_level": None, "memory_type": None, "supporting_krefs": [str(r.get("kref")) for r in agreeing],
+            "conflicting_krefs": conflicting_krefs, "pinned": False, "has_agreement": bool(agreeing)}
+
+
+def create_evidence_assessor(adapter: Any, model: str = "", *, policy: EvidencePolicy | None = None,
+                             skip_heuristic: bool = False) -> Callable[..., Any]:
+    """An ``auto_assess_fn`` that also grades: the LLM says what the claim agrees with and contradicts and
+    its source; ``grade_evidence`` turns that into a level (``single_source`` with a source, else
+    ``unverified``, or ``corroborated``); never ``official``."""
+    policy = policy or EvidencePolicy()
+
+    async def assess(messages: Sequence[Mapping[str, Any]], recalled: Sequence[Mapping[str, Any]]) -> MemoryAssessResult:
+        if not skip_heuristic and not heuristic_prefilter(messages):
+            return MemoryAssessResult(False, reason="nothing worth storing (prefilter)")
+        reply = await adapter_chat(adapter, messages=[{"role": "user", "content": _assessment_prompt(
+            messages, recalled, policy.storage_policy, evidence=True)}], model=model, max_tokens=300, json_mode=True)
+        decision = parse_llm_json(reply, expect=dict)
+        if not decision.get("should_store"):
+            return MemoryAssessResult(False, reason=str(decision.get("reason", "")))
+        grade = grade_evidence(recalled, decision.get("agrees_with") or [], decision.get("contradicts") or [], policy)
+        source = str(decision.get("source") or "")
+        level = grade["evidence_level"] or (SINGLE_SOURCE if source else UNVERIFIED)
+        return MemoryAssessResult(
+            True, content=str(decision.get("content", "")), memory_type=grade["memory_type"] or str(
+                decision.get("memory_type") or "fact"), reason=str(decision.get("reason", "")), evidence_level=level,
+            source=source, supporting_krefs=grade["supporting_krefs"] if policy.create_supports_edges else [],
+            conflicting_krefs=grade["conflicting_krefs"], create_contradicts_edges=policy.create_contradicts_edges)
+    return assess
+
+
+# -- a durable queue for work that must not be lost -----------------------------------------------------------
+
+class RetryQueue:
+    """Consolidations that could not be stored yet, kept in a JSON-lines file until they are.
+
+    Each line is ``{"id", "timestamp", "attempts", "payload"}``. Writes are appended and fsynced; a flush
+    rewrites the file atomically. Every process of a user may share one folder: writes are ordered by a lock
+    file across processes, and only one process flushes at a time (a second waits, then replays what is left). Payloads that fail for a reason a retry cannot fix (bad input) are
+    moved to ``parked.jsonl`` with the reason instead of being retried forever.
+
+    Args:
+        queue_dir: the folder for ``pending.jsonl`` and ``parked.jsonl`` (created on first write); default
+            ``$KUMIHO_RETRY_QUEUE_DIR`` when read by ``from_env``, else ``~/.kumiho/retry_queue``.
+        clock: time source for timestamps.
+    """
+
+    def __init__(self, queue_dir: str | os.PathLike[str] | None = None, *, clock: Clock | None = None,
+                 ids: IdFactory | None = None) -> None:
+        base = os.fspath(queue_dir) if queue_dir is not None else os.path.join(os.path.expanduser("~"), ".kumiho",
+                                                                               "retry_queue")
+        self.pending_path = os.path.join(base, "pending.jsonl")
+        self.parked_path = os.path.join(base, "parked.jsonl")
+        self.clock = clock or SystemClock()
+        self.ids = ids or RandomIds()
+        self._lock = threading.Lock()
+        # Every process of a user shares the default folder: writes hold ``queue.lock`` (so an append is
+        # never lost to another process's rewrite), and a flush holds ``flush.lock`` for its whole run (so two
+        # processes never replay the same payload).
+        self._write_lock_path = os.path.join(base, "queue.lock")
+        self._flush_lock_path = os.path.join(base, "flush.lock")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> "RetryQueue":
+        """A queue in ``$KUMIHO_RETRY_QUEUE_DIR`` when set."""
+        environ = os.environ if environ is None else environ
+        return cls(environ.get("KUMIHO_RETRY_QUEUE_DIR") or None, **options)
+
+    def _read(self, path: str) -> list[dict[str, Any]]:
+        try:
+            with open(path, encoding="utf-8") as stream:
+                lines = stream.readlines()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreError(f"cannot read retry queue {path!r}: {exc}") from exc
+        entries = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                entries.append(json.loads(line))
+            except json.JSONDecodeError:
+                if number != len(lines):       # only a torn last line (a crash mid-append) is tolerated
+                    raise StoreError(f"retry queue {path!r} line {number} is damaged; move the file aside") from None
+        return entries
+
+    def _append(self, path: str, entry: Mapping[str, Any]) -> None:
+        """Append one entry, durable on return; the caller holds the write lock."""
+        try:
+            with open(path, "a", encoding="utf-8") as stream:
+                stream.write(canonical_json(dict(entry)) + "\n")
+                stream.flush()
+                os.fsync(stream.fileno())
+        except OSError as exc:
+            raise StoreError(f"cannot write retry queue {path!r}: {exc}") from exc
+
+    def _rewrite(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        """Replace the pending file atomically; the caller holds the write lock."""
+        try:
+            _write_file_atomically(self.pending_path, "".join(canonical_json(dict(entry)) + "\n" for entry in entries))
+        except OSError as exc:
+            raise StoreError(f"cannot write retry queue {self.pending_path!r}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the thread lock and the cross-process write lock (creating the folder on first write)."""
+        with self._lock:
+            try:
+                lock = _FileLock(self._write_lock_path)
+                lock.acquire()
+            except OSError as exc:
+                raise StoreError(f"cannot lock retry queue {self._write_lock_path!r}: {exc}") from exc
+            try:
+                yield
+            finally:
+                lock.release()
+
+    @property
+    def count(self) -> int:
+        """How many payloads wait (a property, as upstream has it)."""
+        return len(self._read(self.pending_path))   # a rewrite is an atomic replace: reads need no lock
+
+    def enqueue(self, payload: Mapping[str, Any]) -> str:
+        """Persist a payload (durable when this returns); return its id. Credentials in it become
+        placeholders first: the queue file is on disk too."""
+        entry_id = self.ids.new_id()
+        screened = screen_for_store(json.loads(canonical_json(dict(payload))), field="payload")
+        with self._writing():
+            self._append(self.pending_path, {"id": entry_id, "timestamp": format_instant(self.clock.now()),
+                                             "attempts": 0, "payload": screened})
+        return entry_id
+
+    def drain(self) -> list[dict[str, Any]]:
+        """The waiting entries (the queue is unchanged)."""
+        return self._read(self.pending_path)
+
+    def parked(self) -> list[dict[str, Any]]:
+        """Entries set aside because retrying cannot help, with their ``reason``."""
+        return self._read(self.parked_path)
+
+    def clear(self) -> int:
+        """Drop every waiting entry; return how many there were."""
+        with self._writing():
+            count = len(self._read(self.pending_path))
+            self._rewrite([])
+            return count
+
+    async def flush(self, store: Callable[..., Any], *, max_retries: int = 2,
+                    sleep: Callable[[float], Any] = asyncio.sleep) -> dict[str, int]:
+        """Replay each payload as ``store(**payload)`` (sync or async; upstream's call), trying a transient failure up to
+        ``max_retries`` more times with a short backoff. Stored ones leave the queue; transiently failing
+        ones stay (``attempts`` counted) for the next flush; permanently failing ones (bad input, a
+        non-transient ``ServiceError``) are parked with the reason, never retried forever.
+
+        Returns:
+            ``{succeeded, failed, dropped}`` (``failed`` stay queued; ``dropped`` were parked).
+        """
+        counts = {"succeeded": 0, "failed": 0, "dropped": 0}
+        flushing = _FileLock(self._flush_lock_path)
+        try:
+            while not flushing.acquire(blocking=False):   # another process is flushing: wait for it, then
+                await sleep(0.05)                          # replay only what it left
+        except OSError as exc:
+            raise StoreError(f"cannot lock retry queue {self._flush_lock_path!r}: {exc}") from exc
+        try:
+            await self._flush_entries(store, counts, max_retries, sleep)
+        finally:
+            flushing.release()
+        return counts
+
+    async def _flush_entries(self, store: Callable[..., Any], counts: dict[str, int],
+                             max_retries: int, sleep: Callable[[float], Any]) -> None:
+        for entry in self.drain():
+            error: Exception | None = None
+            for attempt in range(max_retries + 1):
+                try:
+                    await _call(store, **entry["payload"])
+                    error = None
+                    break
+                except (InvalidArgumentError, ServiceError, StoreError, NotFoundError) as exc:
+                    error = exc
+                    if not _is_transient(exc):
+                        break
+                    if attempt < max_retries:
+                        await sleep(min(2.0, 0.1 * 2 ** attempt))
+            with self._writing():
+                remaining = [e for e in self._read(self.pending_path) if e["id"] != entry["id"]]
+                if error is None:
+                    counts["succeeded"] += 1
+                elif _is_transient(error):
+                    remaining.append({**entry, "attempts": entry.get("attempts", 0) + max_retries + 1,
+                                      "last_error": f"{type(error).__name__}: {error}"})
+                    counts["failed"] += 1
+                else:
+                    self._append(self.parked_path, {**entry, "reason": f"{type(error).__name__}: {error}"})
+                    counts["dropped"] += 1
+                self._rewrite(remaining)
+
+
+def _is_transient(error: BaseException) -> bool:
+    """Whether retrying later may succeed: store trouble and transient service errors, not bad input."""
+    if isinstance(error, ServiceError):
+        return error.transient
+    return isinstance(error, (StoreError, OSError)) and not isinstance(error, (CorruptStoreError, SchemaVersionError))
+
+
+class FailureClass(str, enum.Enum):
+    """What kind of failure an error is, for deciding whether to try again (upstream's names)."""
+
+    TRANSIENT = "transient"           # a timeout, a dropped connection, 408/429/5xx: later may work
+    DETERMINISTIC = "deterministic"   # bad input, another 4xx, a refused credential: it will fail again
+    UNKNOWN = "unknown"               # anything else: retried, but fewer times
+
+
+def classify_failure(error: BaseException) -> FailureClass:
+    """Sort an error into ``FailureClass``: our own errors by their kind, others by an HTTP status
+    (``status_code``/``status``) or their builtin type.
+
+    Examples:
+        ``TimeoutError``, ``ConnectionError``, HTTP 408/429/5xx, a transient ``ServiceError`` -> transient;
+        ``ValueError``, ``TypeError``, other HTTP 4xx -> deterministic; the rest -> unknown.
+    """
+    if isinstance(error, ServiceError):
+        return FailureClass.TRANSIENT if error.transient else FailureClass.DETERMINISTIC
+    if isinstance(error, StoreError):
+        return FailureClass.TRANSIENT if _is_transient(error) else FailureClass.DETERMINISTIC
+    status = getattr(error, "status_code", None) or getattr(error, "status", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        if status in (408, 429) or status >= 500:
+            return FailureClass.TRANSIENT
+        if 400 <= status < 500:
+            return FailureClass.DETERMINISTIC
+    if isinstance(error, (TimeoutError, ConnectionError, asyncio.TimeoutError)):
+        return FailureClass.TRANSIENT
+    if isinstance(error, (ValueError, TypeError, KeyError)):
+        return FailureClass.DETERMINISTIC
+    return FailureClass.UNKNOWN
+
+
+async def retry_with_backoff(function: Callable[[], Any], *, max_retries: int = 3, base_delay: float = 1.0,
+                             max_delay: float = 30.0, unknown_max_retries: int = 2,
+                             sleep: Callable[[float], Any] = asyncio.sleep,
+                             jitter: Callable[[], float] | None = None) -> Any:
+    """Call ``function()`` (sync or async) until it succeeds: a transient failure is retried up to
+    ``max_retries`` times, an unknown one up to ``unknown_max_retries``, a deterministic one never.
+
+    The wait doubles from ``base_delay`` up to ``max_delay``, plus up to 25% jitter (``jitter()`` in [0, 1);
+    default random).
+
+    Returns:
+        What ``function`` returned.
+
+    Raises:
+        The last error, once retrying stops.
+    """
+    draw = jitter or (lambda: secrets.randbelow(1000) / 1000.0)
+    attempt = 0
+    while True:
+        try:
+            return await _maybe_await(function())
+        except Exception as error:  # noqa: BLE001 - classified, then re-raised when retrying stops
+            kind = classify_failure(error)
+            allowed = {FailureClass.TRANSIENT: max_retries, FailureClass.UNKNOWN: unknown_max_retries}.get(kind, 0)
+            if attempt >= allowed:
+                raise
+            delay = min(max_delay, base_delay * 2 ** attempt)
+            await sleep(delay * (1.0 + 0.25 * draw()))
+            attempt += 1
+SPACE_PROFILE_KIND = "space-profile"
+SPACE_PROFILE_ITEM = "_space_profile"
+SPACE_CLASS_ATTRIBUTE = "space_class"
+JOB_KINDS = frozenset({"dream-state", PREFETCH_STATE_KIND})   # a space holding only these is a job's
+
+
 # A consolidation's lease on its session lives this long unless renewed; the consolidation renews it every
 # third of that while it runs (a lease that ran out is checked before anything is consumed). So a lease its
 # attempt could not release (the buffer went away mid-way) is gone within this bound; one left by a killed
@@ -14718,7 +14721,7 @@ class UniversalMemoryManager:
 
 
 # ==========================================================================================================
-# 14. Built on Memory: space profiles, skill ingest, Dream State
+# 15. Built on Memory: space profiles, skill ingest, Dream State
 # ==========================================================================================================
 
 # -- space profiles ------------------------------------------------------------------------------------------
@@ -16597,9 +16600,9 @@ class DreamState:
 
 
 # ==========================================================================================================
-# 15. Integrations: listing and describing memories, the memory browser, LangGraph's store, the OpenAI
-#     Agents SDK session
+# 16. Integrations: the MCP tool table, list and show, the memory browser, LangGraph, the Agents SDK
 # ==========================================================================================================
+
 #
 # Everything here stands on Memory's public face (and the working-memory buffer's); the frameworks are
 # imported inside the functions that build their adapters, so ``import kumiho_memory`` imports neither.
@@ -17162,7 +17165,6 @@ document.addEventListener('click',function(e){var t=e.target;if(t&&t.dataset&&t.
 if(navigator.clipboard){navigator.clipboard.writeText(t.dataset.copy)}t.textContent='copied';}});
 document.addEventListener('submit',function(e){var f=e.target;if(f&&f.dataset&&f.dataset.confirm&&!window.confirm(f.dataset.confirm)){e.preventDefault()}});
 """
-
 
 
 def _page(title: str, nonce: str, where: str, mode: str, body: str) -> str:
@@ -18168,7 +18170,7 @@ def agents_session(session_id: str, memory: Memory | None = None, **options: Any
 
 
 # ==========================================================================================================
-# 16. CLI
+# 17. CLI
 # ==========================================================================================================
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND = 0, 1, 2, 3
