@@ -3744,6 +3744,47 @@ class ScoredRevision:
     signals: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
+# -- the one signal scorer: every backend ranks its candidates' words, then applies these -------------------
+
+def query_term_weights(index: "RecallIndex", query: RecallQuery) -> dict[int, float]:
+    """``index``'s term weights for a query: its own words in full, the words it means without writing them
+    (``query.expansions``) at ``EXPANSION_WEIGHT``."""
+    extra = {term: EXPANSION_WEIGHT for term in query.expansions if term not in query.terms}
+    return index.term_weights(query.terms + tuple(extra), extra)
+
+
+def named_terms(query: RecallQuery, signals: RecallSignals, name_terms: Container[str]) -> set[str]:
+    """The people and entities a query names (or speaks as: ``query.speakers``) among ``name_terms``, the
+    name words the candidates carry; empty when the who signal is off."""
+    if not signals.who:
+        return set()
+    return {term for term in query.terms + query.speakers if term in name_terms}
+
+
+def apply_who_and_when(scores: dict[int, float], notes: dict[int, dict[str, Any]], query: RecallQuery,
+                       signals: RecallSignals, named: set[str], who: Mapping[int, frozenset[str]],
+                       events: Mapping[int, float]) -> None:
+    """Boost, in place, the candidates by or about someone the query names (``who``: their name terms) and
+    those whose event falls in or near the time the query names (``events``: epoch seconds), and say so in
+    their ``notes``."""
+    if named:
+        for doc_id in scores:
+            shared = who.get(doc_id, frozenset()) & named
+            if shared:
+                scores[doc_id] *= 1.0 + signals.who
+                notes.setdefault(doc_id, {})["who"] = sorted(shared)
+    if query.time_window is not None and signals.when:
+        start, end = query.time_window
+        for doc_id in scores:
+            event = events.get(doc_id)
+            if event is not None:
+                gap_days = 0.0 if start <= event <= end else min(abs(event - start), abs(event - end)) / 86400.0
+                boost = signals.when * math.exp(-gap_days / max(signals.when_scale_days, 1e-9))
+                if boost > 1e-3:
+                    scores[doc_id] *= 1.0 + boost
+                    notes.setdefault(doc_id, {})["when"] = round(boost, 4)
+
+
 class GraphBackend(abc.ABC):
     """The graph operations ``Memory`` needs; the embedded engine and the Kumiho server implement them.
 
@@ -4396,9 +4437,8 @@ class _RecallState:
     def candidates(self, query: RecallQuery, eligible: Container[int]) -> list[tuple[int, float, dict[str, Any]]]:
         """Score ``eligible`` revisions for a query: words first, then the signals. Best first."""
         signals = self.signals
-        extra = {term: EXPANSION_WEIGHT for term in query.expansions if term not in query.terms}
-        weights = self.index.term_weights(query.terms + tuple(extra), extra)
-        named = {term for term in query.terms + query.speakers if term in self.name_terms} if signals.who else set()
+        weights = query_term_weights(self.index, query)
+        named = named_terms(query, signals, self.name_terms)
         reorders = bool(named) or (query.time_window is not None and bool(signals.when))
         depth = 2 * query.pool if reorders else query.pool
         hits = self.index.search(weights, depth, eligible)
@@ -4415,22 +4455,7 @@ class _RecallState:
                     if neighbour in eligible:
                         scores[neighbour] = scores.get(neighbour, 0.0) + signals.neighbour_spread * score
                         notes.setdefault(neighbour, {}).setdefault("neighbour_of", doc_id)
-        if named:
-            for doc_id in scores:
-                shared = self.doc_who.get(doc_id, frozenset()) & named
-                if shared:
-                    scores[doc_id] *= 1.0 + signals.who
-                    notes[doc_id]["who"] = sorted(shared)
-        if query.time_window is not None and signals.when:
-            start, end = query.time_window
-            for doc_id in scores:
-                event = self.doc_event.get(doc_id)
-                if event is not None:
-                    gap_days = 0.0 if start <= event <= end else min(abs(event - start), abs(event - end)) / 86400.0
-                    boost = signals.when * math.exp(-gap_days / max(signals.when_scale_days, 1e-9))
-                    if boost > 1e-3:
-                        scores[doc_id] *= 1.0 + boost
-                        notes[doc_id]["when"] = round(boost, 4)
+        apply_who_and_when(scores, notes, query, signals, named, self.doc_who, self.doc_event)
         if signals.edges and query.follow_edges:
             seeds = heapq.nlargest(signals.edge_seeds, scores.items(), key=lambda pair: pair[1])
             for doc_id, score in seeds:
@@ -6862,7 +6887,7 @@ class KumihoBackend(GraphBackend):
                     vectors[doc_id] = tuple(array.array("f", bytes.fromhex(raw)))
         eligible = set(range(len(records)))
         depth = query.pool
-        hits = index.search(index.term_weights(query.terms), depth, eligible)
+        hits = index.search(query_term_weights(index, query), depth, eligible)
         if query.query_vector is not None and vectors:
             semantic = sorted(((doc_id, sum(a * b for a, b in zip(vector, query.query_vector)))
                                for doc_id, vector in vectors.items()), key=lambda pair: -pair[1])[:depth]
@@ -6870,23 +6895,7 @@ class KumihoBackend(GraphBackend):
         scores = dict(hits)
         notes: dict[int, dict[str, Any]] = {doc_id: {} for doc_id in scores}
         name_terms = set().union(*who.values()) if who else set()
-        named = {term for term in query.terms if term in name_terms} if signals.who else set()
-        if named:
-            for doc_id in scores:
-                shared = who.get(doc_id, frozenset()) & named
-                if shared:
-                    scores[doc_id] *= 1.0 + signals.who
-                    notes[doc_id]["who"] = sorted(shared)
-        if query.time_window is not None and signals.when:
-            start, end = query.time_window
-            for doc_id in scores:
-                event = events.get(doc_id)
-                if event is not None:
-                    gap_days = 0.0 if start <= event <= end else min(abs(event - start), abs(event - end)) / 86400.0
-                    boost = signals.when * math.exp(-gap_days / max(signals.when_scale_days, 1e-9))
-                    if boost > 1e-3:
-                        scores[doc_id] *= 1.0 + boost
-                        notes[doc_id]["when"] = round(boost, 4)
+        apply_who_and_when(scores, notes, query, signals, named_terms(query, signals, name_terms), who, events)
         ranked = sorted(scores.items(), key=lambda pair: (-pair[1], -pair[0]))
         wanted = query.keep or query.pool
         # Candidates read in a batch were not checked for a SUPERSEDES from another item: check the ones
@@ -9231,7 +9240,7 @@ class AnticipatoryRecall:
         result = self._take(key) if key is not None else None
         prefetched = result is not None
         if result is None:
-            result = self._memory._engage_fresh(query, limit=limit, char_budget=char_budget, **recall_options)
+            result = self._memory.engage_fresh(query, limit=limit, char_budget=char_budget, **recall_options)
         state = recall_state(result["results"], self.config.grain)
         now = self._now()
         save = False
@@ -9452,7 +9461,7 @@ class AnticipatoryRecall:
             self._running.add(key)
             generation, token = self._generation, self._token
         try:
-            result = self._memory._engage_fresh(cue.query, limit=cue.limit, char_budget=cue.char_budget, **cue.options)
+            result = self._memory.engage_fresh(cue.query, limit=cue.limit, char_budget=cue.char_budget, **cue.options)
             current_token = self._read_token()
         finally:
             with self._lock:
@@ -10943,12 +10952,14 @@ class Memory:
         if self._prefetch is not None and session_id is not None:
             return self._prefetch.engage(query, session_id=session_id, agent=agent, limit=limit,
                                          char_budget=char_budget, **recall_options)
-        result = self._engage_fresh(query, limit=limit, char_budget=char_budget, **recall_options)
+        result = self.engage_fresh(query, limit=limit, char_budget=char_budget, **recall_options)
         return {**result, "context_was_prefetched": False, "state": None, "predictions": []}
 
-    def _engage_fresh(self, query: str, *, limit: int = 5, char_budget: int = CONTEXT_CHAR_BUDGET,
-                      **recall_options: Any) -> dict[str, Any]:
-        """Recall and render, nothing cached: ``{context, results, source_krefs, count, approx_tokens}``."""
+    def engage_fresh(self, query: str, *, limit: int = 5, char_budget: int = CONTEXT_CHAR_BUDGET,
+                     **recall_options: Any) -> dict[str, Any]:
+        """``engage`` without prefetching: recall and render now, never served from (nor recorded in) the
+        prefetch cache. Prefetching calls it to prepare an engage; call it when you need what memory holds
+        this instant. Returns ``{context, results, source_krefs, count, approx_tokens}``."""
         results = self.recall(query, limit=limit, **recall_options)
         context = build_recalled_context(results, query, char_budget=char_budget)
         return {"context": context, "results": results, "source_krefs": [r["kref"] for r in results],
