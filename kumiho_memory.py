@@ -2906,7 +2906,7 @@ def _bare_tokens(text: str, candidates: list[re.Match[str]],
         yield start + offset, start + offset + len(core), "high_entropy", "a random-looking token"
 
 
-# -- putting the layers together --------------------------------------------------------------------------------------------
+# -- putting the layers together ---------------------------------------------------------------------------------------
 
 
 class _Spans:
@@ -3016,7 +3016,7 @@ def redact_credential_text(text: str) -> tuple[str, int]:
     return _FAIL_CLOSED, replaced + 1
 
 
-# -- PII ----------------------------------------------------------------------------------------------------------------------
+# -- PII ---------------------------------------------------------------------------------------------------------------
 #
 # PII is personal but legitimate content: it is rewritten to its kind, never refused. Numbers are validated
 # where the format carries a check (Luhn for cards, mod-97 for IBANs, the calling-code table for phones) and
@@ -6469,7 +6469,8 @@ class KumihoBackend(GraphBackend):
                 self._put_artifact(rev.kref.uri, artifact_name, location, artifact_metadata)
             for target, edge_type, edge_metadata in draft.edges:
                 target_rev = self._resolve_pb(target, self._get_item(target))
-                self._put_edge(rev.kref.uri, target_rev.kref.uri, edge_type, {_KM_META: canonical_json(dict(edge_metadata))})
+                self._put_edge(rev.kref.uri, target_rev.kref.uri, edge_type,
+                               {_KM_META: canonical_json(dict(edge_metadata))})
             if created_item and is_message(draft.metadata):
                 self._thread(draft, rev)
             for tag in dict.fromkeys(tags):                # tags move last: they are what a failure must undo
@@ -6797,7 +6798,8 @@ class KumihoBackend(GraphBackend):
             rev = self._current_revisions([item_uri]).get(item_uri)
             if rev is None:
                 revs = [candidate for candidate in self._revisions_pb(item_uri) if not candidate.deprecated]
-                rev = next((candidate for candidate in revs if PUBLISHED_TAG in candidate.tags), revs[-1] if revs else None)
+                rev = next((candidate for candidate in revs if PUBLISHED_TAG in candidate.tags),
+                           revs[-1] if revs else None)
         if rev is None or rev.kref.uri != rev_uri:
             return
         records.append(self._record(rev, item.deprecated))
@@ -7231,7 +7233,8 @@ class _KumihoImportPlan:
         known = self.revisions[str(kref)]
         if "server" in known:
             try:
-                backend._call("GetArtifact", backend._pb.GetArtifactRequest(revision_kref=known["server"].kref, name=name))
+                backend._call("GetArtifact",
+                              backend._pb.GetArtifactRequest(revision_kref=known["server"].kref, name=name))
                 return False
             except NotFoundError:
                 pass
@@ -10666,7 +10669,8 @@ class Memory:
                     continue
                 seen.add(key)
                 with contextlib.suppress(NotFoundError):
-                    pairs.append({**edge, "source": self.get(edge["source_kref"]), "target": self.get(edge["target_kref"])})
+                    pairs.append({**edge, "source": self.get(edge["source_kref"]),
+                                  "target": self.get(edge["target_kref"])})
         return pairs
 
     def analyze_impact(self, kref: str, *, max_depth: int = 8) -> list[dict[str, Any]]:
@@ -16827,82 +16831,156 @@ _CAPTURE = {"type": "object", "required": ["type", "title", "content"], "propert
     "event_date": {"type": "string", "description": "ISO 8601 date the event happened."}}}
 
 MEMORY_TOOLS: list[dict[str, Any]] = [
-    {"name": "kumiho_chat_add", "description": "Append one message to a working-memory session (short-term, expires after an hour idle).\n\nUse kumiho_memory_ingest instead when you also want related long-term memories back.\nReturns {success, message_id, message_count, created_bucket, session_id, session_id_source}.",
+    {"name": "kumiho_chat_add", "description": "Append one message to a working-memory session (short-term, expires "
+                                               "after an hour idle).\n\nUse kumiho_memory_ingest instead when you also "
+                                               "want related long-term memories back.\nReturns {success, message_id, "
+                                               "message_count, created_bucket, session_id, session_id_source}.",
      "inputSchema": _schema({**_SESSION, "message": _STRING,
                              "role": {"type": "string", "enum": ["user", "assistant"], "default": "user"}}, ["message"])},
-    {"name": "kumiho_chat_get", "description": "Read the most recent messages of a working-memory session, oldest first.\n\nReturns {messages: [{role, content, timestamp, metadata}], session_id, message_count, ttl_remaining}.",
+    {"name": "kumiho_chat_get", "description": "Read the most recent messages of a working-memory session, oldest "
+                                               "first.\n\nReturns {messages: [{role, content, timestamp, metadata}], "
+                                               "session_id, message_count, ttl_remaining}.",
      "inputSchema": _schema({**_SESSION, "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 50}})},
-    {"name": "kumiho_chat_clear", "description": "Delete every message of a working-memory session (long-term memories are not touched).\n\nReturns {success, cleared_count}.",
+    {"name": "kumiho_chat_clear", "description": "Delete every message of a working-memory session (long-term memories "
+                                                 "are not touched).\n\nReturns {success, cleared_count}.",
      "inputSchema": _schema(_SESSION)},
     {"name": "kumiho_memory_ingest",
-     "description": "Record a user message in working memory and get back the session's recent messages plus the\nlong-term memories it recalls. Call it for every user message; consolidate the session later.\n\nReturns {session_id, session_id_source, working_memory, long_term_memory, should_consolidate}.",
+     "description": "Record a user message in working memory and get back the session's recent messages plus "
+                    "the\nlong-term memories it recalls. Call it for every user message; consolidate the session "
+                    "later.\n\nReturns {session_id, session_id_source, working_memory, long_term_memory, "
+                    "should_consolidate}.",
      "inputSchema": _schema({"user_id": _STRING, "message": _STRING,
                              "context": {"type": "string", "default": "personal"},
                              "session_id": _STRING, "working_memory_limit": {"type": "integer", "default": 10},
                              "recall_limit": {"type": "integer", "default": 5}, "evidence_level": _LEVEL,
                              "source": _STRING}, ["user_id", "message"])},
-    {"name": "kumiho_memory_add_response", "description": "Record your (the assistant's) reply in the session's working memory, after kumiho_memory_ingest.\n\nReturns {success, message_count, created_bucket, session_id}.",
+    {"name": "kumiho_memory_add_response", "description": "Record your (the assistant's) reply in the session's "
+                                                          "working memory, after kumiho_memory_ingest.\n\nReturns "
+                                                          "{success, message_count, created_bucket, session_id}.",
      "inputSchema": _schema({"session_id": _STRING, "response": _STRING, "user_id": _STRING, "context": _STRING},
                             ["response"])},
     {"name": "kumiho_memory_consolidate",
-     "description": "Turn a session's working memory into one long-term memory (summary + transcript), then clear the\nsession. Call it when a conversation or task ends. Credentials are refused; PII is anonymized.\n\nReturns {success, buffer_was_empty, summary, store_result: {revision_kref, item_kref, space_path}},\nor {success: false, error} when the session is empty.",
+     "description": "Turn a session's working memory into one long-term memory (summary + transcript), then clear "
+                    "the\nsession. Call it when a conversation or task ends. Credentials are refused; PII is "
+                    "anonymized.\n\nReturns {success, buffer_was_empty, summary, store_result: {revision_kref, "
+                    "item_kref, space_path}},\nor {success: false, error} when the session is empty.",
      "inputSchema": _schema({"session_id": _SESSION["session_id"], "user_id": _SESSION["user_id"],
                              "context": _SESSION["context"], "summary": {"type": ["string", "object", "null"]},
                              "implications": _STRINGS, "space_path": _STRING, "evidence_level": _LEVEL,
                              "source": _STRING})},
-    {"name": "kumiho_memory_recall", "description": "Search long-term memory. Results are best first, each with kref, score, title, summary, type,\nspace, created_at, tags and evidence. Use kumiho_memory_engage to get prompt-ready context instead.\n\nReturns {results, count, recall_mode}.",
+    {"name": "kumiho_memory_recall", "description": "Search long-term memory. Results are best first, each with kref, "
+                                                    "score, title, summary, type,\nspace, created_at, tags and "
+                                                    "evidence. Use kumiho_memory_engage to get prompt-ready context "
+                                                    "instead.\n\nReturns {results, count, recall_mode}.",
      "inputSchema": _schema(_RECALL, ["query"])},
-    {"name": "kumiho_memory_discover_edges", "description": "Find memories related to a memory and link it to them with typed edges. Needs an LLM endpoint\n(KUMIHO_LLM_BASE_URL) to think of related questions; without one it finds nothing and writes nothing.\n\nReturns {edges: [{source, target, edge_type, query, score}], count}.",
+    {"name": "kumiho_memory_discover_edges", "description": "Find memories related to a memory and link it to them "
+                                                            "with typed edges. Needs an LLM "
+                                                            "endpoint\n(KUMIHO_LLM_BASE_URL) to think of related "
+                                                            "questions; without one it finds nothing and writes "
+                                                            "nothing.\n\nReturns {edges: [{source, target, edge_type, "
+                                                            "query, score}], count}.",
      "inputSchema": _schema({"revision_kref": _STRING, "summary": _STRING,
-                             "max_queries": {"type": "integer", "default": 5}, "max_edges": {"type": "integer", "default": 3},
+                             "max_queries": {"type": "integer", "default": 5}, "max_edges": {"type": "integer",
+                                                                                             "default": 3},
                              "min_score": {"type": "number", "default": 0.3},
                              "edge_type": {"type": "string", "default": REFERENCED}, "space_paths": _STRINGS},
                             ["revision_kref", "summary"])},
-    {"name": "kumiho_memory_store_execution", "description": "Remember what a tool or command run did, so a later session can reuse what worked and avoid\nwhat failed. Stored as an 'action' memory, or 'error' when it failed.\n\nReturns {success, memory_type, store_result: {revision_kref, item_kref, space_path}}.",
+    {"name": "kumiho_memory_store_execution", "description": "Remember what a tool or command run did, so a later "
+                                                             "session can reuse what worked and avoid\nwhat failed. "
+                                                             "Stored as an 'action' memory, or 'error' when it "
+                                                             "failed.\n\nReturns {success, memory_type, store_result: "
+                                                             "{revision_kref, item_kref, space_path}}.",
      "inputSchema": _schema({"task": _STRING, "status": {"type": "string", "enum": ["done", "failed", "error", "blocked"],
                                                           "default": "done"},
                              "exit_code": {"type": ["integer", "null"]}, "duration_ms": {"type": ["integer", "null"]},
                              "stdout": _STRING, "stderr": _STRING, "tools": _STRINGS, "topics": _STRINGS,
                              "space_hint": _STRING}, ["task"])},
-    {"name": "kumiho_memory_engage", "description": "Recall and render what memory knows about the query as context to read before answering.\nCite source_krefs when you store what you conclude (kumiho_memory_reflect).\n\nReturns {context, results, source_krefs, count, recall_mode, approx_tokens, approx_payload_tokens,\ncontext_was_prefetched, state, predictions: [{state, p}]}.",
+    {"name": "kumiho_memory_engage", "description": "Recall and render what memory knows about the query as context to "
+                                                    "read before answering.\nCite source_krefs when you store what you "
+                                                    "conclude (kumiho_memory_reflect).\n\nReturns {context, results, "
+                                                    "source_krefs, count, recall_mode, approx_tokens, "
+                                                    "approx_payload_tokens,\ncontext_was_prefetched, state, "
+                                                    "predictions: [{state, p}]}.",
      "inputSchema": _schema({**_RECALL, "session_id": {"type": "string", "description": "The pipeline run or "
                                                        "session this step belongs to (anticipatory recall)."},
                              "agent": {"type": "string", "description": "Who is asking."}}, ["query"])},
-    {"name": "kumiho_memory_reflect", "description": "Record your reply and store what is worth remembering from it. A capture with `revises` updates\nthat memory (new revision, SUPERSEDES edge); every capture gets DERIVED_FROM edges to source_krefs.\nEverything is checked before anything is written, and the captures and their edges are stored together\n(all or none).\n\nReturns {buffered, captures_stored, edges_discovered, stored_krefs, created_bucket, capture_results,\ndropped_event_dates}.",
+    {"name": "kumiho_memory_reflect", "description": "Record your reply and store what is worth remembering from it. A "
+                                                     "capture with `revises` updates\nthat memory (new revision, "
+                                                     "SUPERSEDES edge); every capture gets DERIVED_FROM edges to "
+                                                     "source_krefs.\nEverything is checked before anything is written, "
+                                                     "and the captures and their edges are stored together\n(all or "
+                                                     "none).\n\nReturns {buffered, captures_stored, edges_discovered, "
+                                                     "stored_krefs, created_bucket, "
+                                                     "capture_results,\ndropped_event_dates}.",
      "inputSchema": _schema({"session_id": _STRING, "response": _STRING,
                              "captures": {"type": "array", "items": _CAPTURE}, "source_krefs": _STRINGS,
                              "space_path": _STRING, "discover_edges": {"type": "boolean", "default": True},
                              "idempotency_prefix": {"type": "string", "description": "A capture with the same "
                                                     "prefix and position is stored once (safe retries)."}},
                             ["response"])},
-    {"name": "kumiho_memory_dream_state", "description": "Tidy long-term memory between sessions (Dream State): deprecate duplicates and leftovers, tag and\nlink related memories, behind hard guardrails (never official or published memories, never anything\nyounger than the minimum age, a cap on how much one run may deprecate). Deprecation is soft and\nreversible. Uses the server's LLM endpoint when one is configured, else heuristics.\n\nReturns {success, dry_run, deprecated, actions: [{action, kref, reason}], report, report_kref, ...}.",
+    {"name": "kumiho_memory_dream_state", "description": "Tidy long-term memory between sessions (Dream State): "
+                                                         "deprecate duplicates and leftovers, tag and\nlink related "
+                                                         "memories, behind hard guardrails (never official or "
+                                                         "published memories, never anything\nyounger than the minimum "
+                                                         "age, a cap on how much one run may deprecate). Deprecation "
+                                                         "is soft and\nreversible. Uses the server's LLM endpoint when "
+                                                         "one is configured, else heuristics.\n\nReturns {success, "
+                                                         "dry_run, deprecated, actions: [{action, kref, reason}], "
+                                                         "report, report_kref, ...}.",
      "inputSchema": _schema({"project": _STRING, "dry_run": {"type": "boolean", "default": False},
                              "batch_size": {"type": "integer", "minimum": 1, "default": 20},
                              "max_deprecation_ratio": {"type": "number", "minimum": 0.1, "maximum": 0.9, "default": 0.5},
                              "allow_published_deprecation": {"type": "boolean", "default": False},
                              "extra_instructions": _STRING})},
-    {"name": "kumiho_memory_space_profile", "description": "Classify each space by how its knowledge behaves: canonical (stable, well-sourced), working\n(changing) or correspondence (claims that churn). Profiles are stored as versioned space-profile\nmemories; a pinned label (space attribute space_class) that disagrees is reported as drift.\n\nReturns {success, spaces_profiled, labels, drift, profiles: {space: {label, scores, ...}}, errors}.",
+    {"name": "kumiho_memory_space_profile", "description": "Classify each space by how its knowledge behaves: "
+                                                           "canonical (stable, well-sourced), working\n(changing) or "
+                                                           "correspondence (claims that churn). Profiles are stored as "
+                                                           "versioned space-profile\nmemories; a pinned label (space "
+                                                           "attribute space_class) that disagrees is reported as "
+                                                           "drift.\n\nReturns {success, spaces_profiled, labels, "
+                                                           "drift, profiles: {space: {label, scores, ...}}, errors}.",
      "inputSchema": _schema({"project": _STRING, "window_days": {"type": "integer", "minimum": 1, "default": 30},
                              "dry_run": {"type": "boolean", "default": False}})},
-    {"name": "kumiho_memory_get", "description": "Read one memory revision by any kref form: item kref (latest), ?r=N, ?t=TAG, ?t=TAG&time=ISO.\n\nReturns {kref, item_kref, revision, space, kind, title, content, metadata, tags, created_at,\ndeprecated}.",
+    {"name": "kumiho_memory_get", "description": "Read one memory revision by any kref form: item kref (latest), ?r=N, "
+                                                 "?t=TAG, ?t=TAG&time=ISO.\n\nReturns {kref, item_kref, revision, "
+                                                 "space, kind, title, content, metadata, tags, "
+                                                 "created_at,\ndeprecated}.",
      "inputSchema": _schema({"kref": _STRING}, ["kref"])},
-    {"name": "kumiho_memory_history", "description": "List every revision of a memory item, oldest first, to see how a belief changed over time.\n\nReturns {item_kref, revisions, count}.",
+    {"name": "kumiho_memory_history", "description": "List every revision of a memory item, oldest first, to see how a "
+                                                     "belief changed over time.\n\nReturns {item_kref, revisions, "
+                                                     "count}.",
      "inputSchema": _schema({"item_kref": _STRING}, ["item_kref"])},
-    {"name": "kumiho_memory_tag", "description": "Point a tag at a revision (moving it off the item's other revisions; every move is recorded, so\n?t=TAG&time=ISO can read where it pointed before). 'latest' is maintained by the store.\n\nReturns the tagged revision, as kumiho_memory_get returns it.",
+    {"name": "kumiho_memory_tag", "description": "Point a tag at a revision (moving it off the item's other revisions; "
+                                                 "every move is recorded, so\n?t=TAG&time=ISO can read where it "
+                                                 "pointed before). 'latest' is maintained by the store.\n\nReturns the "
+                                                 "tagged revision, as kumiho_memory_get returns it.",
      "inputSchema": _schema({"kref": _STRING, "tag": _STRING}, ["kref", "tag"])},
-    {"name": "kumiho_memory_link", "description": "Create a typed edge between two memory revisions (an item kref means its latest revision).\nLinking the same pair with the same type again returns the existing edge.\n\nReturns {source_kref, target_kref, edge_type, metadata, created_at}.",
+    {"name": "kumiho_memory_link", "description": "Create a typed edge between two memory revisions (an item kref "
+                                                  "means its latest revision).\nLinking the same pair with the same "
+                                                  "type again returns the existing edge.\n\nReturns {source_kref, "
+                                                  "target_kref, edge_type, metadata, created_at}.",
      "inputSchema": _schema({"source_kref": _STRING, "target_kref": _STRING, "edge_type": _STRING,
                              "metadata": {"type": ["object", "null"]}}, ["source_kref", "target_kref", "edge_type"])},
-    {"name": "kumiho_memory_edges", "description": "List the typed edges of a memory revision (or of all revisions of an item), oldest first.\n\nReturns {kref, edges: [{source_kref, target_kref, edge_type, metadata, created_at}], count}.",
+    {"name": "kumiho_memory_edges", "description": "List the typed edges of a memory revision (or of all revisions of "
+                                                   "an item), oldest first.\n\nReturns {kref, edges: [{source_kref, "
+                                                   "target_kref, edge_type, metadata, created_at}], count}.",
      "inputSchema": _schema({"kref": _STRING, "direction": {"type": "string", "enum": ["outgoing", "incoming", "both"],
                                                             "default": "both"},
                              "edge_type": {"type": ["string", "null"]}}, ["kref"])},
-    {"name": "kumiho_memory_list", "description": "Browse long-term memory without a query: items newest first, each with its current revision, space,\nkind, tags, evidence grade and deprecated/contested marks. Use kumiho_memory_recall to search by meaning.\n\nReturns {memories: [{item_kref, kref, title, content, space, kind, tags, evidence_level, deprecated,\ncontested, ...}], total_items, next_offset, ...}.",
+    {"name": "kumiho_memory_list", "description": "Browse long-term memory without a query: items newest first, each "
+                                                  "with its current revision, space,\nkind, tags, evidence grade and "
+                                                  "deprecated/contested marks. Use kumiho_memory_recall to search by "
+                                                  "meaning.\n\nReturns {memories: [{item_kref, kref, title, content, "
+                                                  "space, kind, tags, evidence_level, deprecated,\ncontested, ...}], "
+                                                  "total_items, next_offset, ...}.",
      "inputSchema": _schema({"space": _STRING, "kind": _STRING, "tag": _STRING, "evidence": _LEVEL,
                              "include_deprecated": {"type": "boolean", "default": False}, "as_of": _STRING,
                              "limit": {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
                              "offset": {"type": "integer", "minimum": 0, "default": 0}})},
-    {"name": "kumiho_memory_forget", "description": "Erase a memory for good: its content, edges, tags and artifacts are removed from the store's bytes.\nCannot be undone. Only when the user asks to forget something or it must not be kept.\n\nReturns {kref, items, revisions, edges, scrubbed}.",
+    {"name": "kumiho_memory_forget", "description": "Erase a memory for good: its content, edges, tags and artifacts "
+                                                    "are removed from the store's bytes.\nCannot be undone. Only when "
+                                                    "the user asks to forget something or it must not be "
+                                                    "kept.\n\nReturns {kref, items, revisions, edges, scrubbed}.",
      "inputSchema": _schema({"kref": _STRING}, ["kref"])},
 ]
 
@@ -17181,7 +17259,8 @@ document.addEventListener('submit',function(e){var f=e.target;if(f&&f.dataset&&f
 def _page(title: str, nonce: str, where: str, mode: str, body: str) -> str:
     """The one page: inline CSS and script (under the response's CSP nonce), no outside resources."""
     return ('<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-            '<meta name="viewport" content="width=device-width,initial-scale=1"><meta name="referrer" content="no-referrer">'
+            '<meta name="viewport" content="width=device-width,initial-scale=1"><meta name="referrer" '
+            'content="no-referrer">'
             f'<title>{title}</title><style nonce="{nonce}">{_BROWSER_CSS}</style></head>'
             f'<body><header><h1><a href="/">kumiho memory</a></h1><span class="muted">{where}</span>'
             f'<span class="muted" id="mode">{mode}</span></header><main id="main">{body}</main>'
@@ -17685,9 +17764,11 @@ class MemoryBrowser:
         if not self.allow_writes:
             return ""
         return (f'<form class="inline" method="post" action="/tag">{self._hidden(revision["kref"])}'
-                '<input name="tag" placeholder="tag" aria-label="tag" required><button type="submit">tag</button></form>'
+                '<input name="tag" placeholder="tag" aria-label="tag" required><button '
+                'type="submit">tag</button></form>'
                 f'<form class="inline" method="post" action="/untag">{self._hidden(revision["kref"])}'
-                '<input name="tag" placeholder="tag" aria-label="untag" required><button type="submit">untag</button></form>')
+                '<input name="tag" placeholder="tag" aria-label="untag" required><button '
+                'type="submit">untag</button></form>')
 
     def _item_actions(self, story: Mapping[str, Any]) -> str:
         undo = '<input type="hidden" name="undo" value="1">' if story["deprecated"] else ""
@@ -18598,7 +18679,8 @@ def _cmd_show(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
         moves = " -> ".join(f"{'r' + str(m['revision']) if m['revision'] is not None else 'removed'} ({m['at']})"
                             for m in entry["history"])
         lines.append(f"  {tag}: {moves}")
-    for title, edges, other in (("edges out", story["edges_out"], "target_kref"), ("edges in", story["edges_in"], "source_kref")):
+    for title, edges, other in (("edges out", story["edges_out"], "target_kref"),
+                                ("edges in", story["edges_in"], "source_kref")):
         lines.append(f"{title}:" + ("" if edges else " none"))
         lines.extend(f"  {edge['edge_type']} {edge[other]}  {edge.get('other_title') or ''}".rstrip() for edge in edges)
     lines.append("")
