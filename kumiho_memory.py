@@ -17866,201 +17866,208 @@ def _namespace_matches(namespace: tuple[str, ...], condition: Any) -> bool:
     return all(wanted == "*" or label == wanted for label, wanted in pairs)
 
 
+class _LangGraphStoreMethods:
+    """LangGraph's ``BaseStore`` over a kumiho ``Memory``: namespaces are spaces, keys are supersession
+    keys (a put revises the item, so its history is kept), search runs recall with its scores, delete
+    forgets. TTL is not supported (``supports_ttl = False``): a memory stays until deleted."""
+
+    _langgraph: Any = None        # the imported ``langgraph.store.base`` (set by _langgraph_store_class)
+    supports_ttl = False
+
+    def __init__(self, memory: Memory, *, space: str | None = None, kind: str = "memory") -> None:
+        self.memory = memory
+        self.root = normalize_space(space) if space else ""
+        self.kind = _check_pattern(kind, KIND_PATTERN, "kind", InvalidArgumentError)
+
+    def __repr__(self) -> str:
+        return f"KumihoMemoryStore({self.memory!r}, space={self.root!r})"
+
+    # -- the two abstract methods -------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Any]) -> list[Any]:
+        """Run the operations in order (a get after a put in the same batch sees the put)."""
+        results = []
+        for op in ops:
+            if isinstance(op, self._langgraph.GetOp):
+                results.append(self._get(tuple(op.namespace), str(op.key)))
+            elif isinstance(op, self._langgraph.PutOp):
+                if op.value is None:
+                    self._delete(tuple(op.namespace), str(op.key))
+                else:
+                    if getattr(op, "ttl", None) is not None:
+                        raise NotImplementedError("TTL is not supported by KumihoMemoryStore; "
+                                                  "a memory stays until it is deleted")
+                    self._put(tuple(op.namespace), str(op.key), op.value, op.index)
+                results.append(None)
+            elif isinstance(op, self._langgraph.SearchOp):
+                results.append(self._search(tuple(op.namespace_prefix), op.query, op.filter, op.limit, op.offset))
+            elif isinstance(op, self._langgraph.ListNamespacesOp):
+                results.append(self._list_namespaces(op.match_conditions, op.max_depth, op.limit, op.offset))
+            else:
+                raise InvalidArgumentError(f"unknown store operation {type(op).__name__}")
+        return results
+
+    async def abatch(self, ops: Iterable[Any]) -> list[Any]:
+        """``batch`` in a worker thread (the store's I/O is blocking)."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    # -- operations ----------------------------------------------------------------------------------
+
+    def _space(self, namespace: tuple[str, ...]) -> str:
+        segments = [_store_segment(label) for label in namespace]
+        return "/".join(([self.root] if self.root else []) + segments)
+
+    def _held(self, namespace: tuple[str, ...], key: str, *, include_deprecated: bool) -> dict[str, Any] | None:
+        space = self._space(namespace)
+        for item in self.memory.items(space=space, include_deprecated=include_deprecated):
+            if item["space"] == space and item["key"] == _STORE_KEY_PREFIX + key:
+                return item
+        return None
+
+    @classmethod
+    def _item(cls, created_at: str, revision: Mapping[str, Any], *, search: bool = False,
+              score: float | None = None) -> Any:
+        stored = revision["metadata"].get(_STORE_METADATA) or {}
+        value = stored.get("value")
+        arguments = dict(namespace=tuple(stored.get("namespace") or ()), key=str(stored.get("key")),
+                         value=json.loads(canonical_json(value)) if isinstance(value, Mapping) else {},
+                         created_at=parse_instant(created_at), updated_at=parse_instant(revision["created_at"]))
+        return cls._langgraph.SearchItem(**arguments, score=score) if search else cls._langgraph.Item(**arguments)
+
+    def _get(self, namespace: tuple[str, ...], key: str) -> Any:
+        item = self._held(namespace, key, include_deprecated=False)
+        if item is None:
+            return None
+        revision = self.memory.get(item["item_kref"])
+        stored = revision["metadata"].get(_STORE_METADATA) or {}
+        if tuple(stored.get("namespace") or ()) != namespace:
+            return None
+        return self._item(item["created_at"], revision)
+
+    def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], index: Any) -> None:
+        if not namespace:
+            raise InvalidArgumentError("a namespace needs at least one label")
+        if not isinstance(value, Mapping):
+            raise InvalidArgumentError(f"a stored value is a mapping, not {type(value).__name__}")
+        if len(key) > 512 - len(_STORE_KEY_PREFIX) or not key:
+            raise InvalidArgumentError(f"a store key is 1 to {512 - len(_STORE_KEY_PREFIX)} characters")
+        plain = json.loads(canonical_json(dict(value)))
+        stored = {"namespace": list(namespace), "key": key, "value": plain,
+                  "index": index if isinstance(index, (list, bool)) else None}
+        text = _store_text(plain, key, index)
+        title = key if len(key) <= MAX_TITLE_CHARS else key[:MAX_TITLE_CHARS]
+        held = self._held(namespace, key, include_deprecated=True)
+        if held is None:
+            self.memory.remember(text, space=self._space(namespace), kind=self.kind, title=title,
+                                 metadata={_STORE_METADATA: stored}, key=_STORE_KEY_PREFIX + key)
+            return
+        current = self.memory.get(held["item_kref"])
+        if current["metadata"].get(_STORE_METADATA) != stored:
+            self.memory.remember(text, title=title, metadata={_STORE_METADATA: stored}, item=held["item_kref"])
+        if held["deprecated"]:
+            self.memory.deprecate(held["item_kref"], False)
+
+    def _delete(self, namespace: tuple[str, ...], key: str) -> None:
+        held = self._held(namespace, key, include_deprecated=True)
+        if held is not None:
+            self.memory.forget(held["item_kref"])
+
+    def _store_items(self, namespace_prefix: tuple[str, ...]) -> list[dict[str, Any]]:
+        """Live items written by a store under the prefix, oldest first."""
+        space = self._space(namespace_prefix)
+        found = [item for item in self.memory.items(space=space or None)
+                 if (item["key"] or "").startswith(_STORE_KEY_PREFIX)
+                 and (not space or item["space"] == space or item["space"].startswith(space + "/"))]
+        return sorted(found, key=lambda item: (item["created_at"], item["item_kref"]))
+
+    def _search(self, namespace_prefix: tuple[str, ...], query: str | None, condition: Any, limit: int,
+                offset: int) -> list[Any]:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidArgumentError(f"limit must be a whole number >= 0, not {limit!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidArgumentError(f"offset must be a whole number >= 0, not {offset!r}")
+        if limit == 0:
+            return []
+
+        def wanted(revision: Mapping[str, Any]) -> bool:
+            stored = revision["metadata"].get(_STORE_METADATA)
+            if not isinstance(stored, Mapping):
+                return False
+            if tuple(stored.get("namespace") or ())[:len(namespace_prefix)] != namespace_prefix:
+                return False
+            return not condition or all(_filter_matches((stored.get("value") or {}).get(name), expected)
+                                        for name, expected in condition.items())
+        if query:
+            return self._recalled(namespace_prefix, query, wanted, limit, offset)
+        kept = []
+        for item in self._store_items(namespace_prefix):
+            if not condition and len(kept) < offset:     # unfiltered: skip without reading the revision
+                kept.append(None)
+                continue
+            revision = self.memory.get(item["item_kref"])
+            if wanted(revision):
+                kept.append((item, revision))
+            if len(kept) >= offset + limit:
+                break
+        return [self._item(item["created_at"], revision, search=True)
+                for item, revision in filter(None, kept[offset:offset + limit])]
+
+    def _recalled(self, namespace_prefix: tuple[str, ...], query: str, wanted: Callable[[Mapping[str, Any]], bool],
+                  limit: int, offset: int) -> list[Any]:
+        space = self._space(namespace_prefix) or None
+        pool = min(MAX_RECALL_LIMIT, offset + limit + 5)
+        while True:
+            hits = self.memory.recall(query, limit=pool, space=space, follow_edges=False)
+            found, seen = [], set()
+            for hit in hits:
+                if hit["item_kref"] in seen:
+                    continue
+                seen.add(hit["item_kref"])
+                latest = self.memory.get(hit["item_kref"])
+                stored = latest["metadata"].get(_STORE_METADATA) or {}
+                if stored.get("index") is False or not wanted(latest):
+                    continue
+                found.append((hit, latest))
+            if len(found) >= offset + limit or len(hits) < pool or pool >= MAX_RECALL_LIMIT:
+                break
+            pool = min(MAX_RECALL_LIMIT, pool * 4)
+        page = found[offset:offset + limit]
+        return [self._item(self._created(hit["item_kref"]), latest, search=True, score=float(hit["score"]))
+                for hit, latest in page]
+
+    def _created(self, item_kref: str) -> str:
+        return self.memory.history(item_kref)[0]["created_at"]
+
+    def _list_namespaces(self, conditions: Any, max_depth: int | None, limit: int, offset: int) -> list[tuple[str, ...]]:
+        namespaces: set[tuple[str, ...]] = set()
+        decoded: dict[str, tuple[str, ...] | None] = {}
+        root = self.root
+        for item in self._store_items(()):
+            space = item["space"]
+            if space not in decoded:
+                relative = space[len(root) + 1:] if root else space
+                labels = tuple(relative.split("/")) if relative else ()
+                if any(label.startswith("__") for label in labels):
+                    stored = self.memory.get(item["item_kref"])["metadata"].get(_STORE_METADATA) or {}
+                    labels = tuple(stored.get("namespace") or ())
+                decoded[space] = labels or None
+            if decoded[space]:
+                namespaces.add(decoded[space])
+        chosen = [namespace for namespace in namespaces
+                  if all(_namespace_matches(namespace, condition) for condition in conditions or ())]
+        if max_depth is not None:
+            chosen = list({namespace[:max_depth] for namespace in chosen})
+        return sorted(chosen)[offset:offset + limit]
+
+
 @functools.lru_cache(maxsize=None)
 def _langgraph_store_class(base: Any) -> type:
-    """Build the ``BaseStore`` subclass once per imported ``langgraph.store.base`` module."""
+    """Build the ``BaseStore`` subclass once per imported ``langgraph.store.base`` module: the methods above
+    over LangGraph's base class."""
 
-    class KumihoMemoryStore(base.BaseStore):
-        """LangGraph's ``BaseStore`` over a kumiho ``Memory``: namespaces are spaces, keys are supersession
-        keys (a put revises the item, so its history is kept), search runs recall with its scores, delete
-        forgets. TTL is not supported (``supports_ttl = False``): a memory stays until deleted."""
-
-        supports_ttl = False
-
-        def __init__(self, memory: Memory, *, space: str | None = None, kind: str = "memory") -> None:
-            self.memory = memory
-            self.root = normalize_space(space) if space else ""
-            self.kind = _check_pattern(kind, KIND_PATTERN, "kind", InvalidArgumentError)
-
-        def __repr__(self) -> str:
-            return f"KumihoMemoryStore({self.memory!r}, space={self.root!r})"
-
-        # -- the two abstract methods -------------------------------------------------------------------
-
-        def batch(self, ops: Iterable[Any]) -> list[Any]:
-            """Run the operations in order (a get after a put in the same batch sees the put)."""
-            results = []
-            for op in ops:
-                if isinstance(op, base.GetOp):
-                    results.append(self._get(tuple(op.namespace), str(op.key)))
-                elif isinstance(op, base.PutOp):
-                    if op.value is None:
-                        self._delete(tuple(op.namespace), str(op.key))
-                    else:
-                        if getattr(op, "ttl", None) is not None:
-                            raise NotImplementedError("TTL is not supported by KumihoMemoryStore; "
-                                                      "a memory stays until it is deleted")
-                        self._put(tuple(op.namespace), str(op.key), op.value, op.index)
-                    results.append(None)
-                elif isinstance(op, base.SearchOp):
-                    results.append(self._search(tuple(op.namespace_prefix), op.query, op.filter, op.limit, op.offset))
-                elif isinstance(op, base.ListNamespacesOp):
-                    results.append(self._list_namespaces(op.match_conditions, op.max_depth, op.limit, op.offset))
-                else:
-                    raise InvalidArgumentError(f"unknown store operation {type(op).__name__}")
-            return results
-
-        async def abatch(self, ops: Iterable[Any]) -> list[Any]:
-            """``batch`` in a worker thread (the store's I/O is blocking)."""
-            return await asyncio.to_thread(self.batch, list(ops))
-
-        # -- operations ----------------------------------------------------------------------------------
-
-        def _space(self, namespace: tuple[str, ...]) -> str:
-            segments = [_store_segment(label) for label in namespace]
-            return "/".join(([self.root] if self.root else []) + segments)
-
-        def _held(self, namespace: tuple[str, ...], key: str, *, include_deprecated: bool) -> dict[str, Any] | None:
-            space = self._space(namespace)
-            for item in self.memory.items(space=space, include_deprecated=include_deprecated):
-                if item["space"] == space and item["key"] == _STORE_KEY_PREFIX + key:
-                    return item
-            return None
-
-        @staticmethod
-        def _item(created_at: str, revision: Mapping[str, Any], *, search: bool = False,
-                  score: float | None = None) -> Any:
-            stored = revision["metadata"].get(_STORE_METADATA) or {}
-            value = stored.get("value")
-            arguments = dict(namespace=tuple(stored.get("namespace") or ()), key=str(stored.get("key")),
-                             value=json.loads(canonical_json(value)) if isinstance(value, Mapping) else {},
-                             created_at=parse_instant(created_at), updated_at=parse_instant(revision["created_at"]))
-            return base.SearchItem(**arguments, score=score) if search else base.Item(**arguments)
-
-        def _get(self, namespace: tuple[str, ...], key: str) -> Any:
-            item = self._held(namespace, key, include_deprecated=False)
-            if item is None:
-                return None
-            revision = self.memory.get(item["item_kref"])
-            stored = revision["metadata"].get(_STORE_METADATA) or {}
-            if tuple(stored.get("namespace") or ()) != namespace:
-                return None
-            return self._item(item["created_at"], revision)
-
-        def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any], index: Any) -> None:
-            if not namespace:
-                raise InvalidArgumentError("a namespace needs at least one label")
-            if not isinstance(value, Mapping):
-                raise InvalidArgumentError(f"a stored value is a mapping, not {type(value).__name__}")
-            if len(key) > 512 - len(_STORE_KEY_PREFIX) or not key:
-                raise InvalidArgumentError(f"a store key is 1 to {512 - len(_STORE_KEY_PREFIX)} characters")
-            plain = json.loads(canonical_json(dict(value)))
-            stored = {"namespace": list(namespace), "key": key, "value": plain,
-                      "index": index if isinstance(index, (list, bool)) else None}
-            text = _store_text(plain, key, index)
-            title = key if len(key) <= MAX_TITLE_CHARS else key[:MAX_TITLE_CHARS]
-            held = self._held(namespace, key, include_deprecated=True)
-            if held is None:
-                self.memory.remember(text, space=self._space(namespace), kind=self.kind, title=title,
-                                     metadata={_STORE_METADATA: stored}, key=_STORE_KEY_PREFIX + key)
-                return
-            current = self.memory.get(held["item_kref"])
-            if current["metadata"].get(_STORE_METADATA) != stored:
-                self.memory.remember(text, title=title, metadata={_STORE_METADATA: stored}, item=held["item_kref"])
-            if held["deprecated"]:
-                self.memory.deprecate(held["item_kref"], False)
-
-        def _delete(self, namespace: tuple[str, ...], key: str) -> None:
-            held = self._held(namespace, key, include_deprecated=True)
-            if held is not None:
-                self.memory.forget(held["item_kref"])
-
-        def _store_items(self, namespace_prefix: tuple[str, ...]) -> list[dict[str, Any]]:
-            """Live items written by a store under the prefix, oldest first."""
-            space = self._space(namespace_prefix)
-            found = [item for item in self.memory.items(space=space or None)
-                     if (item["key"] or "").startswith(_STORE_KEY_PREFIX)
-                     and (not space or item["space"] == space or item["space"].startswith(space + "/"))]
-            return sorted(found, key=lambda item: (item["created_at"], item["item_kref"]))
-
-        def _search(self, namespace_prefix: tuple[str, ...], query: str | None, condition: Any, limit: int,
-                    offset: int) -> list[Any]:
-            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-                raise InvalidArgumentError(f"limit must be a whole number >= 0, not {limit!r}")
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                raise InvalidArgumentError(f"offset must be a whole number >= 0, not {offset!r}")
-            if limit == 0:
-                return []
-
-            def wanted(revision: Mapping[str, Any]) -> bool:
-                stored = revision["metadata"].get(_STORE_METADATA)
-                if not isinstance(stored, Mapping):
-                    return False
-                if tuple(stored.get("namespace") or ())[:len(namespace_prefix)] != namespace_prefix:
-                    return False
-                return not condition or all(_filter_matches((stored.get("value") or {}).get(name), expected)
-                                            for name, expected in condition.items())
-            if query:
-                return self._recalled(namespace_prefix, query, wanted, limit, offset)
-            kept = []
-            for item in self._store_items(namespace_prefix):
-                if not condition and len(kept) < offset:     # unfiltered: skip without reading the revision
-                    kept.append(None)
-                    continue
-                revision = self.memory.get(item["item_kref"])
-                if wanted(revision):
-                    kept.append((item, revision))
-                if len(kept) >= offset + limit:
-                    break
-            return [self._item(item["created_at"], revision, search=True)
-                    for item, revision in filter(None, kept[offset:offset + limit])]
-
-        def _recalled(self, namespace_prefix: tuple[str, ...], query: str, wanted: Callable[[Mapping[str, Any]], bool],
-                      limit: int, offset: int) -> list[Any]:
-            space = self._space(namespace_prefix) or None
-            pool = min(MAX_RECALL_LIMIT, offset + limit + 5)
-            while True:
-                hits = self.memory.recall(query, limit=pool, space=space, follow_edges=False)
-                found, seen = [], set()
-                for hit in hits:
-                    if hit["item_kref"] in seen:
-                        continue
-                    seen.add(hit["item_kref"])
-                    latest = self.memory.get(hit["item_kref"])
-                    stored = latest["metadata"].get(_STORE_METADATA) or {}
-                    if stored.get("index") is False or not wanted(latest):
-                        continue
-                    found.append((hit, latest))
-                if len(found) >= offset + limit or len(hits) < pool or pool >= MAX_RECALL_LIMIT:
-                    break
-                pool = min(MAX_RECALL_LIMIT, pool * 4)
-            page = found[offset:offset + limit]
-            return [self._item(self._created(hit["item_kref"]), latest, search=True, score=float(hit["score"]))
-                    for hit, latest in page]
-
-        def _created(self, item_kref: str) -> str:
-            return self.memory.history(item_kref)[0]["created_at"]
-
-        def _list_namespaces(self, conditions: Any, max_depth: int | None, limit: int, offset: int) -> list[tuple[str, ...]]:
-            namespaces: set[tuple[str, ...]] = set()
-            decoded: dict[str, tuple[str, ...] | None] = {}
-            root = self.root
-            for item in self._store_items(()):
-                space = item["space"]
-                if space not in decoded:
-                    relative = space[len(root) + 1:] if root else space
-                    labels = tuple(relative.split("/")) if relative else ()
-                    if any(label.startswith("__") for label in labels):
-                        stored = self.memory.get(item["item_kref"])["metadata"].get(_STORE_METADATA) or {}
-                        labels = tuple(stored.get("namespace") or ())
-                    decoded[space] = labels or None
-                if decoded[space]:
-                    namespaces.add(decoded[space])
-            chosen = [namespace for namespace in namespaces
-                      if all(_namespace_matches(namespace, condition) for condition in conditions or ())]
-            if max_depth is not None:
-                chosen = list({namespace[:max_depth] for namespace in chosen})
-            return sorted(chosen)[offset:offset + limit]
+    class KumihoMemoryStore(_LangGraphStoreMethods, base.BaseStore):
+        __doc__ = _LangGraphStoreMethods.__doc__
+        _langgraph = base
 
     return KumihoMemoryStore
 
