@@ -5916,6 +5916,117 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:40]
 
 
+class _KumihoCandidates:
+    """One Kumiho search's candidates, ranked here: their records, a throwaway BM25 index over their words,
+    the who/when/vector data the shared scorer needs, and the edges read while choosing what to keep."""
+
+    def __init__(self, backend: "KumihoBackend") -> None:
+        self.backend = backend
+        self.index = RecallIndex()
+        self.records: list[RevisionRecord] = []
+        self.who: dict[int, frozenset[str]] = {}
+        self.events: dict[int, float] = {}
+        self.vectors: dict[int, tuple[float, ...]] = {}
+        self.uri_doc: dict[str, int | None] = {}      # revision uri -> doc id (None: looked up, not a candidate)
+        self.edges_of: dict[int, list[Any]] = {}
+        self.dropped: set[int] = set()
+
+    @classmethod
+    def read(cls, backend: "KumihoBackend", pairs: Sequence[tuple[Any, Any]]) -> "_KumihoCandidates":
+        """Index ``(item, revision)`` pairs from the server, in order (the doc id is the position)."""
+        found = cls(backend)
+        for doc_id, (item, rev) in enumerate(pairs):
+            record = backend._record(rev, item.deprecated)
+            found.records.append(record)
+            found.uri_doc[rev.kref.uri] = doc_id
+            terms = tokenize(record.title + "\n" + record.content)
+            counts: dict[str, float] = {}
+            for term in terms:
+                counts[term] = counts.get(term, 0.0) + 1.0
+            found.index.add(doc_id, counts, len(terms), short=is_message(record.metadata))
+            names = frozenset(term for name in who_names(record.metadata) for term in tokenize(name))
+            if names:
+                found.who[doc_id] = names
+            event = event_epoch(record.metadata)
+            if event is not None:
+                found.events[doc_id] = event
+            raw = rev.metadata.get(_KM_VECTOR)
+            if raw:
+                with contextlib.suppress(ValueError):
+                    found.vectors[doc_id] = tuple(array.array("f", bytes.fromhex(raw)))
+        return found
+
+    def score(self, query: RecallQuery, signals: RecallSignals) -> tuple[dict[int, float], dict[int, dict[str, Any]]]:
+        """Words (and the semantic channel), then the shared who/when signals: ``(scores, notes)``."""
+        depth = query.pool
+        hits = self.index.search(query_term_weights(self.index, query), depth, set(range(len(self.records))))
+        if query.query_vector is not None and self.vectors:
+            semantic = sorted(((doc_id, sum(a * b for a, b in zip(vector, query.query_vector)))
+                               for doc_id, vector in self.vectors.items()), key=lambda pair: -pair[1])[:depth]
+            hits = _RecallState._fuse(hits, semantic, query.semantic_weight)
+        scores = dict(hits)
+        notes: dict[int, dict[str, Any]] = {doc_id: {} for doc_id in scores}
+        name_terms = set().union(*self.who.values()) if self.who else set()
+        apply_who_and_when(scores, notes, query, signals, named_terms(query, signals, name_terms), self.who,
+                           self.events)
+        return scores, notes
+
+    def admissible(self, doc_id: int, query: RecallQuery) -> bool:
+        """Whether a candidate may be kept: candidates read in a batch were not checked for a SUPERSEDES from
+        another item, so the ones that would be kept are checked here (their edges are read anyway)."""
+        if doc_id not in self.edges_of:
+            self.edges_of[doc_id] = self.backend._edges_pb(str(self.records[doc_id].kref))
+        check = query.as_of is None and not query.include_superseded
+        if check and doc_id not in self.dropped and \
+                self.backend._superseded_elsewhere(self.records[doc_id], self.edges_of[doc_id]):
+            self.dropped.add(doc_id)
+        return doc_id not in self.dropped
+
+    def admissible_top(self, ranked: Iterable[tuple[int, float]], query: RecallQuery) -> list[tuple[int, float]]:
+        """The first ``query.keep or query.pool`` admissible candidates of ``ranked``."""
+        wanted, keep = query.keep or query.pool, []
+        for doc_id, score in ranked:
+            if len(keep) >= wanted:
+                break
+            if self.admissible(doc_id, query):
+                keep.append((doc_id, score))
+        return keep
+
+    def lend_over_edges(self, keep: Sequence[tuple[int, float]], scores: dict[int, float],
+                        notes: dict[int, dict[str, Any]], query: RecallQuery, signals: RecallSignals) -> None:
+        """The top hits lend a share of their score to the memories their typed edges join them to (fetching
+        a neighbour that was not among the candidates)."""
+        linkable = set(signals.edge_types)
+        for doc_id, score in keep[: signals.edge_seeds]:
+            for edge in self.edges_of[doc_id]:
+                if edge.edge_type not in linkable:
+                    continue
+                mine = str(self.records[doc_id].kref)
+                neighbour_uri = edge.target_kref.uri if edge.source_kref.uri == mine else edge.source_kref.uri
+                if neighbour_uri not in self.uri_doc:      # not among the search's candidates: fetch it
+                    self.backend._add_neighbour(neighbour_uri, query, self.records, self.uri_doc)
+                other = self.uri_doc[neighbour_uri]
+                lent = signals.edges * score
+                if other is not None and lent > scores.get(other, 0.0) and self.admissible(other, query):
+                    if other not in scores:
+                        notes[other] = {"graph_augmented": True, "hop": 1}
+                    scores[other] = lent
+                    notes[other].setdefault("via", {"kref": mine, "edge_type": edge.edge_type})
+
+    def result(self, doc_id: int, score: float, notes: Mapping[int, dict[str, Any]]) -> ScoredRevision:
+        """A kept candidate as a ``ScoredRevision``, with the memories that CONTRADICT it."""
+        mine = str(self.records[doc_id].kref)
+        edges = self.edges_of.get(doc_id)
+        if edges is None:
+            edges = self.backend._edges_pb(mine)
+        challengers = sorted({edge.source_kref.uri for edge in edges
+                              if edge.edge_type == CONTRADICTS and edge.target_kref.uri == mine})
+        signals = dict(notes.get(doc_id, {}))
+        if challengers:
+            signals["contested_by"] = challengers
+        return ScoredRevision(self.records[doc_id], score, signals)
+
+
 class KumihoBackend(GraphBackend):
     """The Kumiho graph server as a ``GraphBackend``, driven through the official ``kumiho`` SDK (gRPC).
 
@@ -6861,101 +6972,16 @@ class KumihoBackend(GraphBackend):
             return []
         # doc ids grow with time, so equal scores rank the newer memory first (as on the embedded engine)
         pairs.sort(key=lambda pair: (self._created(pair[1].metadata, pair[1].created_at), pair[1].kref.uri))
-        signals = self.signals
-        index = RecallIndex()
-        records: list[RevisionRecord] = []
-        who: dict[int, frozenset[str]] = {}
-        events: dict[int, float] = {}
-        vectors: dict[int, tuple[float, ...]] = {}
-        uri_doc: dict[str, int | None] = {}         # revision uri -> doc id (None: looked up, not a candidate)
-        for doc_id, (item, rev) in enumerate(pairs):
-            record = self._record(rev, item.deprecated)
-            records.append(record)
-            uri_doc[rev.kref.uri] = doc_id
-            terms = tokenize(record.title + "\n" + record.content)
-            counts: dict[str, float] = {}
-            for term in terms:
-                counts[term] = counts.get(term, 0.0) + 1.0
-            index.add(doc_id, counts, len(terms), short=is_message(record.metadata))
-            names = frozenset(term for name in who_names(record.metadata) for term in tokenize(name))
-            if names:
-                who[doc_id] = names
-            event = event_epoch(record.metadata)
-            if event is not None:
-                events[doc_id] = event
-            raw = rev.metadata.get(_KM_VECTOR)
-            if raw:
-                with contextlib.suppress(ValueError):
-                    vectors[doc_id] = tuple(array.array("f", bytes.fromhex(raw)))
-        eligible = set(range(len(records)))
-        depth = query.pool
-        hits = index.search(query_term_weights(index, query), depth, eligible)
-        if query.query_vector is not None and vectors:
-            semantic = sorted(((doc_id, sum(a * b for a, b in zip(vector, query.query_vector)))
-                               for doc_id, vector in vectors.items()), key=lambda pair: -pair[1])[:depth]
-            hits = _RecallState._fuse(hits, semantic, query.semantic_weight)
-        scores = dict(hits)
-        notes: dict[int, dict[str, Any]] = {doc_id: {} for doc_id in scores}
-        name_terms = set().union(*who.values()) if who else set()
-        apply_who_and_when(scores, notes, query, signals, named_terms(query, signals, name_terms), who, events)
+        found = _KumihoCandidates.read(self, pairs)
+        scores, notes = found.score(query, self.signals)
         ranked = sorted(scores.items(), key=lambda pair: (-pair[1], -pair[0]))
-        wanted = query.keep or query.pool
-        # Candidates read in a batch were not checked for a SUPERSEDES from another item: check the ones
-        # that would be kept (their edges are read anyway) and skip those, going further down the ranking.
-        check = query.as_of is None and not query.include_superseded
-        edges_of: dict[int, list[Any]] = {}
-        dropped: set[int] = set()
-
-        def admissible(doc_id: int) -> bool:
-            if doc_id not in edges_of:
-                edges_of[doc_id] = self._edges_pb(str(records[doc_id].kref))
-            if check and doc_id not in dropped and self._superseded_elsewhere(records[doc_id], edges_of[doc_id]):
-                dropped.add(doc_id)
-            return doc_id not in dropped
-
-        keep = []
-        for doc_id, score in ranked:
-            if len(keep) >= wanted:
-                break
-            if admissible(doc_id):
-                keep.append((doc_id, score))
-        linkable = set(signals.edge_types)
-        if signals.edges and query.follow_edges:
-            for doc_id, score in keep[: signals.edge_seeds]:
-                for edge in edges_of[doc_id]:
-                    if edge.edge_type not in linkable:
-                        continue
-                    mine = str(records[doc_id].kref)
-                    neighbour_uri = edge.target_kref.uri if edge.source_kref.uri == mine else edge.source_kref.uri
-                    if neighbour_uri not in uri_doc:      # not among the search's candidates: fetch it
-                        self._add_neighbour(neighbour_uri, query, records, uri_doc)
-                    other = uri_doc[neighbour_uri]
-                    lent = signals.edges * score
-                    if other is not None and lent > scores.get(other, 0.0) and admissible(other):
-                        if other not in scores:
-                            notes[other] = {"graph_augmented": True, "hop": 1}
-                        scores[other] = lent
-                        notes[other].setdefault("via", {"kref": mine, "edge_type": edge.edge_type})
-            ranked = sorted(((doc_id, score) for doc_id, score in scores.items() if doc_id not in dropped),
+        keep = found.admissible_top(ranked, query)
+        if self.signals.edges and query.follow_edges:
+            found.lend_over_edges(keep, scores, notes, query, self.signals)
+            ranked = sorted(((doc_id, score) for doc_id, score in scores.items() if doc_id not in found.dropped),
                             key=lambda pair: (-pair[1], -pair[0]))
-            keep = []
-            for doc_id, score in ranked:
-                if len(keep) >= wanted:
-                    break
-                if admissible(doc_id):
-                    keep.append((doc_id, score))
-        results = []
-        for doc_id, score in keep:
-            mine = str(records[doc_id].kref)
-            edges = edges_of.get(doc_id)
-            if edges is None:
-                edges = self._edges_pb(mine)
-            challengers = sorted({edge.source_kref.uri for edge in edges
-                                  if edge.edge_type == CONTRADICTS and edge.target_kref.uri == mine})
-            if challengers:
-                notes.setdefault(doc_id, {})["contested_by"] = challengers
-            results.append(ScoredRevision(records[doc_id], score, notes.get(doc_id, {})))
-        return results
+            keep = found.admissible_top(ranked, query)
+        return [found.result(doc_id, score, notes) for doc_id, score in keep]
 
     # -- embeddings ---------------------------------------------------------------------------------------------
 
