@@ -18756,26 +18756,8 @@ def _add_integration_commands(command: Callable[[str, Callable[..., Any], str], 
                      help="enable the tag, deprecate and forget buttons (guarded by a per-run token)")
 
 
-def build_cli_parser() -> argparse.ArgumentParser:
-    """The ``kumiho-memory`` argument parser (global options work before or after the command)."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", metavar="PATH", default=argparse.SUPPRESS,
-                        help="store file (default $KUMIHO_MEMORY_PATH, else a per-user file)")
-    common.add_argument("--project", default=argparse.SUPPRESS, help=f"project (default {DEFAULT_PROJECT})")
-    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="print machine-readable JSON")
-    parser = argparse.ArgumentParser(
-        prog="kumiho-memory", parents=[common], epilog=_CLI_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Long-term memory for AI agents: a versioned memory graph in one file.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    def command(name: str, handler: Callable[..., Any], summary: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, parents=[common], help=summary, description=summary)
-        sub.set_defaults(handler=handler)
-        return sub
-
+def _cli_graph_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """The commands of the graph: remember, recall, get, history, tags, edges, deprecate, forget, stats."""
     sub = command("remember", _cmd_remember, "store a memory; prints its revision kref")
     sub.add_argument("content", help="the text to remember ('-' reads standard input)")
     sub.add_argument("--space", default="notes", help="space path (default notes)")
@@ -18818,6 +18800,10 @@ def build_cli_parser() -> argparse.ArgumentParser:
     sub.add_argument("--undo", action="store_true")
     command("forget", _cmd_forget, "erase an item or revision for good").add_argument("kref")
     command("stats", _cmd_stats, "counts for the project")
+
+
+def _cli_session_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """The commands of working memory: chat, consolidate."""
     sub = command("chat", _cmd_chat, "working memory: add a message to a session, show it, or clear it")
     sub.add_argument("action", choices=("add", "get", "clear"))
     sub.add_argument("session", help="the session id")
@@ -18830,6 +18816,10 @@ def build_cli_parser() -> argparse.ArgumentParser:
     sub.add_argument("--summary", help="use this summary instead of summarizing")
     sub.add_argument("--evidence-level", choices=EVIDENCE_LEVELS)
     sub.add_argument("--source")
+
+
+def _cli_store_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """The commands of the whole store: export, import, remember-many, index."""
     sub = command("export", _cmd_export, "write the store as JSON lines, or an item as Mermaid")
     sub.add_argument("--format", choices=("jsonl", "mermaid"), default="jsonl")
     sub.add_argument("--item", metavar="KREF", help="the item to draw (mermaid)")
@@ -18844,6 +18834,10 @@ def build_cli_parser() -> argparse.ArgumentParser:
     sub.add_argument("--progress", action="store_true", help="print progress on stderr even when not a terminal")
     sub = command("index", _cmd_index, "rebuild the recall index and store it in the file (after an upgrade, "
                                        "or to repair it; normally automatic)")
+
+
+def _cli_feature_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """The commands of features built on memory: dream, profile, ingest-skill."""
     sub = command("dream", _cmd_dream, "Dream State: tidy memory (duplicates, leftovers) behind hard guardrails")
     sub.add_argument("--dry-run", action="store_true", help="report what would change; change nothing")
     sub.add_argument("--policy", metavar="TEXT", help="deployment policy (default $KUMIHO_DREAM_EXTRA_INSTRUCTIONS)")
@@ -18871,6 +18865,32 @@ def build_cli_parser() -> argparse.ArgumentParser:
     sub.add_argument("--clear-quarantine", metavar="KREF", help="publish a quarantined revision after review")
     sub.add_argument("--list", action="store_true", help="list the skills in --space and their state")
     _add_integration_commands(command)
+
+
+def build_cli_parser() -> argparse.ArgumentParser:
+    """The ``kumiho-memory`` argument parser (global options work before or after the command)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", metavar="PATH", default=argparse.SUPPRESS,
+                        help="store file (default $KUMIHO_MEMORY_PATH, else a per-user file)")
+    common.add_argument("--project", default=argparse.SUPPRESS, help=f"project (default {DEFAULT_PROJECT})")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print machine-readable JSON")
+    parser = argparse.ArgumentParser(
+        prog="kumiho-memory", parents=[common], epilog=_CLI_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Long-term memory for AI agents: a versioned memory graph in one file.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, handler: Callable[..., Any], summary: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, parents=[common], help=summary, description=summary)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    _cli_graph_commands(command)
+    _cli_session_commands(command)
+    _cli_store_commands(command)
+    _cli_feature_commands(command)
     return parser
 
 
