@@ -1601,6 +1601,14 @@ class RecallIndex:
         if len(scores) >= k:
             touched.append(list(scores))
             threshold = max(threshold, raise_threshold())
+        return self._finish_exactly(weights, k, scores, exact, threshold, missed, cut)
+
+    def _finish_exactly(self, weights: Mapping[int, float], k: int, scores: Mapping[int, float],
+                        exact: dict[int, float], threshold: float, missed: float,
+                        cut: Sequence[tuple[set[int], float]]) -> list[tuple[int, float]]:
+        """The top ``k`` after truncated reads: candidates best partial first, each scored in full unless its
+        partial score plus what the truncated terms may have withheld from it cannot reach the k-th best."""
+        slot_doc = self.slot_doc
         cutoff = threshold - missed
         hopeful = sorted((slot for slot, partial in scores.items() if partial >= cutoff),
                          key=scores.__getitem__, reverse=True)
