@@ -9903,6 +9903,37 @@ def _checked_tags(tags: Any) -> tuple[str, ...]:
     return checked
 
 
+@dataclasses.dataclass(frozen=True)
+class _RecallPlan:
+    """One ``Memory.recall``: its checked arguments and the backend request they make (``search``)."""
+
+    query: str
+    limit: int
+    spaces: tuple[str, ...] | None
+    types: set[str] | None
+    where: Mapping[str, Any] | None
+    cues: list[tuple[Mapping[str, Any], float]]
+    prefer_max_boost: float
+    min_score: float | None
+    moment: _dt.datetime | None
+    anchor: _dt.datetime
+    include_superseded: bool
+    recency_half_life_days: float | None
+    mmr_lambda: float | None
+    influence_only: bool
+    search: RecallQuery
+
+    def admits(self, result: Mapping[str, Any]) -> bool:
+        """Whether a result passes the hard filters: ``where``, the memory types, earned trust."""
+        metadata = result["metadata"]
+        if self.where is not None and not matches_where(metadata, self.where):
+            return False
+        if self.types is not None and (metadata.get("memory_type") or metadata.get("type") or result["kind"]) \
+                not in self.types:
+            return False
+        return not self.influence_only or _earned_trust(result)
+
+
 class Memory:
     """Long-term memory over a versioned graph: remember, recall, revise, tag, link, forget.
 
@@ -10865,6 +10896,26 @@ class Memory:
             created_at, space, kind, deprecated, signals}`` (+ ``evidence_level``, ``graph_augmented``,
             ``sibling_revisions`` when they apply).
         """
+        plan = self._recall_plan(
+            query, limit=limit, space=space, space_paths=space_paths, memory_types=memory_types, where=where,
+            prefer=prefer, prefer_max_boost=prefer_max_boost, min_score=min_score, as_of=as_of,
+            include_superseded=include_superseded, query_time=query_time, recency_half_life_days=recency_half_life_days,
+            mmr_lambda=mmr_lambda, semantic_weight=semantic_weight, follow_edges=follow_edges,
+            influence_only=influence_only)
+        if plan is None:
+            return []
+        results = self._recall_gather(plan)
+        if not results:
+            return []
+        return self._recall_rerank(plan, results, evidence_rank=evidence_rank, siblings=siblings)
+
+    def _recall_plan(self, query: str, *, limit: int, space: str | None, space_paths: Sequence[str] | None,
+                     memory_types: Sequence[str] | None, where: Mapping[str, Any] | None, prefer: Any,
+                     prefer_max_boost: float, min_score: float | None, as_of: Any, include_superseded: bool,
+                     query_time: Any, recency_half_life_days: float | None, mmr_lambda: float | None,
+                     semantic_weight: float, follow_edges: bool, influence_only: bool) -> "_RecallPlan | None":
+        """``recall``'s arguments checked, and what the query means: its terms and expansions, its embedding,
+        the time it names and the "now" it is read against. None when there is nothing to search for."""
         query = _checked_text(query, "query", limit=MAX_CONTENT_CHARS)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_RECALL_LIMIT:
             raise InvalidArgumentError(f"limit must be an integer from 1 to {MAX_RECALL_LIMIT}, not {limit!r}")
@@ -10898,33 +10949,38 @@ class Memory:
             if query_vector is not None:
                 self._catch_up_embeddings()
         if not terms and query_vector is None:
-            return []
-        expansions = query_expansions(query)
+            return None
         window = parse_time_window(query, anchor)
         relative = None
         if query_time is None and moment is None and window != parse_time_window(query):
             relative = functools.partial(parse_time_window, query)
-        pool = limit + 5            # room for evidence grades to reorder; signals double it when they apply
-        filtered = checked_where is not None or types is not None or mmr_lambda is not None or min_score is not None \
-            or influence_only
+        return _RecallPlan(
+            query=query, limit=limit, spaces=tuple(spaces) if spaces else None, types=types, where=checked_where,
+            cues=cues, prefer_max_boost=prefer_max_boost, min_score=min_score, moment=moment, anchor=anchor,
+            include_superseded=include_superseded, recency_half_life_days=recency_half_life_days,
+            mmr_lambda=mmr_lambda, influence_only=influence_only,
+            search=RecallQuery(project=self.project, terms=terms, pool=limit + 5, spaces=tuple(spaces) if spaces else None,
+                               as_of=None if moment is None else moment.timestamp(),
+                               include_superseded=include_superseded, time_window=window, query_vector=query_vector,
+                               semantic_weight=float(semantic_weight), follow_edges=bool(follow_edges),
+                               relative_time=relative, expansions=query_expansions(query),
+                               speakers=person_terms(query)))
+
+    def _recall_gather(self, plan: "_RecallPlan") -> list[dict[str, Any]]:
+        """The backend's candidates as results, through the hard filters (``where``, memory types, earned
+        trust); the pool grows when the filters left fewer than ``limit``."""
+        # room for evidence grades to reorder; signals double it when they apply
+        pool = plan.search.pool
+        filtered = plan.where is not None or plan.types is not None or plan.mmr_lambda is not None or \
+            plan.min_score is not None or plan.influence_only
         while True:
-            hits = self._backend.search(RecallQuery(
-                project=self.project, terms=terms, pool=pool, spaces=tuple(spaces) if spaces else None,
-                as_of=None if moment is None else moment.timestamp(), include_superseded=include_superseded,
-                time_window=window, keep=None if filtered else pool, query_vector=query_vector,
-                semantic_weight=float(semantic_weight), follow_edges=bool(follow_edges), relative_time=relative,
-                expansions=expansions, speakers=person_terms(query)))
+            hits = self._backend.search(dataclasses.replace(plan.search, pool=pool, keep=None if filtered else pool))
             results = []
             for hit in hits:
                 result = {**hit.record.to_dict(copy_metadata=False), "score": hit.score, "signals": hit.signals}
                 if hit.signals.get("graph_augmented"):
                     result["graph_augmented"], result["hop"] = True, hit.signals.get("hop", 1)
-                metadata = result["metadata"]
-                if checked_where is not None and not matches_where(metadata, checked_where):
-                    continue
-                if types is not None and (metadata.get("memory_type") or metadata.get("type") or result["kind"]) not in types:
-                    continue
-                if influence_only and not _earned_trust(result):
+                if not plan.admits(result):
                     continue
                 if GROUNDING_STALE_TAG in result["tags"]:
                     result["grounding_stale"] = True
@@ -10932,41 +10988,45 @@ class Memory:
                 if contested:
                     result["contested_by"] = contested
                 results.append(result)
-            if not filtered or len(results) >= limit or len(hits) < pool or pool >= 4 * MAX_RECALL_LIMIT:
-                break
+            if not filtered or len(results) >= plan.limit or len(hits) < pool or pool >= 4 * MAX_RECALL_LIMIT:
+                return results
             pool *= 4
-        if not results:
-            return []
+
+    def _recall_rerank(self, plan: "_RecallPlan", results: list[dict[str, Any]], *,
+                       evidence_rank: EvidenceRankConfig | None, siblings: bool) -> list[dict[str, Any]]:
+        """Scores normalized to the best (times the ``prefer`` boosts), then evidence, recency, the current
+        value first within a relation, ``min_score``, MMR or the limit, and siblings."""
         top = max(result["score"] for result in results) or 1.0
         for result in results:
             boost = 1.0
-            for cue_where, trust in cues:
+            for cue_where, trust in plan.cues:
                 if matches_where(result["metadata"], cue_where):
                     boost *= 1.0 + trust
-            result["score"] = round(result["score"] / top * min(boost, 1.0 + prefer_max_boost), 6)
+            result["score"] = round(result["score"] / top * min(boost, 1.0 + plan.prefer_max_boost), 6)
             result["base_score"] = result["score"]
         results.sort(key=lambda result: -result["score"])
         apply_evidence_weights(results, evidence_rank or self.evidence_rank)
-        if recency_half_life_days:
-            apply_recency(results, anchor, recency_half_life_days)
-        if not include_superseded:
+        if plan.recency_half_life_days:
+            apply_recency(results, plan.anchor, plan.recency_half_life_days)
+        if not plan.include_superseded:
             # the current value first, for the relations the query asks about (else the one its best answer
             # states: "what do I write code in?"); a query that names its time ("last year", "in May") asks
             # what held then (the time signal has ranked for it), and one about a history or an event wants
             # the events, not the newest
-            asked = () if window is not None or _HISTORY_QUESTION.search(query) else \
-                (belief_relations(query) or belief_relations(results[0]["content"]))
+            asked = () if plan.search.time_window is not None or _HISTORY_QUESTION.search(plan.query) else \
+                (belief_relations(plan.query) or belief_relations(results[0]["content"]))
             results = newest_first_within_relation(results, asked)
-        if min_score is not None:
-            results = [result for result in results if result["score"] >= min_score]
-        results = apply_mmr(results, limit, mmr_lambda) if mmr_lambda is not None else results[:limit]
+        if plan.min_score is not None:
+            results = [result for result in results if result["score"] >= plan.min_score]
+        results = apply_mmr(results, plan.limit, plan.mmr_lambda) if plan.mmr_lambda is not None else \
+            results[:plan.limit]
         if siblings:
             for result in results:
                 others = [r.to_dict() for r in self._backend.revisions(Kref.parse(result["item_kref"]))
                           if str(r.kref) != result["kref"]]
                 if others:   # cosine mode when this memory has an embedder, keyword mode otherwise
                     result["sibling_revisions"] = select_siblings(
-                        query, others, embed=self._embed_texts if self._embed is not None else None)
+                        plan.query, others, embed=self._embed_texts if self._embed is not None else None)
         return results
 
     def engage(self, query: str, *, session_id: str | None = None, agent: str | None = None, limit: int = 5,
