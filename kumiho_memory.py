@@ -94,7 +94,7 @@ import urllib.parse
 import zlib
 from typing import IO, Any, Awaitable, Callable, Container, Iterable, Iterator, Mapping, Protocol, Sequence
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 DISTRIBUTION_NAME = "kumiho-memory-onefile"
 
@@ -7454,7 +7454,8 @@ def parse_time_window(query: str, now: _dt.datetime | None = None) -> tuple[floa
             match = pattern.search(text)
             if match:
                 groups = match.groups()
-                day, month, year = (groups[0], groups[1], groups[2]) if order == "dmy" else (groups[1], groups[0], groups[2])
+                day, month, year = (groups[0], groups[1], groups[2]) if order == "dmy" else (groups[1], groups[0],
+                                                                                             groups[2])
                 return _period(_dt.datetime(int(year), MONTHS[month.rstrip(".")], int(day), tzinfo=UTC), "day")
         match = _ISO_DATE.search(text)
         if match:
@@ -9372,7 +9373,8 @@ class AnticipatoryRecall:
         cue.count = self._global._decayed(cue.count, cue.last_seen, now) + 1.0
         cue.last_seen, cue.tokens = now, int(result.get("approx_tokens") or 0)
         if len(cues) > self.config.cues_per_transition:
-            weakest = min(cues, key=lambda k: (self._global._decayed(cues[k].count, cues[k].last_seen, now), cues[k].last_seen))
+            weakest = min(cues,
+                          key=lambda k: (self._global._decayed(cues[k].count, cues[k].last_seen, now), cues[k].last_seen))
             del cues[weakest]
 
     def _learn(self, trace: _SessionTrace, state: str, key: str | None, query: str, limit: int, char_budget: int,

@@ -203,9 +203,14 @@ FIRST_PERSON_FRESH_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)
                                        "first_person_fresh.json")
 
 
-def first_person_fresh() -> tuple[list[tuple[str, str, str, str]], list[str]]:
-    """The frozen fresh set: (pairs, controls)."""
-    with open(FIRST_PERSON_FRESH_FILE, encoding="utf-8") as handle:
+# A fourth, thirty pairs and eight controls (issue 16, round 3), written by someone who never read the module,
+# its tests or its probes, and never tuned on: the measure of whether the rules carry over to other people's words.
+FIRST_PERSON_FRESH2_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_fresh2.json")
+
+
+def first_person_fresh(path: str = FIRST_PERSON_FRESH_FILE) -> tuple[list[tuple[str, str, str, str]], list[str]]:
+    """A frozen fresh set: (pairs, controls)."""
+    with open(path, encoding="utf-8") as handle:
         data = json.load(handle)
     return [tuple(pair) for pair in data["pairs"]], list(data["controls"])
 
@@ -478,12 +483,16 @@ def main() -> None:
              pair("as_of_recall_p50_ms"), ("elapsed_s", figures["elapsed_s"])]
     print_table(rows)
     fresh_pairs, fresh_controls = first_person_fresh()
+    fresh2_pairs, fresh2_controls = first_person_fresh(FIRST_PERSON_FRESH2_FILE)
     figures["first_person"] = {"design": run_first_person(FIRST_PERSON, limit=args.limit),
                                "heldout": run_first_person(FIRST_PERSON_HELDOUT, limit=args.limit),
-                               "fresh": run_first_person(fresh_pairs, limit=args.limit, controls_texts=fresh_controls)}
+                               "fresh": run_first_person(fresh_pairs, limit=args.limit, controls_texts=fresh_controls),
+                               "fresh2": run_first_person(fresh2_pairs, limit=args.limit,
+                                                          controls_texts=fresh2_controls)}
+    parts = ("design", "heldout", "fresh", "fresh2")
     print_table([("first-person chat (stack=True): pairs", "  ".join(
-        f"{figures['first_person'][part]['pairs']:>12}" for part in ("design", "heldout", "fresh")))] + [
-        (figure, "  ".join(f"{figures['first_person'][part][figure]:>12}" for part in ("design", "heldout", "fresh")))
+        f"{figures['first_person'][part]['pairs']:>12}" for part in parts))] + [
+        (figure, "  ".join(f"{figures['first_person'][part][figure]:>12}" for part in parts))
         for figure in ("missed_corrections", "wrong_merges", "stale_first", "current_top1")])
     name = "belief_updates" if args.phrasings == "design" else "belief_updates_heldout"
     print("wrote", write_results(name, vars(args), figures))
