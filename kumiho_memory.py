@@ -61,11 +61,9 @@ from __future__ import annotations
 import abc
 import argparse
 import array
-import asyncio
 import base64
 import bisect
 import contextlib
-import concurrent.futures
 import copy
 import dataclasses
 import datetime as _dt
@@ -93,6 +91,25 @@ import unicodedata
 import urllib.parse
 import zlib
 from typing import IO, Any, Awaitable, Callable, Container, Iterable, Iterator, Mapping, Protocol, Sequence
+
+
+class _DeferredModule:
+    """A standard-library module imported on first use: ``asyncio`` (with ``ssl``) and ``concurrent.futures``
+    are a third of this module's import time, and a process that only remembers and recalls never needs
+    them. The first attribute read imports the module and puts it in its name's place."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        module = importlib.import_module(self._name)
+        top = self._name.split(".", 1)[0]
+        globals()[top] = sys.modules[top]
+        return getattr(module if top == self._name else sys.modules[top], attribute)
+
+
+asyncio: Any = _DeferredModule("asyncio")
+concurrent: Any = _DeferredModule("concurrent.futures")
 
 __version__ = "0.3.0"
 
@@ -4001,7 +4018,8 @@ class _RecallState:
         self.live_by_space: dict[int, set[int]] = {}
         self.current_by_project: dict[str, set[int]] = {}
         self.space_project: dict[int, str] = {}
-        self.space_newest: dict[int, float] = {}        # newest event_date seen in a space (epoch seconds)
+        self.space_newest: dict[int, float] = {}        # newest event_date in a space (epoch seconds)
+        self._newest_stale: set[int] = set()             # spaces whose newest event was just forgotten
         self.space_terms: dict[int, list[float]] = {}    # a space's [total length, revisions] in the index
         self.space_short: dict[int, float] = {}          # the shortness its revisions are indexed with
         self.doc_length: dict[int, float] = {}
@@ -4180,6 +4198,9 @@ class _RecallState:
                 del self.thread_next[previous]
             if following is not None and self.thread_prev.get(following) == doc_id:
                 del self.thread_prev[following]
+            event = self.doc_event.get(doc_id)
+            if space is not None and event is not None and event >= self.space_newest.get(space, math.inf):
+                self._newest_stale.add(space)     # its newest event may be gone: worked out again after
             length = self.doc_length.pop(doc_id, None)
             if space is not None and length is not None:
                 self.space_terms[space][0] -= length
@@ -4274,6 +4295,18 @@ class _RecallState:
             if doc_id in self.doc_item and (not bulk or doc_id in self.doc_message):
                 self._add_to_index(doc_id, base, lengths.get(doc_id))
         self._follow_space_lengths({self.item_space[self.doc_item[doc]] for doc in new_docs if doc in self.doc_item})
+        if self._newest_stale:
+            newest: dict[int, float] = {}
+            for doc_id, event in self.doc_event.items():
+                space = self.item_space.get(self.doc_item.get(doc_id, -1))
+                if space in self._newest_stale and event > newest.get(space, -math.inf):
+                    newest[space] = event
+            for space in self._newest_stale:
+                if space in newest:
+                    self.space_newest[space] = newest[space]
+                else:
+                    self.space_newest.pop(space, None)
+            self._newest_stale.clear()
 
     def _shortness(self, doc_id: int) -> float:
         """The shortness a revision is indexed with: its space's, fixed when the space is first indexed."""
@@ -4307,6 +4340,8 @@ class _RecallState:
         frequencies = dict(base.get(doc_id, {}))
         if doc_id in self.doc_message and self.signals.neighbour_terms:
             for neighbour in self._window(doc_id):
+                if neighbour not in self.doc_message:
+                    continue              # a turn that is no longer a message lends nothing (as in a rebuild)
                 for term, tf in base.get(neighbour, {}).items():
                     frequencies[term] = frequencies.get(term, 0.0) + self.signals.neighbour_terms * tf
         if length is None:
@@ -4597,6 +4632,7 @@ class SQLiteGraph(GraphBackend):
         self._lock = threading.RLock()
         self._recall: _RecallState | None = None
         self._batch_depth, self._batch_dirty = 0, False     # an open batch(), and whether it has written
+        self._scrub_after_batch = False                      # a forget in the open batch waits for its commit
         self._known_spaces: set[tuple[str, str]] = set()   # spaces (with their parents) known to exist
         self._new_spaces: list[tuple[str, str]] = []        # ... and those the open transaction adds
         self._snapshot_seq: int | None = None                # the change-log position of the stored snapshot
@@ -4741,6 +4777,8 @@ class SQLiteGraph(GraphBackend):
                         conn.execute("ROLLBACK TO write")
                         conn.execute("RELEASE write")
                     del self._new_spaces[mark:]
+                    if self._batch_dirty:
+                        self._recall = None  # a recall in the batch may have indexed what rolled back
                     if isinstance(exc, sqlite3.Error):
                         raise self._store_error(exc) from exc
                     raise
@@ -4769,10 +4807,19 @@ class SQLiteGraph(GraphBackend):
         see it at once when it commits. Batches nest (the outermost one commits)."""
         with self._lock:
             conn = self._connection()
-            if self._batch_depth:
-                self._batch_depth += 1
+            if self._batch_depth:            # a batch inside a batch is a savepoint: it fails as a whole too
+                conn.execute("SAVEPOINT batch")
+                mark, self._batch_depth = len(self._new_spaces), self._batch_depth + 1
                 try:
                     yield
+                    conn.execute("RELEASE batch")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK TO batch")
+                        conn.execute("RELEASE batch")
+                    del self._new_spaces[mark:]
+                    self._recall = None      # it may have indexed writes that no longer exist
+                    raise
                 finally:
                     self._batch_depth -= 1
                 return
@@ -4780,7 +4827,7 @@ class SQLiteGraph(GraphBackend):
                 self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
             except sqlite3.Error as exc:
                 raise self._store_error(exc) from exc
-            self._batch_depth, self._batch_dirty = 1, False
+            self._batch_depth, self._batch_dirty, self._scrub_after_batch = 1, False, False
             try:
                 yield
                 conn.execute("COMMIT")
@@ -4795,6 +4842,8 @@ class SQLiteGraph(GraphBackend):
             finally:
                 self._batch_depth = 0
             self._after_commit()
+            if self._scrub_after_batch:      # a forget in the batch: its bytes leave the WAL now
+                self._scrub()
 
     def _after_commit(self) -> None:
         """Bring the recall index up to date with what was just written. The write is already durable, so a
@@ -5247,6 +5296,9 @@ class SQLiteGraph(GraphBackend):
         if self.in_memory:
             return True
         with self._lock:
+            if self._batch_depth:            # no checkpoint can pass an open transaction: at the batch's commit
+                self._scrub_after_batch = True
+                return False
             conn = self._connection()
             for _ in range(40):
                 try:
@@ -5413,8 +5465,8 @@ class SQLiteGraph(GraphBackend):
     RECALL_SNAPSHOT_MIN_DOCS = 2000       # smaller stores rebuild in milliseconds: no snapshot
     RECALL_SNAPSHOT_REFRESH = 0.02        # rewrite at close once this share of the store changed since
 
-    def _signals_fingerprint(self) -> str:
-        return canonical_json(dataclasses.asdict(self.signals))
+    def _signals_fingerprint(self, signals: RecallSignals | None = None) -> str:
+        return canonical_json(dataclasses.asdict(signals or self.signals))
 
     def _snapshot_manifest(self, conn: sqlite3.Connection) -> dict[str, Any] | None:
         row = conn.execute("SELECT value FROM meta WHERE key = 'recall_snapshot'").fetchone()
@@ -5518,7 +5570,7 @@ class SQLiteGraph(GraphBackend):
                 state.sync(conn)            # the newest position, read under the write lock
                 manifest = self._snapshot_manifest(conn)
                 if not replace and manifest is not None and manifest.get("format") == self.RECALL_SNAPSHOT_FORMAT and \
-                        manifest.get("signals") == self._signals_fingerprint() and \
+                        manifest.get("signals") == self._signals_fingerprint(state.signals) and \
                         isinstance(manifest.get("seq"), int) and manifest["seq"] >= state.last_seq:
                     conn.execute("ROLLBACK")
                     return False             # another process stored one at least as new
@@ -5527,7 +5579,7 @@ class SQLiteGraph(GraphBackend):
                 conn.execute("DELETE FROM recall_snapshot")
                 conn.executemany("INSERT INTO recall_snapshot VALUES (?, ?)", parts.items())
                 manifest = {"format": self.RECALL_SNAPSHOT_FORMAT, "seq": state.last_seq, "written_by": __version__,
-                            "signals": self._signals_fingerprint(),
+                            "signals": self._signals_fingerprint(state.signals),   # what it was built with
                             "crc": {name: zlib.crc32(data) for name, data in parts.items()}}
                 conn.execute("INSERT OR REPLACE INTO meta VALUES ('recall_snapshot', ?)", (canonical_json(manifest),))
                 conn.execute("COMMIT")
@@ -13966,7 +14018,7 @@ class RetryQueue:
             return count
 
     async def flush(self, store: Callable[..., Any], *, max_retries: int = 2,
-                    sleep: Callable[[float], Any] = asyncio.sleep) -> dict[str, int]:
+                    sleep: Callable[[float], Any] | None = None) -> dict[str, int]:
         """Replay each payload as ``store(**payload)`` (sync or async; upstream's call), trying a transient failure up to
         ``max_retries`` more times with a short backoff. Stored ones leave the queue; transiently failing
         ones stay (``attempts`` counted) for the next flush; permanently failing ones (bad input, a
@@ -13975,6 +14027,7 @@ class RetryQueue:
         Returns:
             ``{succeeded, failed, dropped}`` (``failed`` stay queued; ``dropped`` were parked).
         """
+        sleep = sleep or asyncio.sleep
         counts = {"succeeded": 0, "failed": 0, "dropped": 0}
         flushing = _FileLock(self._flush_lock_path)
         try:
@@ -14059,13 +14112,13 @@ def classify_failure(error: BaseException) -> FailureClass:
 
 async def retry_with_backoff(function: Callable[[], Any], *, max_retries: int = 3, base_delay: float = 1.0,
                              max_delay: float = 30.0, unknown_max_retries: int = 2,
-                             sleep: Callable[[float], Any] = asyncio.sleep,
+                             sleep: Callable[[float], Any] | None = None,
                              jitter: Callable[[], float] | None = None) -> Any:
     """Call ``function()`` (sync or async) until it succeeds: a transient failure is retried up to
     ``max_retries`` times, an unknown one up to ``unknown_max_retries``, a deterministic one never.
 
     The wait doubles from ``base_delay`` up to ``max_delay``, plus up to 25% jitter (``jitter()`` in [0, 1);
-    default random).
+    default random). ``sleep`` waits (default ``asyncio.sleep``).
 
     Returns:
         What ``function`` returned.
@@ -14074,6 +14127,7 @@ async def retry_with_backoff(function: Callable[[], Any], *, max_retries: int = 
         The last error, once retrying stops.
     """
     draw = jitter or (lambda: secrets.randbelow(1000) / 1000.0)
+    sleep = sleep or asyncio.sleep
     attempt = 0
     while True:
         try:

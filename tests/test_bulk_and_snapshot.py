@@ -8,6 +8,7 @@ file through SQLite)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -421,3 +422,68 @@ def test_the_snapshot_and_its_replay_agree_with_brute_force(tmp_path_factory, sm
         fresh.close()
     for memory in writers:
         memory.close()
+
+
+# -- found by a hostile review ------------------------------------------------------------------------------
+
+def test_a_nested_batch_that_fails_keeps_nothing_of_its_own(tmp_path):
+    memory = km.Memory(path=str(tmp_path / "m.db"), credentials="refuse")
+    with memory.backend.batch():
+        memory.remember("outer record harbor")
+        with pytest.raises(km.CredentialDetectedError) as caught:
+            memory.remember_many(["many one harbor", "the key is sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"])
+        assert caught.value.written == []
+        with pytest.raises(RuntimeError):
+            with memory.backend.batch():
+                memory.remember("inner record harbor")
+                raise RuntimeError("inner block fails")
+    assert [hit["content"] for hit in memory.recall("harbor", limit=10)] == ["outer record harbor"]
+    assert len(km.Memory(path=str(tmp_path / "m.db")).items()) == 1
+
+
+def test_a_snapshot_is_labelled_with_the_signals_it_was_built_with(tmp_path, small_snapshots):
+    path = str(tmp_path / "m.db")
+    memory = km.Memory(path=path)
+    memory.remember_many([f"{word} and harbor" for word in WORDS] + ["a thread turn", "lantern reply"])
+    memory.recall("harbor")                                 # built and stored with the default signals
+    memory.backend.signals = km.RecallSignals(neighbour_terms=0.9)
+    memory.backend.save_recall_snapshot(wait=True, replace=True)   # the index in memory is still the old one
+    assert manifest(path)["signals"] == km.canonical_json(dataclasses.asdict(km.RecallSignals()))
+    memory.close()
+
+
+def test_after_replay_what_a_process_serves_is_what_a_rebuild_serves(tmp_path, small_snapshots):
+    """A turn that stops being a message lends its words no more; forgetting a space's newest event moves the
+    space's "now" back (relative times read against it)."""
+    path = str(tmp_path / "m.db")
+    memory = km.Memory(path=path)
+    thread = {"speaker": "Ann", "session_id": "s1"}
+    first = memory.remember("we talked about the quarry", metadata=thread)
+    middle = memory.remember("saffron is the answer", metadata={**thread, "event_date": "2024-03-01"})
+    memory.remember("and then lunch", metadata=thread)
+    typo = memory.remember("a typo from the far future", metadata={"event_date": "2099-01-01"})
+    memory.recall("quarry")                                 # index built; snapshot stored
+    other = km.Memory(path=path)
+    other.remember("saffron is the answer", item=middle.split("?")[0], metadata={"event_date": "2024-03-01"})
+    other.forget(typo.split("?")[0])
+    other.close()
+    replayed = km.Memory(path=path)
+    rebuilt = km.Memory(path=path)
+    rebuilt.backend.rebuild_recall_index()
+    for query in ("saffron", "quarry", "lunch"):
+        assert [hit["kref"] for hit in replayed.recall(query, limit=5)] == \
+            [hit["kref"] for hit in rebuilt.recall(query, limit=5)], query
+    state = replayed.backend._recall
+    assert max(state.space_newest.values()) < km.parse_instant("2030-01-01T00:00:00Z").timestamp()
+    assert first
+
+
+def test_forget_inside_a_batch_scrubs_after_the_commit(tmp_path):
+    memory = km.Memory(path=str(tmp_path / "m.db"))
+    kref = memory.remember("a secret number 4471")
+    with memory.backend.batch():
+        assert memory.forget(kref.split("?")[0])["scrubbed"] is False    # not yet: the batch is open
+        memory.remember("something else")
+    for suffix in ("", "-wal"):
+        data = open(str(tmp_path / "m.db") + suffix, "rb").read() if os.path.exists(str(tmp_path / "m.db") + suffix) else b""
+        assert b"4471" not in data
