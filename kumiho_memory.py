@@ -1369,17 +1369,20 @@ class RecallIndex:
                 self.terms.append(_TermPostings())
             entries.append((term_id, float(tf)))
         entries.sort()
+        k1, b = bm25_profile(short)          # the same for all of the document's terms (see _impact)
+        saturation, norm = k1 + 1.0, k1 * (1.0 - b + b * length / self.reference_length)
+        terms, forward_terms, forward_tfs = self.terms, self.forward_terms, self.forward_tfs
         for term_id, tf in entries:
-            self.forward_terms.append(term_id)
-            self.forward_tfs.append(tf)
-            postings = self.terms[term_id]
-            impact = self._impact(tf, length, short)
+            forward_terms.append(term_id)
+            forward_tfs.append(tf)
+            postings = terms[term_id]
+            impact = tf * saturation / (tf + norm)
             postings.tail_slots.append(slot)
             postings.tail_impacts.append(impact)
             postings.live += 1
             if impact > postings.max_impact:
                 postings.max_impact = impact
-        self.forward_offsets.append(len(self.forward_terms))
+        self.forward_offsets.append(len(forward_terms))
         self._maybe_reorganize()
 
     def remove(self, doc_id: int) -> None:
