@@ -1270,6 +1270,12 @@ def _packed(code: str, blob: bytes) -> array.array:
     return column
 
 
+def _view(code: str, blob: bytes) -> memoryview:
+    """A read-only column of typecode ``code`` over a snapshot's bytes, without copying them (a searching
+    process only reads; ``RecallIndex._thaw`` makes arrays of them before the first write)."""
+    return memoryview(blob).cast(code)
+
+
 # BM25 profiles: chat turns and other short texts saturate term frequency sooner than notes and documents.
 # A text's profile follows how long the texts of its space are, not who wrote it: a space of short turns
 # (LoCoMo's, ~23 terms) reads as chat, a space of long replies and documents (LongMemEval's ~95-term turns)
@@ -1335,6 +1341,13 @@ class RecallIndex:
     def __len__(self) -> int:
         return len(self.slot_doc) - self.dead_slots      # every dead slot was once a live one
 
+    def _thaw(self) -> None:
+        """Columns read from a snapshot are views of its bytes: make them arrays before the first write."""
+        for name, code in self._COLUMNS:
+            column = getattr(self, name)
+            if isinstance(column, memoryview):
+                setattr(self, name, _packed(code, column.tobytes()))
+
     def __contains__(self, doc_id: object) -> bool:
         return doc_id in self.doc_slot
 
@@ -1348,6 +1361,7 @@ class RecallIndex:
             short: float = 0.0) -> None:
         """Index a document (replacing its earlier entry): ``{term: tf}``, its length in tokens, and how
         chat-like its space is (``short``, 0..1, or a bool: see ``bm25_shortness``)."""
+        self._thaw()
         if doc_id in self.doc_slot:
             self.remove(doc_id)
         slot = len(self.slot_doc)
@@ -1387,6 +1401,7 @@ class RecallIndex:
 
     def remove(self, doc_id: int) -> None:
         """Drop a document now; its postings are purged at the next merge of each term."""
+        self._thaw()
         slot = self.doc_slot.pop(doc_id, None)
         if slot is None:
             return
@@ -1479,17 +1494,17 @@ class RecallIndex:
         names = json.loads(parts["index.terms"])
         count = len(names)
         packed = parts["index.postings"]
-        offsets = _packed("q", packed[:8 * (count + 1)])
-        live = _packed("q", packed[8 * (count + 1):8 * (2 * count + 1)])
-        best = _packed("d", packed[8 * (2 * count + 1):])
-        slots, impacts = _packed("i", parts["index.slots"]), _packed("d", parts["index.impacts"])
+        offsets = _view("q", packed[:8 * (count + 1)])
+        live = _view("q", packed[8 * (count + 1):8 * (2 * count + 1)])
+        best = _view("d", packed[8 * (2 * count + 1):])
+        slots, impacts = _view("i", parts["index.slots"]), _view("d", parts["index.impacts"])
         if not (len(offsets) == count + 1 and len(live) == len(best) == count
                 and offsets[-1] == len(slots) == len(impacts)):
             raise ValueError("the index snapshot's postings do not fit its terms")
         index.term_ids = {name: term_id for term_id, name in enumerate(names)}
         index.terms = _TermTable((offsets, slots, impacts, live, best))
         for name, code in cls._COLUMNS:
-            setattr(index, name, _packed(code, parts[f"index.{name}"]))
+            setattr(index, name, _view(code, parts[f"index.{name}"]))
         for name, value in zip(cls._SCALARS, json.loads(parts["index.scalars"])):
             setattr(index, name, value)
         slot_count = len(index.slot_doc)
@@ -1497,7 +1512,7 @@ class RecallIndex:
                 and index.forward_offsets[-1] == len(index.forward_terms) == len(index.forward_tfs)):
             raise ValueError("the index snapshot's columns do not fit each other")
         del index.__dict__["doc_slot"]          # rebuilt on first use (__getattr__)
-        if len(index.slot_doc) - index.dead_slots != len(index.slot_doc) - index.slot_doc.count(-1):
+        if index.dead_slots != index.slot_doc.tolist().count(-1):
             raise ValueError("the index snapshot's dead slots do not add up")
         return index
 
@@ -5459,8 +5474,9 @@ class SQLiteGraph(GraphBackend):
     # 100,000 memories). The index and its per-revision signals are kept in the table ``recall_snapshot``
     # as named columns of fixed-width numbers (``_RecallState.snapshot_parts``), with a manifest in
     # ``meta``: the change-log position they reflect, the signals they were built with, and a CRC-32 of
-    # every part. A process reads the snapshot, checks it, and replays the change log from there, so the
-    # result is the same as a rebuild's; a damaged, foreign or too old snapshot is ignored and rebuilt. The
+    # every part. A process reads the snapshot, checks it, and replays the change log from there, so it finds
+    # what a rebuild finds (scored with the average length frozen at build time, as any long-lived process
+    # is); a damaged, foreign or too old snapshot is ignored and rebuilt. The
     # snapshot is rewritten in one transaction (a kill mid-way keeps the old one) after a rebuild and, at
     # close, when the log has moved on by a share of the store.
 
