@@ -1353,9 +1353,11 @@ class RecallIndex:
 
     # -- maintenance --------------------------------------------------------------------------------------
 
-    def _impact(self, tf: float, length: float, short: float) -> float:
+    def _saturation(self, length: float, short: float) -> tuple[float, float]:
+        """A document's BM25 constants ``(k1 + 1, k1 * (1 - b + b * length / reference))``: a term's impact
+        is ``tf * first / (tf + second)``."""
         k1, b = bm25_profile(short)
-        return tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * length / self.reference_length))
+        return k1 + 1.0, k1 * (1.0 - b + b * length / self.reference_length)
 
     def add(self, doc_id: int, term_frequencies: Mapping[str, float], length: float, *,
             short: float = 0.0) -> None:
@@ -1383,8 +1385,7 @@ class RecallIndex:
                 self.terms.append(_TermPostings())
             entries.append((term_id, float(tf)))
         entries.sort()
-        k1, b = bm25_profile(short)          # the same for all of the document's terms (see _impact)
-        saturation, norm = k1 + 1.0, k1 * (1.0 - b + b * length / self.reference_length)
+        saturation, norm = self._saturation(length, short)      # the same for all of the document's terms
         terms, forward_terms, forward_tfs = self.terms, self.forward_terms, self.forward_tfs
         for term_id, tf in entries:
             forward_terms.append(term_id)
@@ -1540,14 +1541,13 @@ class RecallIndex:
     def _exact(self, slot: int, weights: Mapping[int, float]) -> float:
         start, end = self.forward_offsets[slot], self.forward_offsets[slot + 1]
         terms, tfs = self.forward_terms, self.forward_tfs
-        k1, b = bm25_profile(self.slot_short[slot])
-        norm = k1 * (1.0 - b + b * self.slot_length[slot] / self.reference_length)
+        saturation, norm = self._saturation(self.slot_length[slot], self.slot_short[slot])
         score = 0.0
         for term_id, weight in weights.items():
             position = bisect.bisect_left(terms, term_id, start, end)
             if position < end and terms[position] == term_id:
                 tf = tfs[position]
-                score += weight * tf * (k1 + 1.0) / (tf + norm)
+                score += weight * tf * saturation / (tf + norm)
         return score
 
     def exact_score(self, doc_id: int, weights: Mapping[int, float]) -> float:
@@ -4622,6 +4622,26 @@ def _space_clause(column: str, space: str | None) -> tuple[str, list[Any]]:
     return f"({column} = ? OR ({column} >= ? AND {column} < ?))", [space, space + "/", space + "0"]
 
 
+class _SnapshotParts(Mapping[str, bytes]):
+    """A stored recall snapshot's parts, each read (and checked against its CRC-32) when it is used, so only
+    one is in memory at a time beside what has been decoded."""
+
+    def __init__(self, conn: sqlite3.Connection, crcs: Mapping[str, Any]) -> None:
+        self._conn, self._crcs = conn, crcs
+
+    def __getitem__(self, name: str) -> bytes:
+        row = self._conn.execute("SELECT data FROM recall_snapshot WHERE name = ?", (name,)).fetchone()
+        if row is None or zlib.crc32(row[0]) != self._crcs.get(name):
+            raise ValueError(f"recall snapshot part {name!r} is missing or damaged")
+        return bytes(row[0])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._crcs)
+
+    def __len__(self) -> int:
+        return len(self._crcs)
+
+
 class SQLiteGraph(GraphBackend):
     """The embedded engine: SQLite in memory (``path=None``) or in a file (WAL, one transaction per write).
 
@@ -5510,24 +5530,8 @@ class SQLiteGraph(GraphBackend):
         crcs: dict[str, Any] = manifest["crc"]
         self._snapshot_unusable = True            # until it has passed every check below
 
-        class Parts(Mapping[str, bytes]):
-            """The snapshot's parts, each read (and checked) when it is used, so only one is in memory
-            at a time beside what has been decoded."""
-
-            def __getitem__(self, name: str) -> bytes:
-                row = conn.execute("SELECT data FROM recall_snapshot WHERE name = ?", (name,)).fetchone()
-                if row is None or zlib.crc32(row[0]) != crcs.get(name):
-                    raise ValueError(f"recall snapshot part {name!r} is missing or damaged")
-                return bytes(row[0])
-
-            def __iter__(self) -> Iterator[str]:
-                return iter(crcs)
-
-            def __len__(self) -> int:
-                return len(crcs)
-
         try:
-            state = _RecallState.from_parts(self.signals, Parts())
+            state = _RecallState.from_parts(self.signals, _SnapshotParts(conn, crcs))
         except (ValueError, KeyError, IndexError, TypeError, OverflowError, sqlite3.Error):
             return None
         if state.last_seq != manifest["seq"]:

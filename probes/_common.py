@@ -73,3 +73,22 @@ def print_table(rows: list[tuple[str, object]]) -> None:
 
 
 median = statistics.median
+
+
+def bm25_baseline(name: str, module, corpus: list[list[str]]):
+    """A baseline index over tokenized documents: rank-bm25's ``BM25Okapi`` or bm25s's ``BM25``."""
+    if name == "rank-bm25":
+        return module.BM25Okapi(corpus)
+    index = module.BM25()
+    index.index(corpus, show_progress=False)
+    return index
+
+
+def bm25_baseline_top(name: str, index, query: list[str], count: int, limit: int) -> list[int]:
+    """The positions of a baseline's ``limit`` best documents of ``count`` for a tokenized query."""
+    if name == "rank-bm25":
+        scores = index.get_scores(query)
+        return sorted(range(count), key=lambda i: -scores[i])[:limit]
+    vocabulary = [token for token in query if token in index.vocab_dict] or query[:1]
+    documents, _scores = index.retrieve([vocabulary], k=min(limit, count), show_progress=False)
+    return list(documents[0])

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from _common import ROOT, km, percentile, print_table, write_results
+from _common import ROOT, bm25_baseline, bm25_baseline_top, km, percentile, print_table, write_results
 
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "locomo")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -235,21 +235,11 @@ def run_baseline(name: str, conversations, limit: int):
     for _conv, turns, questions in conversations:
         corpus = [word_tokens(turn["text"]) for turn in turns]
         ids = [turn["dia_id"] for turn in turns]
-        if name == "rank-bm25":
-            index = module.BM25Okapi(corpus)
-        else:
-            index = module.BM25()
-            index.index(corpus, show_progress=False)
+        index = bm25_baseline(name, module, corpus)
         for qa in questions:
             query = word_tokens(qa["question"])
             start = time.perf_counter()
-            if name == "rank-bm25":
-                scores = index.get_scores(query)
-                order = sorted(range(len(ids)), key=lambda i: -scores[i])[:limit]
-            else:
-                vocabulary = [token for token in query if token in index.vocab_dict] or query[:1]
-                documents, _scores = index.retrieve([vocabulary], k=min(limit, len(ids)), show_progress=False)
-                order = list(documents[0])
+            order = bm25_baseline_top(name, index, query, len(ids), limit)
             latencies.append((time.perf_counter() - start) * 1000.0)
             rows.append((qa["category"], score([ids[i] for i in order], qa["evidence"]), qa["split"]))
     return rows, latencies

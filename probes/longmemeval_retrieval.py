@@ -27,7 +27,7 @@ import re
 import sys
 import time
 
-from _common import ROOT, km, percentile, print_table, write_results
+from _common import ROOT, bm25_baseline, bm25_baseline_top, km, percentile, print_table, write_results
 
 DEFAULT_DATA = os.path.join(os.path.dirname(ROOT), "shared", "data", "longmemeval", "dev_s.jsonl.gz")
 KS = (5, 10)
@@ -116,19 +116,9 @@ def run_baseline(name: str, questions: list[dict], limit: int):
         corpus = [word_tokens(turn["text"]) for turn in question["turns"]]
         ids = [turn["id"] for turn in question["turns"]]
         query = word_tokens(question["question"])
-        if name == "rank-bm25":
-            index = module.BM25Okapi(corpus)
-        else:
-            index = module.BM25()
-            index.index(corpus, show_progress=False)
+        index = bm25_baseline(name, module, corpus)
         start = time.perf_counter()
-        if name == "rank-bm25":
-            scores = index.get_scores(query)
-            order = sorted(range(len(ids)), key=lambda i: -scores[i])[:limit]
-        else:
-            vocabulary = [token for token in query if token in index.vocab_dict] or query[:1]
-            documents, _scores = index.retrieve([vocabulary], k=min(limit, len(ids)), show_progress=False)
-            order = list(documents[0])
+        order = bm25_baseline_top(name, index, query, len(ids), limit)
         latencies.append((time.perf_counter() - start) * 1000.0)
         rows.append((question, score([ids[i] for i in order], question)))
     return rows, latencies
