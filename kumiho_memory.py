@@ -3775,6 +3775,10 @@ class RecallQuery:
     # Who the query names in person rather than by name, as index terms of speakers: "I"/"my" are the user
     # (``USER_ROLES``), "you" the assistant; they count as names for the who signal (``person_terms``).
     speakers: tuple[str, ...] = ()
+    # A hard filter (``recall``'s ``where``, ``memory_types``, ``influence_only``): a backend returns only the
+    # revisions it admits, checking candidates in rank order as it gathers them, so a filtered recall still
+    # gets ``keep or pool`` of them when that many exist (the pool never widens in a loop above it).
+    admit: Callable[[RevisionRecord], bool] | None = None
 
 
 @dataclasses.dataclass
@@ -3919,8 +3923,10 @@ class GraphBackend(abc.ABC):
     @abc.abstractmethod
     def search(self, query: RecallQuery) -> list[ScoredRevision]:
         """Score revisions for a recall (words and signals, see ``RecallQuery``); best first, at most
-        ``query.pool``. By default one current revision per item, nothing deprecated or superseded; never
-        bookkeeping (``SYSTEM_KINDS``), which must not shift the word statistics either."""
+        ``query.pool`` (``query.keep`` when set). By default one current revision per item, nothing deprecated
+        or superseded; never bookkeeping (``SYSTEM_KINDS``), which must not shift the word statistics either.
+        With ``query.admit``, only revisions it admits, as many as exist up to the pool: filter while
+        gathering, rank the whole eligible set if the first candidates ran short."""
 
     @abc.abstractmethod
     def set_vector(self, revision: Kref, model: str, vector: Sequence[float]) -> None:
@@ -5439,13 +5445,17 @@ class SQLiteGraph(GraphBackend):
                 by_space = state.live_by_space if query.include_superseded else state.current_by_space
                 sets = [by_space[space_id] for space_id in space_ids if by_space.get(space_id)]
                 eligible = sets[0] if len(sets) == 1 else set().union(*sets)
-            ranked = state.candidates(query, eligible)[: query.keep or query.pool]
+            ranked = state.candidates(query, eligible)
+            if query.admit is None:
+                ranked, records = ranked[: query.keep or query.pool], {}
+            else:
+                ranked, records = self._admitted(conn, state, query, eligible, ranked)
             wanted = {doc_id for doc_id, _, _ in ranked}
             for _, _, notes in ranked:
                 wanted.update(notes.get("contested_by_ids", ()))
                 if isinstance(notes.get("via"), dict) and "kref_id" in notes["via"]:
                     wanted.add(notes["via"]["kref_id"])
-            records = self._revisions_by_ids(conn, sorted(wanted))
+            records.update(self._revisions_by_ids(conn, sorted(wanted.difference(records))))
             for _, _, notes in ranked:
                 if "contested_by_ids" in notes:
                     notes["contested_by"] = [str(records[other].kref) for other in notes.pop("contested_by_ids")
@@ -5457,6 +5467,33 @@ class SQLiteGraph(GraphBackend):
         if self._snapshot_due:
             self.save_recall_snapshot()
         return [ScoredRevision(records[doc_id], score, notes) for doc_id, score, notes in ranked if doc_id in records]
+
+    def _admitted(self, conn: sqlite3.Connection, state: "_RecallState", query: RecallQuery,
+                  eligible: Container[int], ranked: list[tuple[int, float, dict[str, Any]]]
+                  ) -> tuple[list[tuple[int, float, dict[str, Any]]], dict[int, RevisionRecord]]:
+        """The best ``keep or pool`` candidates ``query.admit`` lets through, checked in rank order, a chunk of
+        records read at a time, with the records read. When the first ranking runs out before enough pass
+        and it was cut at its depth, the whole eligible set is ranked once and walked the same way."""
+        wanted, records, verdict = query.keep or query.pool, {}, {}
+        keep: list[tuple[int, float, dict[str, Any]]] = []
+        for exhaustive in (False, True):
+            if exhaustive:
+                if len(ranked) < query.pool:      # the first ranking held every match: nothing more to find
+                    break
+                ranked = state.candidates(dataclasses.replace(query, pool=max(query.pool, len(state.index))),
+                                          eligible)
+            keep = []
+            for start in range(0, len(ranked), 64):
+                chunk = ranked[start:start + 64]
+                unseen = [doc_id for doc_id, _, _ in chunk if doc_id not in verdict]
+                found = self._revisions_by_ids(conn, unseen)
+                records.update(found)
+                for doc_id in unseen:
+                    verdict[doc_id] = doc_id in found and query.admit(found[doc_id])
+                keep.extend(entry for entry in chunk if verdict[entry[0]])
+                if len(keep) >= wanted:
+                    return keep[:wanted], {doc_id: records[doc_id] for doc_id, _, _ in keep[:wanted]}
+        return keep, {doc_id: records[doc_id] for doc_id, _, _ in keep}
 
     def change_token(self, project: str | None = None) -> int:
         """The newest entry of the change log that can change a recall: it moves with every write of a
@@ -6040,8 +6077,9 @@ class _KumihoCandidates:
         return found
 
     def score(self, query: RecallQuery, signals: RecallSignals) -> tuple[dict[int, float], dict[int, dict[str, Any]]]:
-        """Words (and the semantic channel), then the shared who/when signals: ``(scores, notes)``."""
-        depth = query.pool
+        """Words (and the semantic channel), then the shared who/when signals: ``(scores, notes)``. With a
+        hard filter every candidate is scored, so the filter can pass over any of them."""
+        depth = query.pool if query.admit is None else max(query.pool, len(self.records))
         hits = self.index.search(query_term_weights(self.index, query), depth, set(range(len(self.records))))
         if query.query_vector is not None and self.vectors:
             semantic = sorted(((doc_id, sum(a * b for a, b in zip(vector, query.query_vector)))
@@ -6063,7 +6101,7 @@ class _KumihoCandidates:
         if check and doc_id not in self.dropped and \
                 self.backend._superseded_elsewhere(self.records[doc_id], self.edges_of[doc_id]):
             self.dropped.add(doc_id)
-        return doc_id not in self.dropped
+        return doc_id not in self.dropped and (query.admit is None or query.admit(self.records[doc_id]))
 
     def admissible_top(self, ranked: Iterable[tuple[int, float]], query: RecallQuery) -> list[tuple[int, float]]:
         """The first ``query.keep or query.pool`` admissible candidates of ``ranked``."""
@@ -7050,9 +7088,20 @@ class KumihoBackend(GraphBackend):
         embedded engine. Word statistics come from the candidates (see the class notes)."""
         if not query.terms and query.query_vector is None:
             return []
+        found, keep, notes = self._ranked(query)
+        if query.admit is not None and len(keep) < (query.keep or query.pool) and \
+                len(found.records) >= max(self._search_pool, query.pool):
+            # the filter left too few of a full page of candidates: gather once more, as wide as recall goes
+            found, keep, notes = self._ranked(dataclasses.replace(query, pool=4 * MAX_RECALL_LIMIT))
+        return [found.result(doc_id, score, notes) for doc_id, score in keep]
+
+    def _ranked(self, query: RecallQuery
+                ) -> tuple["_KumihoCandidates", list[tuple[int, float]], dict[int, dict[str, Any]]]:
+        """The server's candidates for ``query``, scored here: the candidates, the admissible best and the
+        signals' notes."""
         pairs = self._candidates(query)
         if not pairs:
-            return []
+            return _KumihoCandidates(self), [], {}
         # doc ids grow with time, so equal scores rank the newer memory first (as on the embedded engine)
         pairs.sort(key=lambda pair: (self._created(pair[1].metadata, pair[1].created_at), pair[1].kref.uri))
         found = _KumihoCandidates.read(self, pairs)
@@ -7064,7 +7113,7 @@ class KumihoBackend(GraphBackend):
             ranked = sorted(((doc_id, score) for doc_id, score in scores.items() if doc_id not in found.dropped),
                             key=lambda pair: (-pair[1], -pair[0]))
             keep = found.admissible_top(ranked, query)
-        return [found.result(doc_id, score, notes) for doc_id, score in keep]
+        return found, keep, notes
 
     # -- embeddings ---------------------------------------------------------------------------------------------
 
@@ -10010,6 +10059,10 @@ class _RecallPlan:
             return False
         return not self.influence_only or _earned_trust(result)
 
+    def admits_record(self, record: RevisionRecord) -> bool:
+        """``admits`` for a backend's candidate (what ``RecallQuery.admit`` is set to)."""
+        return self.admits(record.to_dict(copy_metadata=False))
+
 
 class Memory:
     """Long-term memory over a versioned graph: remember, recall, revise, tag, link, forget.
@@ -11031,7 +11084,7 @@ class Memory:
         relative = None
         if query_time is None and moment is None and window != parse_time_window(query):
             relative = functools.partial(parse_time_window, query)
-        return _RecallPlan(
+        plan = _RecallPlan(
             query=query, limit=limit, spaces=tuple(spaces) if spaces else None, types=types, where=checked_where,
             cues=cues, prefer_max_boost=prefer_max_boost, min_score=min_score, moment=moment, anchor=anchor,
             include_superseded=include_superseded, recency_half_life_days=recency_half_life_days,
@@ -11042,32 +11095,29 @@ class Memory:
                                semantic_weight=float(semantic_weight), follow_edges=bool(follow_edges),
                                relative_time=relative, expansions=query_expansions(query),
                                speakers=person_terms(query)))
+        if checked_where is None and types is None and not influence_only:
+            return plan
+        return dataclasses.replace(plan, search=dataclasses.replace(plan.search, admit=plan.admits_record))
 
     def _recall_gather(self, plan: "_RecallPlan") -> list[dict[str, Any]]:
-        """The backend's candidates as results, through the hard filters (``where``, memory types, earned
-        trust); the pool grows when the filters left fewer than ``limit``."""
-        # room for evidence grades to reorder; signals double it when they apply
-        pool = plan.search.pool
-        filtered = plan.where is not None or plan.types is not None or plan.mmr_lambda is not None or \
-            plan.min_score is not None or plan.influence_only
-        while True:
-            hits = self._backend.search(dataclasses.replace(plan.search, pool=pool, keep=None if filtered else pool))
-            results = []
-            for hit in hits:
-                result = {**hit.record.to_dict(copy_metadata=False), "score": hit.score, "signals": hit.signals}
-                if hit.signals.get("graph_augmented"):
-                    result["graph_augmented"], result["hop"] = True, hit.signals.get("hop", 1)
-                if not plan.admits(result):
-                    continue
-                if GROUNDING_STALE_TAG in result["tags"]:
-                    result["grounding_stale"] = True
-                contested = hit.signals.get("contested_by")
-                if contested:
-                    result["contested_by"] = contested
-                results.append(result)
-            if not filtered or len(results) >= plan.limit or len(hits) < pool or pool >= 4 * MAX_RECALL_LIMIT:
-                return results
-            pool *= 4
+        """The backend's candidates as results. The hard filters (``where``, memory types, earned trust) go
+        down with the request (``RecallQuery.admit``), so the backend fills the pool with memories that pass;
+        they are checked again here for a backend that does not know them."""
+        hits = self._backend.search(plan.search)
+        results = []
+        for hit in hits:
+            result = {**hit.record.to_dict(copy_metadata=False), "score": hit.score, "signals": hit.signals}
+            if hit.signals.get("graph_augmented"):
+                result["graph_augmented"], result["hop"] = True, hit.signals.get("hop", 1)
+            if not plan.admits(result):
+                continue
+            if GROUNDING_STALE_TAG in result["tags"]:
+                result["grounding_stale"] = True
+            contested = hit.signals.get("contested_by")
+            if contested:
+                result["contested_by"] = contested
+            results.append(result)
+        return results
 
     def _recall_rerank(self, plan: "_RecallPlan", results: list[dict[str, Any]], *,
                        evidence_rank: EvidenceRankConfig | None, siblings: bool) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ Store-backed tests use the ``memory`` fixture, so each runs on every backend in 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
 import io
 import os
@@ -493,6 +494,70 @@ def test_where_finds_a_match_far_down_the_lexical_ranking(memory):
     results = memory.recall("maple syrup pancakes", limit=3, where={"rare": True})
 
     assert krefs(results) == [rare]
+
+
+def test_filters_go_down_with_the_request_and_fill_the_limit_from_far_down(memory):
+    # issue 21 item 4: where, memory types and earned trust are checked by the backend while it gathers, so
+    # a filtered recall gets `limit` matches when that many exist, however far down the words rank them
+    for number in range(150):
+        memory.remember(f"harbour ferry timetable summer sailing number {number}", metadata={"n": number})
+    deep = [memory.remember(f"one long aside that names the harbour once among other unrelated words {n}",
+                            metadata={"team": "deep", "memory_type": "note", "evidence_level": "official"})
+            for n in range(4)]
+    assert not set(deep) & set(krefs(memory.recall("harbour ferry timetable", limit=20)))
+
+    by_where = memory.recall("harbour ferry timetable", limit=3, where={"team": "deep"})
+    by_type = memory.recall("harbour ferry timetable", limit=4, memory_types=["note"])
+    trusted = memory.recall("harbour ferry timetable", limit=10, influence_only=True)
+
+    assert len(by_where) == 3 and set(krefs(by_where)) < set(deep)
+    assert sorted(krefs(by_type)) == sorted(deep)
+    assert sorted(krefs(trusted)) == sorted(deep)
+
+
+class _CountingGraph(km.SQLiteGraph):
+    """The embedded engine, counting its searches (and, with ``blind``, ignoring the pushed-down filter the
+    way a backend written before it would)."""
+
+    def __init__(self, *args, blind: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.searches, self.blind = 0, blind
+
+    def search(self, query):
+        self.searches += 1
+        return super().search(dataclasses.replace(query, admit=None) if self.blind else query)
+
+
+@pytest.mark.parametrize("blind", [False, True], ids=["filtering-backend", "backend-without-admit"])
+def test_a_filtered_recall_asks_the_backend_once(blind, clock, ids):
+    graph = _CountingGraph(None, clock=clock, blind=blind)
+    memory = km.Memory(backend=graph, clock=clock, ids=ids)
+    for number in range(120):
+        memory.remember(f"glacier hiking permit rules number {number}", metadata={"n": number})
+    wanted = memory.remember("a note that mentions a glacier once, for the other team", metadata={"team": "b"})
+    graph.searches = 0
+
+    results = memory.recall("glacier hiking permit", limit=5, where={"team": "b"})
+
+    assert graph.searches == 1
+    # a backend that does not know `admit` may miss a deep match, but never serves one the filter refuses
+    assert all(result["metadata"].get("team") == "b" for result in results)
+    assert krefs(results) == ([] if blind else [wanted])
+
+
+def test_backend_search_with_admit_returns_only_admitted_up_to_keep(memory):
+    for number in range(60):
+        memory.remember(f"orchard pruning calendar entry {number}", metadata={"n": number, "even": number % 2 == 0})
+    backend = memory.backend
+    query = km.RecallQuery(project=memory.project, terms=tuple(km.tokenize("orchard pruning")), pool=12,
+                           admit=lambda record: record.metadata.get("even") is True)
+
+    hits = backend.search(query)
+
+    assert len(hits) == 12
+    assert all(hit.record.metadata["even"] for hit in hits)
+    scores = [hit.score for hit in hits]
+    assert scores == sorted(scores, reverse=True)
 
 
 def test_prefer_lifts_a_matching_memory_above_a_slightly_better_lexical_match(memory):
