@@ -5455,13 +5455,19 @@ class SQLiteGraph(GraphBackend):
                 wanted.update(notes.get("contested_by_ids", ()))
                 if isinstance(notes.get("via"), dict) and "kref_id" in notes["via"]:
                     wanted.add(notes["via"]["kref_id"])
+                if "neighbour_of" in notes:
+                    wanted.add(notes["neighbour_of"])
             records.update(self._revisions_by_ids(conn, sorted(wanted.difference(records))))
             for _, _, notes in ranked:
                 if "contested_by_ids" in notes:
                     notes["contested_by"] = [str(records[other].kref) for other in notes.pop("contested_by_ids")
                                              if other in records]
+                if "neighbour_of" in notes:                        # signals carry krefs, never an engine row id
+                    lender = records.get(notes.pop("neighbour_of"))
+                    if lender is not None:
+                        notes["neighbour_of"] = str(lender.kref)
                 via = notes.get("via")
-                if isinstance(via, dict) and "kref_id" in via:   # signals carry krefs, never an engine row id
+                if isinstance(via, dict) and "kref_id" in via:
                     seed = records.get(via.pop("kref_id"))
                     notes["via"] = {"kref": str(seed.kref), **via} if seed is not None else {**via}
         if self._snapshot_due:
@@ -9861,7 +9867,25 @@ _ATTRIBUTE_NAME_PATTERN = _lazy_regex(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 MAX_ATTRIBUTE_CHARS = 4096
 
 
-def _keyed_item(memory: Any, space: str, key: str, kind: str | None = None) -> dict[str, Any] | None:
+class SpaceAttributeHolder(Protocol):
+    """What the space-attribute functions use of a memory (``Memory`` has it all, by its public face)."""
+
+    def items(self, *, space: str | None = None, kind: str | None = None,
+              include_deprecated: bool = False) -> list[dict[str, Any]]:
+        """The items of a space (``Memory.items``)."""
+
+    def get(self, kref: str) -> dict[str, Any]:
+        """One revision (``Memory.get``)."""
+
+    def remember(self, content: str, **options: Any) -> str:
+        """Store a revision (``Memory.remember``)."""
+
+    def deprecate(self, kref: str, deprecated: bool = True) -> None:
+        """Deprecate or restore an item (``Memory.deprecate``)."""
+
+
+def _keyed_item(memory: SpaceAttributeHolder, space: str, key: str,
+                kind: str | None = None) -> dict[str, Any] | None:
     """The item (live or deprecated) that holds supersession ``key`` in exactly ``space``, or None."""
     for item in memory.items(space=space, kind=kind, include_deprecated=True):
         if item["space"] == space and item["key"] == key:
@@ -9876,7 +9900,7 @@ def _checked_attribute_name(name: Any) -> str:
     return name
 
 
-def set_space_attribute(memory: Any, space: str, name: str, value: str | None) -> str | None:
+def set_space_attribute(memory: SpaceAttributeHolder, space: str, name: str, value: str | None) -> str | None:
     """Set (or, with ``value=None``, remove) the attribute ``name`` of a space.
 
     Args:
@@ -9914,7 +9938,7 @@ def set_space_attribute(memory: Any, space: str, name: str, value: str | None) -
     return kref
 
 
-def space_attribute(memory: Any, space: str, name: str) -> str | None:
+def space_attribute(memory: SpaceAttributeHolder, space: str, name: str) -> str | None:
     """The value of a space's attribute ``name``, or None when it is not set."""
     space = normalize_space(space)
     held = _keyed_item(memory, space, _ATTRIBUTE_KEY_PREFIX + _checked_attribute_name(name), SPACE_ATTRIBUTE_KIND)
@@ -9923,7 +9947,7 @@ def space_attribute(memory: Any, space: str, name: str) -> str | None:
     return memory.get(held["item_kref"])["content"]
 
 
-def space_attributes(memory: Any, space: str) -> dict[str, str]:
+def space_attributes(memory: SpaceAttributeHolder, space: str) -> dict[str, str]:
     """Every attribute set on exactly ``space`` (not its sub-spaces), as ``{name: value}``."""
     space = normalize_space(space)
     found = {}

@@ -928,3 +928,49 @@ def test_universal_memory_manager_recall_memories(memory):
     assert len(asyncio.run(manager.recall_memories("coffee", limit=2))) == 2
     asyncio.run(manager.close())
     assert memory.get(work)["content"].startswith("coffee")    # a given memory stays open
+
+
+# -- recall signals: krefs only ---------------------------------------------------------------------------
+
+def _signal_values(value, path=""):
+    """Every (path, leaf) in a signals structure."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _signal_values(inner, f"{path}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for index, inner in enumerate(value):
+            yield from _signal_values(inner, f"{path}[{index}]")
+    else:
+        yield path, value
+
+
+NUMERIC_SIGNALS = {"hop"}
+
+
+def test_recall_signals_carry_krefs_never_an_engine_id(memory):
+    # issue 21 item 3: whatever a backend notes about a result (an edge it came over, a neighbour it was
+    # lent words by, who contests it) names other memories by kref, the same on every backend
+    seed = memory.remember("The deployment pipeline runs canary releases on Fridays", space="ops",
+                           metadata={"speaker": "Ana", "event_date": "2025-03-07"})
+    linked = memory.remember("Kubernetes quotas were raised in March", space="ops")
+    rival = memory.remember("The deployment pipeline never runs releases on Fridays", space="ops")
+    memory.link(seed, linked, "DERIVED_FROM")
+    memory.link(rival, seed, "CONTRADICTS")
+    for number in range(3):
+        memory.remember(f"thread turn {number} about the deployment pipeline", space="ops",
+                        metadata={"speaker": "Ana", "thread_id": "t1"})
+
+    results = memory.recall("what did Ana say about the deployment pipeline last March?", limit=10)
+
+    assert results and seed in [result["kref"] for result in results]
+    seen_kref = False
+    for result in results:
+        for path, leaf in _signal_values(result.get("signals", {})):
+            assert not path.rsplit(".", 1)[-1].endswith("_id"), (path, leaf)
+            if isinstance(leaf, str) and leaf.startswith("kref://"):
+                assert memory.get(leaf)["kref"] == leaf       # a kref that resolves, on this backend
+                seen_kref = True
+            elif not isinstance(leaf, (str, bool, type(None))):
+                # numbers are measures (a hop count, a weight), never a row of the engine
+                assert path.rsplit(".", 1)[-1] in NUMERIC_SIGNALS, (path, leaf)
+    assert seen_kref           # the edge (or the contest) was noted, by kref

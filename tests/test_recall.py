@@ -1181,3 +1181,18 @@ def test_a_conversation_continues_after_export_and_import(tmp_path):
     following = copy.remember("third message about tulips", space="chat", metadata=meta)
     assert [edge["target_kref"] for edge in copy.edges(following, edge_type="FOLLOWS")] == [last]
     copy.close()
+
+
+def test_a_neighbour_lent_score_names_its_lender_by_kref(clock, ids):
+    # issue 21 item 3: the query-time neighbour spread noted the lender's engine row id
+    graph = km.SQLiteGraph(None, clock=clock)
+    graph.signals = km.RecallSignals(neighbour_spread=0.5)
+    memory = km.Memory(backend=graph, clock=clock, ids=ids)
+    question = memory.remember("Ana: did you see the canary release numbers?", space="chat",
+                               metadata={"speaker": "Ana", "thread_id": "s1"})
+    answer = memory.remember("Ben: yes, the deployment pipeline was green all Friday", space="chat",
+                             metadata={"speaker": "Ben", "thread_id": "s1"})
+
+    found = {result["kref"]: result["signals"] for result in memory.recall("deployment pipeline green")}
+
+    assert found[question]["neighbour_of"] == answer
