@@ -944,7 +944,7 @@ def _signal_values(value, path=""):
         yield path, value
 
 
-NUMERIC_SIGNALS = {"hop"}
+NUMERIC_SIGNALS = {"hop", "when"}      # a hop count; the time boost
 
 
 def test_recall_signals_carry_krefs_never_an_engine_id(memory):
