@@ -127,7 +127,8 @@ __all__ = [
     # configuration
     "MemoryConfig", "default_store_path",
     # data model
-    "Kref", "normalize_space", "validate_tag", "validate_edge_type", "EDGE_TYPES", "SUPERSEDES", "DERIVED_FROM", "DEPENDS_ON", "REFERENCED", "CONTAINS",
+    "Kref", "normalize_space", "validate_tag", "validate_edge_type", "EDGE_TYPES", "SUPERSEDES", "DERIVED_FROM",
+    "DEPENDS_ON", "REFERENCED", "CONTAINS",
     "CREATED_FROM", "SUPPORTS", "CONTRADICTS", "RELATED_TO", "ABOUT", "LATEST_TAG", "PUBLISHED_TAG",
     "OFFICIAL", "CORROBORATED", "SINGLE_SOURCE", "UNVERIFIED", "EVIDENCE_LEVELS", "DEFAULT_EVIDENCE_LEVEL",
     "evidence_tag", "parse_evidence",
@@ -160,8 +161,10 @@ __all__ = [
     "canonical_source", "statement_subject", "same_belief", "first_person", "speaker_name", "resolved_statement",
     "SPACE_USER_ATTRIBUTE",
     "statement_identifiers", "belief_difference", "MULTI_VALUED_PREDICATES", "BELIEF_RELATIONS",
-    "belief_relations", "RelationMatcher", "REVISION_OUTCOMES", "BeliefJudge", "ExtractiveSummarizer", "MemorySummarizer", "render_summary",
-    "RetryQueue", "FailureClass", "classify_failure", "retry_with_backoff", "MemoryAssessResult", "AutoAssessFn", "get_memory_space", "EvidencePolicy", "DEFAULT_STORAGE_POLICY", "heuristic_prefilter",
+    "belief_relations", "RelationMatcher", "REVISION_OUTCOMES", "BeliefJudge", "ExtractiveSummarizer",
+    "MemorySummarizer", "render_summary",
+    "RetryQueue", "FailureClass", "classify_failure", "retry_with_backoff", "MemoryAssessResult", "AutoAssessFn",
+    "get_memory_space", "EvidencePolicy", "DEFAULT_STORAGE_POLICY", "heuristic_prefilter",
     "create_llm_assessor", "grade_evidence", "create_evidence_assessor",
     # space profiles, skill ingest and Dream State
     "SPACE_CLASSES", "SpaceSignals", "SpaceProfile", "SpaceProfiler", "get_space_profile", "classify_space",
@@ -772,8 +775,10 @@ class Kref:
         if not self.name and any(value is not None for value in selectors):
             raise InvalidKrefError("only an item kref can carry ?r=, ?t=, time= or a=")
         if self.revision is not None:
-            if isinstance(self.revision, bool) or not isinstance(self.revision, int) or not 1 <= self.revision < 10 ** 18:
-                raise InvalidKrefError(f"revision must be a positive integer below 10**18, not {str(self.revision)[:40]}")
+            if isinstance(self.revision, bool) or not isinstance(self.revision, int) \
+                    or not 1 <= self.revision < 10 ** 18:
+                raise InvalidKrefError(f"revision must be a positive integer below 10**18, "
+                                       f"not {str(self.revision)[:40]}")
             if self.tag is not None:
                 raise InvalidKrefError("a kref takes r= or t=, not both")
         if self.tag is not None:
@@ -1790,7 +1795,8 @@ def _is_placeholder(value: str) -> bool:
 def _is_template(value: str) -> bool:
     """The narrow placeholder test for formats whose own alphabet holds template-like punctuation (Django keys
     hold ``%(``, ``***``, ``${``): only a documented example, a word such as "example" or a mask counts."""
-    return value in _DOCUMENTED_EXAMPLES or re.search(r"(?i)example|x{6}|\*{6}|your[_-]|change[_-]?me", value) is not None
+    return value in _DOCUMENTED_EXAMPLES or re.search(r"(?i)example|x{6}|\*{6}|your[_-]|change[_-]?me",
+                                                      value) is not None
 
 
 _CAMEL_WORD = _lazy_regex(r"[A-Z]?[a-z]{3,}|[A-Z]{3,}(?![a-z])")
@@ -2101,7 +2107,8 @@ _PROVIDER_RULES: tuple[_ProviderRule, ...] = (
     _rule("posthog", "a PostHog personal API key", rf"phx_{_B62}{{43}}"),
     _rule("tailscale", "a Tailscale key", rf"tskey-(?:auth|api|client|webhook|scim)-{_B62}{{6,24}}-{_B62}{{20,40}}",
           "tskey-"),
-    _rule("newrelic", "a New Relic key", r"NRAK-[A-Z0-9]{27}|NRII-[A-Za-z0-9_-]{32}|NRJS-[a-f0-9]{19}|NRAA-[a-f0-9]{27}",
+    _rule("newrelic", "a New Relic key",
+          r"NRAK-[A-Z0-9]{27}|NRII-[A-Za-z0-9_-]{32}|NRJS-[a-f0-9]{19}|NRAA-[a-f0-9]{27}",
           "NRAK-", "NRII-", "NRJS-", "NRAA-", tail="A-Za-z0-9_-"),
     _rule("newrelic", "a New Relic license key", r"[a-f0-9]{36}NRAL", "NRAL", back=36),
     _rule("dynatrace", "a Dynatrace token", r"dt0[a-z][0-9]{2}\.[A-Z0-9]{24}\.[A-Z0-9]{64}", "dt0"),
@@ -2363,7 +2370,8 @@ _CONTEXT_FAMILIES: tuple[tuple[str, str, str, str], ...] = (
     ("gocardless", "a GoCardless access token", "gocardless", r"(?:live|sandbox)_[A-Za-z0-9_=-]{40}"),
     ("adyen", "an Adyen API key", "adyen", r"AQE[A-Za-z0-9+/=_.-]{60,300}"),
     ("wechat", "a WeChat app secret", "wechat|weixin", "hex32"),
-    ("line", "a LINE channel secret or token", "line channel|line_channel", r"[0-9a-f]{32}|[A-Za-z0-9+/]{150,180}={0,2}"),
+    ("line", "a LINE channel secret or token", "line channel|line_channel",
+     r"[0-9a-f]{32}|[A-Za-z0-9+/]{150,180}={0,2}"),
     ("kakao", "a Kakao REST API key", "kakao", "hex32"),
     ("vonage", "a Vonage (Nexmo) API secret", "vonage|nexmo", r"[A-Za-z0-9]{16}"),
     ("plivo", "a Plivo auth token", "plivo", r"[A-Za-z0-9]{40}"),
@@ -2672,8 +2680,9 @@ def _labelled_secrets(text: str) -> Iterable[tuple[int, int, str, str]]:
         before = text[max(0, left - 1):left]
         if joiner == "tag" and before != "<":
             continue
-        if joiner == "comma" and not (before and before in "\"'" and re.search(r"(?i)(?:property|put|set|env|add|header|"
-                                                                     r"define)\w*\(\s*[\"']?$", text[max(0, left - 30):left])):
+        if joiner == "comma" and not (before and before in "\"'"
+                                      and re.search(r"(?i)(?:property|put|set|env|add|header|"
+                                                    r"define)\w*\(\s*[\"']?$", text[max(0, left - 30):left])):
             continue
         if joiner == "space" and not flag:
             if _DOCKERFILE_ENV.fullmatch(text, text.rfind("\n", 0, left) + 1, left):
@@ -3130,7 +3139,8 @@ _IBAN_LENGTHS = {
     "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "SA": 24, "SC": 31, "SE": 24, "SI": 19,
     "SK": 24, "SM": 27, "ST": 25, "SV": 28, "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20,
 }
-_IBAN = _lazy_regex(r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?:(?P<s> ?)[A-Z0-9]{4}){2,7}(?:(?P=s)[A-Z0-9]{1,4})?(?![A-Za-z0-9])")
+_IBAN = _lazy_regex(r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?:(?P<s> ?)[A-Z0-9]{4}){2,7}"
+                    r"(?:(?P=s)[A-Z0-9]{1,4})?(?![A-Za-z0-9])")
 
 # Calling codes and the length of the national significant number that follows (min, max).
 _CALLING_CODES = {
@@ -3167,7 +3177,8 @@ _PHONE_CONTEXT = _lazy_regex(
     r"portable|móvil|celular|電話|携帯|ph\.|mob\.?|contact number|phone number|"
     r"(?:my|her|his|their|our|your)[ \t]+(?:number|digits)|(?:reach|call|ring|text|sms|message)[ \t]+"
     r"(?:me|her|him|us|them)(?:[ \t]+(?:on|at))?)[^\n0-9]{0,20}$")
-_CONTEXT_DIGITS = _lazy_regex(r"(?<![\w.+/-])[0-9]{2,6}(?:[ .-][0-9]{2,6}){1,4}(?![\w-]|[.,][0-9])|(?<![\w.+/-])[0-9]{8,12}(?![\w.-])")
+_CONTEXT_DIGITS = _lazy_regex(r"(?<![\w.+/-])[0-9]{2,6}(?:[ .-][0-9]{2,6}){1,4}(?![\w-]|[.,][0-9])|"
+                              r"(?<![\w.+/-])[0-9]{8,12}(?![\w.-])")
 _ISBN_BEFORE = _lazy_regex(r"(?i)isbn(?:-1[03])?:?\s*$")
 
 _IPV4 = _lazy_regex(
@@ -4255,7 +4266,8 @@ class _RecallState:
                 marks = "" if bulk else f" WHERE i.id IN ({','.join('?' * len(chunk))})"
                 yield from conn.execute(
                     "SELECT i.id, i.project, i.space, i.deprecated, r.id, r.metadata, r.deprecated, r.token_count, "
-                    "i.kind FROM items i LEFT JOIN revisions r ON r.item_id = i.id" + marks + " ORDER BY i.id, r.number",
+                    "i.kind FROM items i LEFT JOIN revisions r ON r.item_id = i.id" + marks
+                    + " ORDER BY i.id, r.number",
                     [] if bulk else list(chunk))
         new_docs: list[int] = []
         lengths: dict[int, int] = {}
@@ -5173,7 +5185,8 @@ class SQLiteGraph(GraphBackend):
                              (revision_id, draft.vector_model, array.array("f", draft.vector).tobytes()))
             for artifact_name, location, artifact_metadata in draft.artifacts:
                 conn.execute("INSERT OR REPLACE INTO artifacts VALUES (?, ?, ?, ?, ?)",
-                             (revision_id, artifact_name, location, canonical_json(dict(artifact_metadata)), created_at))
+                             (revision_id, artifact_name, location, canonical_json(dict(artifact_metadata)),
+                              created_at))
             changed = [item_id]
             for target, edge_type, edge_metadata in draft.edges:
                 target_id = self._revision_id(conn, target)
@@ -5849,9 +5862,11 @@ class SQLiteGraph(GraphBackend):
                     newest[key] = max(newest.get(key, ("", 0)), (created_at, revision_id))
         for (project, space, thread), (created_at, revision_id) in newest.items():
             row = conn.execute("SELECT r.created_at FROM threads t JOIN revisions r ON r.id = t.last_revision_id "
-                               "WHERE t.project = ? AND t.space = ? AND t.thread = ?", (project, space, thread)).fetchone()
+                               "WHERE t.project = ? AND t.space = ? AND t.thread = ?",
+                               (project, space, thread)).fetchone()
             if row is None or row[0] <= created_at:
-                conn.execute("INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?)", (project, space, thread, revision_id))
+                conn.execute("INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?)",
+                             (project, space, thread, revision_id))
 
     @staticmethod
     def _import_header(conn: sqlite3.Connection, record: dict[str, Any], *_: Any) -> bool:
@@ -6299,7 +6314,8 @@ class KumihoBackend(GraphBackend):
             except self._grpc.RpcError as exc:
                 error = self._error(exc, rpc)
                 code = getattr(error, "code", None)
-                retry = isinstance(error, GraphServiceError) and error.transient and (idempotent or code == "UNAVAILABLE")
+                retry = (isinstance(error, GraphServiceError) and error.transient
+                         and (idempotent or code == "UNAVAILABLE"))
                 if not retry or attempt == retries:
                     raise error from None
             time.sleep(delay)
@@ -6508,7 +6524,8 @@ class KumihoBackend(GraphBackend):
         count, latest = self._revision_count(item)
         key = metadata.get(_KM_KEY)
         return ItemRecord(kref=self._kref_of(item.kref.uri), key=key,
-                          metadata=self._json_field(metadata, _KM_META, {}), created_at=self._created(metadata, item.created_at),
+                          metadata=self._json_field(metadata, _KM_META, {}),
+                          created_at=self._created(metadata, item.created_at),
                           deprecated=bool(item.deprecated), revision_count=count, latest_revision=latest)
 
     def item(self, kref: Kref) -> ItemRecord:
@@ -6532,7 +6549,8 @@ class KumihoBackend(GraphBackend):
             if not cursor:
                 return found
 
-    def _items_pb(self, project: str, space: str | None, kind: str | None, include_deprecated: bool) -> list[tuple[str, Any]]:
+    def _items_pb(self, project: str, space: str | None, kind: str | None,
+                  include_deprecated: bool) -> list[tuple[str, Any]]:
         rows = []
         for space_pb in self._spaces_under(project, space):
             cursor = ""
@@ -7006,7 +7024,8 @@ class KumihoBackend(GraphBackend):
                 if stamp is None:
                     published = next((rev for rev in revs if PUBLISHED_TAG in rev.tags), None)
                 else:
-                    numbers = [number for tag, number, at in self._tag_events(item) if tag == PUBLISHED_TAG and at <= stamp]
+                    numbers = [number for tag, number, at in self._tag_events(item) if tag == PUBLISHED_TAG
+                               and at <= stamp]
                     if numbers and numbers[-1] is not None:
                         published = next((rev for rev in revs if rev.number == numbers[-1]), None)
                 chosen = [published or revs[-1]]
@@ -7529,7 +7548,8 @@ _RELATIVE = {"yesterday": (-1, "day"), "today": (0, "day"), "last week": (-1, "w
 _RELATIVE_WORDS = _lazy_regex(r"\b(" + "|".join(_RELATIVE) + r")\b")
 WEEKDAYS = {name: number for number, name in enumerate(
     ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"))}
-_WEEKDAY = _lazy_regex(r"\b(?:(last|this|past|previous)\s+)?(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b")
+_WEEKDAY = _lazy_regex(r"\b(?:(last|this|past|previous)\s+)?(monday|tuesday|wednesday|thursday|friday|saturday|"
+                       r"sunday)\b")
 _WEEKEND = _lazy_regex(r"\b(?:last|past|previous|this)\s+weekend\b")
 # A month named without its year ("in December", "last March") is the latest one that has begun by ``now``
 # ("this December" the one of ``now``'s year). "may" needs its preposition: "you may" is not a month.
@@ -7594,7 +7614,8 @@ def parse_time_window(query: str, now: _dt.datetime | None = None) -> tuple[floa
             return _period(start, "day" if day else "month")
         match = _MONTH_YEAR.search(text)
         if match:
-            return _period(_dt.datetime(int(match.group(2)), MONTHS[match.group(1).rstrip(".")], 1, tzinfo=UTC), "month")
+            return _period(_dt.datetime(int(match.group(2)), MONTHS[match.group(1).rstrip(".")], 1, tzinfo=UTC),
+                           "month")
         match = _YEAR.search(text)
         if match and 1000 <= int(match.group(1)) <= 9999:
             return _period(_dt.datetime(int(match.group(1)), 1, 1, tzinfo=UTC), "year")
@@ -7749,10 +7770,12 @@ class EvidenceRankConfig:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "EvidenceRankConfig":
         """``KUMIHO_EVIDENCE_RERANK=0`` turns evidence reranking off."""
         environ = os.environ if environ is None else environ
-        return cls(enabled=environ.get("KUMIHO_EVIDENCE_RERANK", "1").strip().lower() not in ("0", "false", "no", "off"))
+        return cls(enabled=environ.get("KUMIHO_EVIDENCE_RERANK", "1").strip().lower()
+                   not in ("0", "false", "no", "off"))
 
 
-def apply_evidence_weights(memories: list[dict[str, Any]], config: EvidenceRankConfig | None = None) -> list[dict[str, Any]]:
+def apply_evidence_weights(memories: list[dict[str, Any]],
+                           config: EvidenceRankConfig | None = None) -> list[dict[str, Any]]:
     """Add each memory's evidence weight to its ``score`` (keeping the raw one as ``base_score``) and re-sort,
     in place. A strict no-op when disabled or when no memory carries a grade. Score-less memories go last."""
     config = config or EvidenceRankConfig()
@@ -7844,7 +7867,8 @@ def bm25_light(query: str, text: str) -> float:
 
 
 def select_siblings(query: str, siblings: list[dict[str, Any]], *, strong_score: float = SIBLING_STRONG_SCORE,
-                    char_budget: int = SIBLING_CHAR_BUDGET, embed: Callable[[list[str]], list[list[float]]] | None = None,
+                    char_budget: int = SIBLING_CHAR_BUDGET,
+                    embed: Callable[[list[str]], list[list[float]]] | None = None,
                     top_k: int = 0) -> list[dict[str, Any]]:
     """Pick which other revisions of an item to show with it.
 
@@ -9221,7 +9245,8 @@ class TransitionTable:
 
     def probabilities(self, source: str, at: float) -> dict[str, float]:
         """``{target: p}`` out of ``source`` at epoch ``at`` (empty when nothing left ``source``)."""
-        counts = {target: self._decayed(count, seen, at) for target, (count, seen) in self._edges.get(source, {}).items()}
+        counts = {target: self._decayed(count, seen, at)
+                  for target, (count, seen) in self._edges.get(source, {}).items()}
         total = sum(counts.values())
         return {target: value / total for target, value in counts.items()} if total > 0 else {}
 
@@ -9262,7 +9287,8 @@ class TransitionTable:
                 raise InvalidArgumentError(f"transitions out of {source!r} are not an object")
             for target, pair in targets.items():
                 if not (isinstance(pair, list) and len(pair) == 2
-                        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in pair)
+                        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                                for v in pair)
                         and pair[0] >= 0):
                     raise InvalidArgumentError(f"transition {source!r} -> {target!r} is not [count, last_seen]")
                 table._edges.setdefault(source, {})[target] = [float(pair[0]), float(pair[1])]
@@ -9331,7 +9357,8 @@ def _covered_items(result: Mapping[str, Any]) -> frozenset[str]:
     covered = set()
     for memory in result.get("results") or ():
         covered.add(memory["item_kref"])
-        for kref in list(memory.get("contested_by") or ()) + [s.get("kref") for s in memory.get("sibling_revisions") or ()]:
+        for kref in list(memory.get("contested_by") or ()) + [s.get("kref")
+                                                              for s in memory.get("sibling_revisions") or ()]:
             if isinstance(kref, str):
                 with contextlib.suppress(InvalidKrefError):
                     covered.add(str(Kref.parse(kref).item_kref()))
@@ -9386,7 +9413,8 @@ class AnticipatoryRecall:
         self._token: Any = None
         self._unsaved = 0
         self._dirty = False
-        self._stats = dict.fromkeys(("hits", "misses", "cold", "uncacheable", "prepared", "refreshes", "wasted_prefetches",
+        self._stats = dict.fromkeys(("hits", "misses", "cold", "uncacheable", "prepared", "refreshes",
+                                     "wasted_prefetches",
                                      "invalidations", "stale_discarded", "tokens_spent", "tokens_served",
                                      "transitions", "sessions", "saves", "errors"), 0)
         self._last_error: str | None = None
@@ -9504,7 +9532,8 @@ class AnticipatoryRecall:
         cue.last_seen, cue.tokens = now, int(result.get("approx_tokens") or 0)
         if len(cues) > self.config.cues_per_transition:
             weakest = min(cues,
-                          key=lambda k: (self._global._decayed(cues[k].count, cues[k].last_seen, now), cues[k].last_seen))
+                          key=lambda k: (self._global._decayed(cues[k].count, cues[k].last_seen, now),
+                                         cues[k].last_seen))
             del cues[weakest]
 
     def _learn(self, trace: _SessionTrace, state: str, key: str | None, query: str, limit: int, char_budget: int,
@@ -9581,8 +9610,9 @@ class AnticipatoryRecall:
             if spare:
                 share = left
             cues = self._cues.get((trace.last_state, state), {})
-            ranked = sorted(cues.items(), key=lambda pair: (-self._global._decayed(pair[1].count, pair[1].last_seen, now),
-                                                            pair[0]))
+            ranked = sorted(cues.items(),
+                            key=lambda pair: (-self._global._decayed(pair[1].count, pair[1].last_seen, now),
+                                              pair[0]))
             spent = 0
             for key, cue in ranked:
                 if (spent or spare) and spent + cue.tokens > share:
@@ -9644,7 +9674,8 @@ class AnticipatoryRecall:
             if generation != self._generation or self._closed:
                 self._stats["stale_discarded"] += 1
                 self._stats["wasted_prefetches"] += 1
-                if not self._closed and attempt < 3 and any(key in t.wanted for t in [*self._sessions.values(), self._ready]):
+                if not self._closed and attempt < 3 and any(key in t.wanted
+                                                            for t in [*self._sessions.values(), self._ready]):
                     self._pending[key] = self._submit(
                         key, lambda: self._prepare(key, cue, state, attempt + 1))
                 return
@@ -9754,7 +9785,8 @@ class AnticipatoryRecall:
                 self._other_grains[grain] = tables
                 continue
             self._global = TransitionTable.from_json(tables["global"], decay)
-            self._personal = {name: TransitionTable.from_json(table, decay) for name, table in tables["personal"].items()}
+            self._personal = {name: TransitionTable.from_json(table, decay)
+                              for name, table in tables["personal"].items()}
             self._cues = {}
             for source, targets in tables["cues"].items():
                 for target, cues in targets.items():
@@ -9775,7 +9807,8 @@ class AnticipatoryRecall:
                 cues.setdefault(source, {})[target] = [cue.to_json() for cue in bucket.values()]
         grains = dict(self._other_grains)
         grains[self.config.grain] = {"global": self._global.to_json(), "cues": cues,
-                                     "personal": {name: table.to_json() for name, table in sorted(self._personal.items())}}
+                                     "personal": {name: table.to_json()
+                                                  for name, table in sorted(self._personal.items())}}
         return {"format": PREFETCH_STATE_FORMAT, "grains": grains}
 
     def save(self) -> bool:
@@ -10364,7 +10397,8 @@ class Memory:
 
     def _store_belief(self, *, content: str, space: str, title: str, kind: str, metadata: dict[str, Any],
                       tags: tuple[str, ...], item_kref: Kref | None, key: str | None, stack: bool,
-                      decide: bool = False, artifacts: tuple[tuple[str, str, dict[str, Any]], ...] = ()) -> dict[str, Any]:
+                      decide: bool = False,
+                      artifacts: tuple[tuple[str, str, dict[str, Any]], ...] = ()) -> dict[str, Any]:
         """Decide how a validated statement enters the graph, then write it: ``{outcome, kref, ...}``.
 
         The table of decisions (target = the item named by ``item``/``key``, or the best stacking match):
@@ -10435,7 +10469,8 @@ class Memory:
                 if agrees and len(sources) >= 2 and level in (None, SINGLE_SOURCE, UNVERIFIED) and \
                         not self._backend.edges(Kref.parse(target["kref"]), edge_type=CONTRADICTS):
                     metadata["evidence_level"] = CORROBORATED
-                    tags = tuple(t for t in tags if not t.startswith(EVIDENCE_TAG_PREFIX)) + (evidence_tag(CORROBORATED),)
+                    tags = tuple(t for t in tags
+                                 if not t.startswith(EVIDENCE_TAG_PREFIX)) + (evidence_tag(CORROBORATED),)
                 extra["previous_kref"] = target["kref"]
             elif item_kref is not None or key is not None:
                 item_kref, key = None, None      # an unrelated statement never stacks onto the named item
@@ -10484,7 +10519,8 @@ class Memory:
         return screen_for_store(value, field=field, policy=self.credentials)
 
     def _screened_revision(self, content: str, space: str, title: str, metadata: dict[str, Any],
-                           tags: tuple[str, ...], key: str | None, artifacts: tuple[tuple[str, str, dict[str, Any]], ...],
+                           tags: tuple[str, ...], key: str | None,
+                           artifacts: tuple[tuple[str, str, dict[str, Any]], ...],
                            edges: tuple[tuple[Kref, str, Mapping[str, Any]], ...]) -> tuple[Any, ...]:
         """The parts of a revision about to be written that its callers did not screen already: names and
         addresses (refused when they hold a credential), artifacts and edge metadata. Content, title and
@@ -10528,7 +10564,8 @@ class Memory:
             if target is not None or self.belief_judge is None:
                 return target
             # no named subject: what shares most of the statement's words and is not clearly another belief
-            open_hits = [hit for hit in similar if _topic(said(hit)) is not None and belief_difference(said(hit), mine) is None
+            open_hits = [hit for hit in similar if _topic(said(hit)) is not None
+                         and belief_difference(said(hit), mine) is None
                          and statement_identifiers(said(hit)) == statement_identifiers(mine)
                          and belief_similarity(said(hit), mine) >= JUDGE_SIMILARITY_FLOOR]
             return self._judged_match(mine, [(hit, said(hit)) for hit in open_hits], judged)
@@ -10651,7 +10688,8 @@ class Memory:
                                            item_kref=item_kref, key=None, **remember_options)
         if space is None:
             raise InvalidArgumentError("revise(key, ...) needs space= (keys are unique per space)")
-        return self._remember_decision(content, space=space, item_kref=None, key=_checked_text(target, "key", limit=512),
+        return self._remember_decision(content, space=space, item_kref=None,
+                                       key=_checked_text(target, "key", limit=512),
                                        **remember_options)
 
     def _remember_decision(self, content: str, *, space: str, item_kref: Kref | None, key: str | None,
@@ -10971,7 +11009,8 @@ class Memory:
             InvalidKrefError: malformed. NotFoundError: no such item.
         """
         item = self._own(item_kref).item_kref()
-        return [{"tag": tag, "revision": number, "revision_kref": None if number is None else str(item.with_revision(number)),
+        return [{"tag": tag, "revision": number,
+                 "revision_kref": None if number is None else str(item.with_revision(number)),
                  "at": at} for tag, number, at in self._backend.tag_history(item)]
 
     def items(self, *, space: str | None = None, kind: str | None = None,
@@ -11113,7 +11152,8 @@ class Memory:
             cues=cues, prefer_max_boost=prefer_max_boost, min_score=min_score, moment=moment, anchor=anchor,
             include_superseded=include_superseded, recency_half_life_days=recency_half_life_days,
             mmr_lambda=mmr_lambda, influence_only=influence_only,
-            search=RecallQuery(project=self.project, terms=terms, pool=limit + 5, spaces=tuple(spaces) if spaces else None,
+            search=RecallQuery(project=self.project, terms=terms, pool=limit + 5,
+                               spaces=tuple(spaces) if spaces else None,
                                as_of=None if moment is None else moment.timestamp(),
                                include_superseded=include_superseded, time_window=window, query_vector=query_vector,
                                semantic_weight=float(semantic_weight), follow_edges=bool(follow_edges),
@@ -13403,9 +13443,11 @@ class GraphAugmentedRecall:
                       f"different angles (synonyms, the underlying need, likely wording of the answer). "
                       f"Reply with a JSON array of strings only.\n\nQuery: {query}")
             try:
-                reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}], model=self.model,
+                reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}],
+                                           model=self.model,
                                                 max_tokens=256, json_mode="array")
-                angles = [angle for angle in parse_llm_json(reply, expect=list) if isinstance(angle, str) and angle.strip()]
+                angles = [angle for angle in parse_llm_json(reply, expect=list) if isinstance(angle, str)
+                          and angle.strip()]
                 if not angles:
                     raise ValueError("the reply held no query strings")
                 return angles[: self.config.reformulate_max_angles]
@@ -13516,9 +13558,11 @@ class GraphAugmentedRecall:
             prompt = (f"List up to {max_queries} short search queries for earlier memories this one relates to "
                       f"(causes, dependencies, same topic). Reply with a JSON array of strings only.\n\n{summary}")
             try:
-                reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}], model=self.model,
+                reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}],
+                                           model=self.model,
                                                 max_tokens=256, json_mode="array")
-                queries = [q for q in parse_llm_json(reply, expect=list) if isinstance(q, str) and q.strip()][:max_queries]
+                queries = [q for q in parse_llm_json(reply, expect=list) if isinstance(q, str)
+                           and q.strip()][:max_queries]
             except Exception as exc:  # the adapter is the caller's code: fall back to the summary's sentences
                 self.last_error = f"edge queries failed, used the summary's sentences: {type(exc).__name__}: {exc}"
         if not queries:
@@ -13643,7 +13687,8 @@ class ExtractiveSummarizer:
                 "knowledge": {"facts": facts[:10], "decisions": decisions[:10], "actions": [],
                               "open_questions": questions[:5]},
                 "classification": {"topics": topics,
-                                   "entities": [name for name, _ in sorted(entities.items(), key=lambda p: -p[1])][:10]}}
+                                   "entities": [name for name, _ in sorted(entities.items(),
+                                                                           key=lambda p: -p[1])][:10]}}
 
     async def generate_implications(self, messages: Sequence[Mapping[str, Any]]) -> list[str]:
         """Without an LLM there are no hypothetical questions to add."""
@@ -13765,7 +13810,8 @@ class MemorySummarizer:
         prompt = ("List 3 to 5 short questions (<= 20 words each) that someone might ask later and that this "
                   "conversation answers. Reply with a JSON array of strings.\n\n" + self._transcript(messages))
         try:
-            reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}], model=self.light_model,
+            reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}],
+                                       model=self.light_model,
                                             max_tokens=400, json_mode="array")
             questions = parse_llm_json(reply, expect=list)
             return [q.strip() for q in questions if isinstance(q, str) and q.strip()][:5]
@@ -13904,7 +13950,8 @@ def _assessment_prompt(messages: Sequence[Mapping[str, Any]], recalled: Sequence
                       + (f" (source: {r['metadata'].get('source')})" if r.get("metadata", {}).get("source") else "")
                       for index, r in enumerate(recalled[:5], 1))
     reply = ('{"should_store": bool, "content": str, "memory_type": "fact|preference|decision|correction", '
-             '"reason": str' + (', "agrees_with": [indices], "contradicts": [indices], "source": str' if evidence else "")
+             '"reason": str'
+             + (', "agrees_with": [indices], "contradicts": [indices], "source": str' if evidence else "")
              + "}")
     return (f"{policy}\n\nRecent conversation:\n{turns}\n\nWhat memory already holds:\n{known or '(nothing)'}\n\n"
             f"Reply with JSON only: {reply}")
@@ -13921,7 +13968,8 @@ def create_llm_assessor(adapter: Any, model: str = "", *, storage_policy: str = 
     found (word overlap of the last user turn with a recalled memory >= ``duplicate_score_threshold``
     skips the LLM), then the LLM's JSON decision under ``storage_policy``."""
 
-    async def assess(messages: Sequence[Mapping[str, Any]], recalled: Sequence[Mapping[str, Any]]) -> MemoryAssessResult:
+    async def assess(messages: Sequence[Mapping[str, Any]],
+                     recalled: Sequence[Mapping[str, Any]]) -> MemoryAssessResult:
         if not skip_heuristic and not heuristic_prefilter(messages):
             return MemoryAssessResult(False, reason="nothing worth storing (prefilter)")
         last_user = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
@@ -13978,7 +14026,8 @@ def create_evidence_assessor(adapter: Any, model: str = "", *, policy: EvidenceP
     ``unverified``, or ``corroborated``); never ``official``."""
     policy = policy or EvidencePolicy()
 
-    async def assess(messages: Sequence[Mapping[str, Any]], recalled: Sequence[Mapping[str, Any]]) -> MemoryAssessResult:
+    async def assess(messages: Sequence[Mapping[str, Any]],
+                     recalled: Sequence[Mapping[str, Any]]) -> MemoryAssessResult:
         if not skip_heuristic and not heuristic_prefilter(messages):
             return MemoryAssessResult(False, reason="nothing worth storing (prefilter)")
         reply = await adapter_chat(adapter, messages=[{"role": "user", "content": _assessment_prompt(
@@ -14004,8 +14053,9 @@ class RetryQueue:
 
     Each line is ``{"id", "timestamp", "attempts", "payload"}``. Writes are appended and fsynced; a flush
     rewrites the file atomically. Every process of a user may share one folder: writes are ordered by a lock
-    file across processes, and only one process flushes at a time (a second waits, then replays what is left). Payloads that fail for a reason a retry cannot fix (bad input) are
-    moved to ``parked.jsonl`` with the reason instead of being retried forever.
+    file across processes, and only one process flushes at a time (a second waits, then replays what is left). Payloads
+    that fail for a reason a retry cannot fix (bad input) are moved to ``parked.jsonl`` with the reason instead of
+    being retried forever.
 
     Args:
         queue_dir: the folder for ``pending.jsonl`` and ``parked.jsonl`` (created on first write); default
@@ -14116,8 +14166,8 @@ class RetryQueue:
 
     async def flush(self, store: Callable[..., Any], *, max_retries: int = 2,
                     sleep: Callable[[float], Any] | None = None) -> dict[str, int]:
-        """Replay each payload as ``store(**payload)`` (sync or async; upstream's call), trying a transient failure up to
-        ``max_retries`` more times with a short backoff. Stored ones leave the queue; transiently failing
+        """Replay each payload as ``store(**payload)`` (sync or async; upstream's call), trying a transient failure
+        up to ``max_retries`` more times with a short backoff. Stored ones leave the queue; transiently failing
         ones stay (``attempts`` counted) for the next flush; permanently failing ones (bad input, a
         non-transient ``ServiceError``) are parked with the reason, never retried forever.
 
@@ -14368,7 +14418,8 @@ class UniversalMemoryManager:
         self.recall_mode = recall_mode
         self.recall_candidate_multiplier = float(recall_candidate_multiplier)
         self.upstream_options = {"failure_ledger": failure_ledger, "entity_promotion": entity_promotion,
-                                 "sibling_strong_score": sibling_strong_score, "sibling_char_budget": sibling_char_budget,
+                                 "sibling_strong_score": sibling_strong_score,
+                                 "sibling_char_budget": sibling_char_budget,
                                  "sibling_similarity_threshold": sibling_similarity_threshold,
                                  "sibling_top_k": sibling_top_k, "sibling_llm_cap": sibling_llm_cap,
                                  "sibling_score_fields": sibling_score_fields, "embedding_adapter": embedding_adapter,
@@ -14384,7 +14435,8 @@ class UniversalMemoryManager:
             self.buffer = InProcessBuffer(None if path in (None, ":memory:") else path, clock=self.clock)
         self.llm_adapter = llm_adapter
         if summarizer is None:
-            summarizer = MemorySummarizer(llm_adapter) if llm_adapter is not None else ExtractiveSummarizer(clock=self.clock)
+            summarizer = MemorySummarizer(llm_adapter) if llm_adapter is not None \
+                else ExtractiveSummarizer(clock=self.clock)
         self.summarizer = summarizer
         self.pii = pii_redactor or PIIRedactor()
         self.retry_queue = retry_queue
@@ -14482,7 +14534,8 @@ class UniversalMemoryManager:
         pointers = []
         for attachment in attachments:
             if not isinstance(attachment, (str, os.PathLike)) or not os.path.isfile(attachment):
-                raise InvalidArgumentError(f"an attachment must be the path of a readable file, not {str(attachment)[:200]!r}")
+                raise InvalidArgumentError(f"an attachment must be the path of a readable file, "
+                                           f"not {str(attachment)[:200]!r}")
             source = os.path.abspath(os.fspath(attachment))
             digest = hashlib.sha256()
             try:
@@ -14548,14 +14601,15 @@ class UniversalMemoryManager:
 
     def _store_assessment(self, session_id: str, result: MemoryAssessResult, recalled: Sequence[Mapping[str, Any]],
                           session: Mapping[str, str]) -> str:
-        level = result.evidence_level if result.evidence_level in EVIDENCE_LEVELS and result.evidence_level != OFFICIAL \
-            else None
+        level = result.evidence_level \
+            if result.evidence_level in EVIDENCE_LEVELS and result.evidence_level != OFFICIAL else None
         content = self.pii.anonymize_summary(self.pii.strip_credentials(str(result.content)))
         self.pii.reject_credentials(content)
         metadata = {"auto_memorized": "true", "session_id": session_id, "memory_type": result.memory_type,
                     "reason": result.reason[:500], "conflicts_with": list(result.conflicting_krefs),
                     "user_id": session.get("user_id")}
-        space = "/".join(slugify(part, 64) for part in (session.get("context"), session.get("user_id")) if part) or "auto"
+        space = "/".join(slugify(part, 64) for part in (session.get("context"), session.get("user_id"))
+                         if part) or "auto"
         tags = ["auto-memorized"] + [t for t in result.tags if isinstance(t, str) and TAG_PATTERN.match(t)]
         kref = self.memory.remember(content, space=space, title=content[:80], kind="memory", metadata=metadata,
                                     tags=tags, evidence_level=level, source=result.source or None)
@@ -14660,7 +14714,8 @@ class UniversalMemoryManager:
 
     async def _consolidate(self, session_id: str, space_path: str | None, user_id: str | None, context: str | None,
                            stack_revisions: bool | None, evidence_level: str | None, source: str | None,
-                           summary: Any, implications: Sequence[str] | None, lease: str | None = None) -> dict[str, Any]:
+                           summary: Any, implications: Sequence[str] | None,
+                           lease: str | None = None) -> dict[str, Any]:
         window = await self.buffer.get_messages(project=self.project, session_id=session_id, limit=1000)
         for _ in range(10):                    # a long session: read all of it, in one consistent window
             if window["message_count"] <= len(window["messages"]):
@@ -14675,7 +14730,8 @@ class UniversalMemoryManager:
         meta = await self.buffer.get_session_metadata(project=self.project, session_id=session_id)
         user_id = user_id or meta.get("user_id")
         context = context or meta.get("context")
-        level = evidence_level or (meta.get("evidence_level") if meta.get("evidence_level") in EVIDENCE_LEVELS else None)
+        level = evidence_level or (meta.get("evidence_level") if meta.get("evidence_level") in EVIDENCE_LEVELS
+                                   else None)
         source = source or meta.get("source")
         space_path_given = space_path is not None
         if space_path is None:
@@ -14697,12 +14753,15 @@ class UniversalMemoryManager:
         for part in (text, title):
             self.pii.reject_credentials(part)
         events = structured.get("events") or []
-        dates = sorted(e.get("event_date") for e in events if isinstance(e, Mapping) and _is_iso_date(e.get("event_date")))
+        dates = sorted(e.get("event_date") for e in events if isinstance(e, Mapping)
+                       and _is_iso_date(e.get("event_date")))
         classification = structured.get("classification") or {}
         screen = self._screened
         metadata = {
-            "session_id": session_id, "message_count": len(messages), "memory_type": structured.get("type", "conversation"),
-            "message_ids": [f"{session_id}:{index}" for index in range(1, window["message_count"] + 1)][-len(messages):],
+            "session_id": session_id, "message_count": len(messages),
+            "memory_type": structured.get("type", "conversation"),
+            "message_ids": [f"{session_id}:{index}"
+                            for index in range(1, window["message_count"] + 1)][-len(messages):],
             "topics": screen(list(classification.get("topics") or [])),
             "entities": screen(list(classification.get("entities") or [])),
             "implications": screen(list(implications or [])), "user_id": user_id,
@@ -14803,7 +14862,8 @@ class UniversalMemoryManager:
                 return {"revision_kref": hit["kref"], "item_kref": hit["item_kref"], "space_path": payload["space"],
                         "already_stored": True}
         artifacts = [{"name": "transcript", "location": "memory://transcript",
-                      "metadata": {"format": "markdown", "text": payload["transcript"]}}] if payload.get("transcript") else []
+                      "metadata": {"format": "markdown",
+                                   "text": payload["transcript"]}}] if payload.get("transcript") else []
         kref = self.memory.remember(payload["content"], space=payload["space"], title=payload["title"],
                                     kind="conversation", metadata=payload["metadata"], tags=payload["tags"],
                                     evidence_level=payload.get("evidence_level"), source=payload.get("source"),
@@ -15482,7 +15542,8 @@ _ZWJ = "\u200d"
 
 # Phrases that try to take over the reading model, matched on casefolded NFKC text with hidden characters
 # removed and whitespace collapsed (so "Ignore\u200b previous" and full-width letters do not slip by).
-_INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((label, _lazy_regex(pattern)) for label, pattern in (
+_INJECTION_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((label, _lazy_regex(pattern))
+                                                                     for label, pattern in (
     ("ignore previous instructions",
      r"\b(?:ignore|disregard|forget|override|bypass)\s+(?:(?:all|any|the|your|of|these|those)\s+)*"
      r"(?:previous|prior|above|earlier|preceding|foregoing|original|system|developer)\s+(?:\w+\s+)?"
@@ -15653,7 +15714,8 @@ def _parse_frontmatter(lines: list[str], path: str) -> tuple[dict[str, Any], int
             continue
         match = _FRONTMATTER_KEY.match(line)
         if match is None:
-            raise InvalidArgumentError(f"{path}, line {index}: frontmatter line is not 'key: value': {line.strip()!r:.80}")
+            raise InvalidArgumentError(f"{path}, line {index}: frontmatter line is not 'key: value': "
+                                       f"{line.strip()!r:.80}")
         key, value = match.group(1), match.group(2).strip()
         if value in ("|", ">", "|-", ">-"):
             block = []
@@ -16190,7 +16252,8 @@ def clear_quarantine(memory_or_kref: Memory | str, revision_kref: str | None = N
             "quarantine_reasons": list(revision["metadata"].get("quarantine_reasons") or [])}
 
 
-def list_skills(memory: Memory | None = None, *, space: str = "Skills", project: str | None = None) -> list[dict[str, Any]]:
+def list_skills(memory: Memory | None = None, *, space: str = "Skills",
+                project: str | None = None) -> list[dict[str, Any]]:
     """The live skill items in ``space``: ``[{item_name, item_kref, revision_kref, title, published_kref,
     quarantined}]`` where ``quarantined`` says the latest revision is held back by the scan."""
     memory = memory_or_default(memory, project)
@@ -16345,7 +16408,8 @@ class DreamState:
         if report_dir is None and artifact_root is not None:
             report_dir = os.path.join(os.fspath(artifact_root), memory.project, cursor_item_name, "reports")
         if not isinstance(max_deprecation_ratio, (int, float)) or not 0.1 <= max_deprecation_ratio <= 0.9:
-            raise InvalidArgumentError(f"max_deprecation_ratio must be between 0.1 and 0.9, not {max_deprecation_ratio!r}")
+            raise InvalidArgumentError(f"max_deprecation_ratio must be between 0.1 and 0.9, "
+                                       f"not {max_deprecation_ratio!r}")
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise InvalidArgumentError(f"batch_size must be a positive integer, not {batch_size!r}")
         for name, value in (("min_age_days", min_age_days), ("stale_after_days", stale_after_days)):
@@ -16537,7 +16601,8 @@ class DreamState:
             self._copies.setdefault((revision["space"], revision["kind"], key), []).append(revision)
 
     async def _assess_batch(self, batch: list[dict[str, Any]]
-                            ) -> tuple[list[tuple[dict[str, Any], MemoryAssessment]], list[dict[str, Any]], list[str], int]:
+                            ) -> tuple[list[tuple[dict[str, Any], MemoryAssessment]], list[dict[str, Any]],
+                                       list[str], int]:
         """Assess a batch; on failure, each item alone, so one poison item does not sink the others.
 
         Returns the assessments, the revisions that failed, the error lines, and how many of the failures
@@ -16545,7 +16610,8 @@ class DreamState:
         try:
             return await self._assess(batch), [], [], 0
         except Exception as error:                       # noqa: BLE001 - any assessor failure is retried
-            first_error, first_transient = f"batch of {len(batch)}: {type(error).__name__}: {error}", _is_transient(error)
+            first_error, first_transient = (f"batch of {len(batch)}: {type(error).__name__}: {error}",
+                                            _is_transient(error))
         if len(batch) == 1:
             return [], batch, [first_error], int(first_transient)
         assessed, failed, errors, transient = [], [], [first_error], 0
@@ -16786,7 +16852,8 @@ class DreamState:
                 self.memory.deprecate(revision["item_kref"])
         return actions
 
-    async def _verify(self, approved: list[tuple[dict[str, Any], MemoryAssessment]], stats: DreamStateStats) -> set[str]:
+    async def _verify(self, approved: list[tuple[dict[str, Any], MemoryAssessment]],
+                      stats: DreamStateStats) -> set[str]:
         """One batched refutation call: the krefs whose deprecation the verifier explicitly did not refute
         (``refute: false``). Anything else, a failing call included, keeps the memory."""
         entries = [{"index": index, "kref": revision["kref"], "content": revision["content"][:600],
@@ -16844,7 +16911,8 @@ class DreamState:
             lines.append("- kept by guardrails: " + ", ".join(f"{name} {count}" for name, count in
                                                               sorted(stats.guarded_skips.items())))
         lines += ["", "## Policy", "", f"> {self.extra_instructions}" if self.extra_instructions else
-                  "No deployment policy (defaults only).", f"Assessed by: {'LLM ' + self.model if self.llm_adapter else 'heuristics'}",
+                  "No deployment policy (defaults only).",
+                  f"Assessed by: {'LLM ' + self.model if self.llm_adapter else 'heuristics'}",
                   f"Max deprecation ratio {self.max_deprecation_ratio:g}, minimum age {self.min_age_days:g} days.",
                   "", "## Actions", ""]
         if not actions:
@@ -17014,7 +17082,8 @@ def describe_memory(memory: Memory, kref: str, *, as_of: str | float | _dt.datet
             outgoing.append(edge)
         elif target_item == item_kref and len(incoming) < MAX_DESCRIBED_EDGES:
             incoming.append(edge)
-    for edge, other in [(edge, edge["target_kref"]) for edge in outgoing] + [(edge, edge["source_kref"]) for edge in incoming]:
+    for edge, other in [(edge, edge["target_kref"]) for edge in outgoing] + [(edge, edge["source_kref"])
+                                                                             for edge in incoming]:
         try:
             edge["other_title"] = memory.get(other)["title"]
         except NotFoundError:
@@ -17083,7 +17152,8 @@ MEMORY_TOOLS: list[dict[str, Any]] = [
                                                "want related long-term memories back.\nReturns {success, message_id, "
                                                "message_count, created_bucket, session_id, session_id_source}.",
      "inputSchema": _schema({**_SESSION, "message": _STRING,
-                             "role": {"type": "string", "enum": ["user", "assistant"], "default": "user"}}, ["message"])},
+                             "role": {"type": "string", "enum": ["user", "assistant"], "default": "user"}},
+                            ["message"])},
     {"name": "kumiho_chat_get", "description": "Read the most recent messages of a working-memory session, oldest "
                                                "first.\n\nReturns {messages: [{role, content, timestamp, metadata}], "
                                                "session_id, message_count, ttl_remaining}.",
@@ -17137,7 +17207,8 @@ MEMORY_TOOLS: list[dict[str, Any]] = [
                                                              "Stored as an 'action' memory, or 'error' when it "
                                                              "failed.\n\nReturns {success, memory_type, store_result: "
                                                              "{revision_kref, item_kref, space_path}}.",
-     "inputSchema": _schema({"task": _STRING, "status": {"type": "string", "enum": ["done", "failed", "error", "blocked"],
+     "inputSchema": _schema({"task": _STRING,
+                             "status": {"type": "string", "enum": ["done", "failed", "error", "blocked"],
                                                           "default": "done"},
                              "exit_code": {"type": ["integer", "null"]}, "duration_ms": {"type": ["integer", "null"]},
                              "stdout": _STRING, "stderr": _STRING, "tools": _STRINGS, "topics": _STRINGS,
@@ -17176,7 +17247,8 @@ MEMORY_TOOLS: list[dict[str, Any]] = [
                                                          "report, report_kref, ...}.",
      "inputSchema": _schema({"project": _STRING, "dry_run": {"type": "boolean", "default": False},
                              "batch_size": {"type": "integer", "minimum": 1, "default": 20},
-                             "max_deprecation_ratio": {"type": "number", "minimum": 0.1, "maximum": 0.9, "default": 0.5},
+                             "max_deprecation_ratio": {"type": "number", "minimum": 0.1, "maximum": 0.9,
+                                                       "default": 0.5},
                              "allow_published_deprecation": {"type": "boolean", "default": False},
                              "extra_instructions": _STRING})},
     {"name": "kumiho_memory_space_profile", "description": "Classify each space by how its knowledge behaves: "
@@ -17244,7 +17316,8 @@ def _checked_tool_arguments(tool: Mapping[str, Any], arguments: Any) -> dict[str
     unknown = sorted(set(arguments) - set(schema["properties"]))
     if missing or unknown:
         raise InvalidArgumentError(f"{tool['name']}: " + "; ".join(
-            ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(unknown)}"] if unknown else [])))
+            ([f"missing {', '.join(missing)}"] if missing else [])
+            + ([f"unknown {', '.join(unknown)}"] if unknown else [])))
     for name, value in arguments.items():
         kinds = schema["properties"][name].get("type")
         kinds = kinds if isinstance(kinds, list) else [kinds] if kinds else []
@@ -17427,7 +17500,8 @@ class MemoryToolbox:
         return await asyncio.to_thread(self.memory.forget, kref)
 
 
-def memory_tool_handlers(manager: "UniversalMemoryManager | None" = None) -> dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]]:
+def memory_tool_handlers(manager: "UniversalMemoryManager | None" = None
+                         ) -> dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]]:
     """Sync handlers for every tool of ``MEMORY_TOOLS``: ``handlers[name](arguments) -> result``.
 
     Each call runs the tool to completion on its own event loop (call them from synchronous code, not from
@@ -17476,30 +17550,45 @@ def tool_definitions(api: str = "openai", tools: Sequence[Mapping[str, Any]] | N
 
 _BROWSER_CSS = """
 :root{--fg:#1d232a;--muted:#5f6b77;--line:#d9dee3;--bg:#fbfbfc;--accent:#3457a5;--warn:#a5343a;--ok:#2c7a4b}
-*{box-sizing:border-box}body{margin:0;font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:var(--fg);background:var(--bg)}
-header{padding:.8rem 1.2rem;border-bottom:1px solid var(--line);background:#fff;display:flex;gap:1rem;align-items:baseline;flex-wrap:wrap}
-header h1{font-size:1.1rem;margin:0}header a{color:inherit;text-decoration:none}main{padding:1rem 1.2rem;max-width:70rem}
-form.filters{display:flex;flex-wrap:wrap;gap:.5rem;margin-bottom:1rem}form.filters input,form.filters select{padding:.35rem .5rem;border:1px solid var(--line);border-radius:4px;font:inherit}
-form.filters input[name=q]{flex:1 1 18rem}button{font:inherit;padding:.35rem .8rem;border:1px solid var(--accent);background:var(--accent);color:#fff;border-radius:4px;cursor:pointer}
+*{box-sizing:border-box}body{margin:0;font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:var(--fg);\
+background:var(--bg)}
+header{padding:.8rem 1.2rem;border-bottom:1px solid var(--line);background:#fff;display:flex;gap:1rem;\
+align-items:baseline;flex-wrap:wrap}
+header h1{font-size:1.1rem;margin:0}header a{color:inherit;text-decoration:none}main{padding:1rem 1.2rem;\
+max-width:70rem}
+form.filters{display:flex;flex-wrap:wrap;gap:.5rem;margin-bottom:1rem}\
+form.filters input,form.filters select{padding:.35rem .5rem;border:1px solid var(--line);border-radius:4px;font:inherit}
+form.filters input[name=q]{flex:1 1 18rem}button{font:inherit;padding:.35rem .8rem;border:1px solid var(--accent);\
+background:var(--accent);color:#fff;border-radius:4px;cursor:pointer}
 button.danger{background:var(--warn);border-color:var(--warn)}table{border-collapse:collapse;width:100%;background:#fff}
-th,td{text-align:left;vertical-align:top;padding:.45rem .55rem;border-bottom:1px solid var(--line)}th{font-size:.8rem;color:var(--muted);font-weight:600}
+th,td{text-align:left;vertical-align:top;padding:.45rem .55rem;border-bottom:1px solid var(--line)}th{font-size:.8rem;\
+color:var(--muted);font-weight:600}
 .kref,code{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace;word-break:break-all}.muted{color:var(--muted)}
-.badge{display:inline-block;padding:0 .4rem;border-radius:3px;font-size:.75rem;border:1px solid var(--line);margin-right:.2rem;white-space:nowrap}
-.ev-official{border-color:var(--ok);color:var(--ok)}.ev-corroborated{border-color:var(--accent);color:var(--accent)}.ev-unverified{border-color:var(--warn);color:var(--warn)}
-.mark-deprecated{background:#eee;color:#555}.mark-contested{background:#fbeaea;color:var(--warn);border-color:var(--warn)}
-.content{white-space:pre-wrap;overflow-wrap:anywhere;background:#fff;border:1px solid var(--line);padding:.6rem;border-radius:4px}
-section{margin:1.4rem 0}h2{font-size:1rem;margin:.2rem 0 .6rem}.revision{border-left:3px solid var(--line);padding:.2rem 0 .2rem .8rem;margin:.6rem 0}
-.revision.current{border-left-color:var(--accent)}.revision.later{opacity:.55}.error{border:1px solid var(--warn);background:#fdf3f3;padding:.8rem;border-radius:4px}
-.flash{border:1px solid var(--ok);background:#f1f8f3;padding:.5rem .8rem;border-radius:4px;margin-bottom:1rem}nav.pages{margin:1rem 0;display:flex;gap:1rem}
+.badge{display:inline-block;padding:0 .4rem;border-radius:3px;font-size:.75rem;border:1px solid var(--line);\
+margin-right:.2rem;white-space:nowrap}
+.ev-official{border-color:var(--ok);color:var(--ok)}.ev-corroborated{border-color:var(--accent);color:var(--accent)}\
+.ev-unverified{border-color:var(--warn);color:var(--warn)}
+.mark-deprecated{background:#eee;color:#555}.mark-contested{background:#fbeaea;color:var(--warn);\
+border-color:var(--warn)}
+.content{white-space:pre-wrap;overflow-wrap:anywhere;background:#fff;border:1px solid var(--line);padding:.6rem;\
+border-radius:4px}
+section{margin:1.4rem 0}h2{font-size:1rem;margin:.2rem 0 .6rem}.revision{border-left:3px solid var(--line);\
+padding:.2rem 0 .2rem .8rem;margin:.6rem 0}
+.revision.current{border-left-color:var(--accent)}.revision.later{opacity:.55}.error{border:1px solid var(--warn);\
+background:#fdf3f3;padding:.8rem;border-radius:4px}
+.flash{border:1px solid var(--ok);background:#f1f8f3;padding:.5rem .8rem;border-radius:4px;margin-bottom:1rem}\
+nav.pages{margin:1rem 0;display:flex;gap:1rem}
 .w-s{width:7rem}.w-m{width:9rem}.w-l{width:11rem}
-form.inline{display:inline-flex;gap:.3rem;margin:.2rem .4rem .2rem 0}form.inline input{padding:.25rem .4rem;border:1px solid var(--line);border-radius:4px;font:inherit}
+form.inline{display:inline-flex;gap:.3rem;margin:.2rem .4rem .2rem 0}form.inline input{padding:.25rem .4rem;\
+border:1px solid var(--line);border-radius:4px;font:inherit}
 """
 
 # The page's only script: copy a kref, and ask before an erase. It runs under a per-response CSP nonce.
 _BROWSER_JS = """
 document.addEventListener('click',function(e){var t=e.target;if(t&&t.dataset&&t.dataset.copy){
 if(navigator.clipboard){navigator.clipboard.writeText(t.dataset.copy)}t.textContent='copied';}});
-document.addEventListener('submit',function(e){var f=e.target;if(f&&f.dataset&&f.dataset.confirm&&!window.confirm(f.dataset.confirm)){e.preventDefault()}});
+document.addEventListener('submit',function(e){var f=e.target;\
+if(f&&f.dataset&&f.dataset.confirm&&!window.confirm(f.dataset.confirm)){e.preventDefault()}});
 """
 
 
@@ -17645,7 +17734,8 @@ class MemoryBrowser:
                 raise _BadRequest(404, "There is no such page here.")
         except _BadRequest as refusal:
             status, title = refusal.status, "refused"
-            body = f'<div class="error" id="error"><strong>{status}</strong> {_html_escape(refusal.message)}</div>{back}'
+            body = (f'<div class="error" id="error"><strong>{status}</strong> {_html_escape(refusal.message)}</div>'
+                    f'{back}')
         except NotFoundError as exc:
             status, title = 404, "not found"
             body = f'<div class="error" id="error"><strong>Not found.</strong> {_html_escape(exc)}</div>{back}'
@@ -17659,7 +17749,8 @@ class MemoryBrowser:
                     f'({_html_escape(type(exc).__name__)}).</div>{back}')
         page = _page(_html_escape(title), nonce, _html_escape(self.memory.project),
                      "writes allowed" if self.allow_writes else "read-only", body)
-        return status, self._headers(nonce, "text/html; charset=utf-8"), b"" if method == "HEAD" else page.encode("utf-8")
+        return (status, self._headers(nonce, "text/html; charset=utf-8"),
+                b"" if method == "HEAD" else page.encode("utf-8"))
 
     def serve(self, host: str = "127.0.0.1", port: int = 0) -> BrowserServer:
         """Serve ``handle`` on ``host:port`` in a background thread (port 0 picks a free one).
@@ -17786,7 +17877,8 @@ class MemoryBrowser:
             return back + "&" + urllib.parse.urlencode({"done": f"tagged {tagged['kref']} {form.get('tag', '')}"})
         if path == "/untag":
             removed = self.memory.untag(kref, form.get("tag", ""))
-            return back + "&" + urllib.parse.urlencode({"done": "untagged" if removed else "that revision did not carry the tag"})
+            return back + "&" + urllib.parse.urlencode({"done": "untagged" if removed
+                                                        else "that revision did not carry the tag"})
         if path == "/deprecate":
             restore = form.get("undo") == "1"
             self.memory.deprecate(kref, not restore)
@@ -17822,13 +17914,16 @@ class MemoryBrowser:
         def field(name: str, label: str, width: str) -> str:
             return (f'<input name="{name}" placeholder="{label}" aria-label="{label}" class="w-{width}" '
                     f'value="{_html_escape(filters.get(name) or "")}">')
-        options = "".join(f'<option value="{level}"{" selected" if filters.get("evidence") == level else ""}>{level}</option>'
+        options = "".join(f'<option value="{level}"{" selected" if filters.get("evidence") == level else ""}>'
+                          f'{level}</option>'
                           for level in EVIDENCE_LEVELS)
         checked = " checked" if filters.get("deprecated") else ""
         return ('<form class="filters" method="get" action="/" role="search">'
-                f'<input name="q" placeholder="search (recall)" aria-label="search" value="{_html_escape(filters.get("q") or "")}">'
+                f'<input name="q" placeholder="search (recall)" aria-label="search" '
+                f'value="{_html_escape(filters.get("q") or "")}">'
                 f'{field("space", "space", "m")}{field("kind", "kind", "s")}{field("tag", "tag", "s")}'
-                f'<select name="evidence" aria-label="evidence"><option value="">any evidence</option>{options}</select>'
+                f'<select name="evidence" aria-label="evidence"><option value="">any evidence</option>'
+                f'{options}</select>'
                 f'{field("as_of", "as of (ISO time)", "l")}'
                 f'<label class="muted"><input type="checkbox" name="deprecated" value="1"{checked}> deprecated</label>'
                 '<button type="submit">Show</button></form>')
@@ -17870,35 +17965,45 @@ class MemoryBrowser:
             rows, next_offset = listed["memories"], listed["next_offset"]
             note = f'{listed["total_items"]} item(s); examined {listed["scanned"]} from #{offset + 1}'
             heading = "Memories" + (f' as of {_html_text(filters["as_of"])}' if filters["as_of"] else "")
-        parts.append(f'<h2 id="results-heading">{heading}</h2><p class="muted" id="results-note">{_html_escape(note)}</p>')
+        parts.append(f'<h2 id="results-heading">{heading}</h2>'
+                     f'<p class="muted" id="results-note">{_html_escape(note)}</p>')
         if not rows:
             parts.append('<p id="empty">No memories match.</p>')
         else:
             score_head = "<th>score</th>" if filters["q"] else ""
             body = []
             for row in rows:
-                score = f'<td class="score">{row["score"]:.3f}<br><span class="muted">base {row.get("base_score", row["score"]):.3f}</span></td>' \
+                score = (f'<td class="score">{row["score"]:.3f}<br>'
+                         f'<span class="muted">base {row.get("base_score", row["score"]):.3f}</span></td>') \
                     if filters["q"] else ""
                 excerpt = row["content"][:240] + ("…" if len(row["content"]) > 240 else "")
                 tags = "".join(f'<span class="badge">{_html_escape(tag)}</span>' for tag in row["tags"])
-                body.append(f'<tr class="memory-row">{score}<td>{self._memory_link(row["item_kref"], row["title"] or "(untitled)", filters["as_of"])}'
+                body.append(f'<tr class="memory-row">{score}'
+                            f'<td>{self._memory_link(row["item_kref"], row["title"] or "(untitled)", filters["as_of"])}'
                             f' {self._badges(row)}<div class="muted">{_html_text(excerpt)}</div></td>'
-                            f'<td>{_html_text(row["space"] or "(root)")}<br><span class="muted">{_html_escape(row["kind"])}</span></td>'
-                            f'<td>r{_html_escape(row["revision"])}{" of " + _html_escape(row["revision_count"]) if row.get("revision_count") else ""}</td>'
+                            f'<td>{_html_text(row["space"] or "(root)")}<br>'
+                            f'<span class="muted">{_html_escape(row["kind"])}</span></td>'
+                            f'<td>r{_html_escape(row["revision"])}'
+                            f'{" of " + _html_escape(row["revision_count"]) if row.get("revision_count") else ""}</td>'
                             f'<td>{tags}</td><td class="muted">{_html_escape(row["updated_at"])}</td></tr>')
-            parts.append(f'<table id="memories"><thead><tr>{score_head}<th>memory</th><th>space / kind</th><th>revision</th>'
+            parts.append(f'<table id="memories"><thead><tr>{score_head}<th>memory</th><th>space / kind</th>'
+                         f'<th>revision</th>'
                          f'<th>tags</th><th>updated</th></tr></thead><tbody>{"".join(body)}</tbody></table>')
         links = []
         kept = {name: value for name, value in params.items() if name not in ("offset", "done") and value}
         if offset > 0:
-            links.append(f'<a rel="prev" href="/?{_html_escape(urllib.parse.urlencode({**kept, "offset": max(0, offset - limit)}))}">← newer</a>')
+            links.append(f'<a rel="prev" '
+                         f'href="/?{_html_escape(urllib.parse.urlencode({**kept, "offset": max(0, offset - limit)}))}">'
+                         '← newer</a>')
         if next_offset is not None:
-            links.append(f'<a rel="next" href="/?{_html_escape(urllib.parse.urlencode({**kept, "offset": next_offset}))}">more →</a>')
+            links.append(f'<a rel="next" '
+                         f'href="/?{_html_escape(urllib.parse.urlencode({**kept, "offset": next_offset}))}">more →</a>')
         if links:
             parts.append(f'<nav class="pages">{"".join(links)}</nav>')
         return "".join(parts)
 
-    def _search_rows(self, filters: Mapping[str, Any], limit: int, offset: int) -> tuple[list[dict[str, Any]], int | None, str]:
+    def _search_rows(self, filters: Mapping[str, Any], limit: int,
+                     offset: int) -> tuple[list[dict[str, Any]], int | None, str]:
         wanted = offset + limit
         if wanted > MAX_RECALL_LIMIT:
             raise _BadRequest(400, f"Search pages reach as far as result {MAX_RECALL_LIMIT}; narrow the search.")
@@ -17908,7 +18013,8 @@ class MemoryBrowser:
         kept = []
         for hit in hits:
             level = hit.get("evidence_level") or parse_evidence(hit["metadata"], hit["tags"])
-            if (filters["kind"] and hit["kind"] != filters["kind"]) or (filters["tag"] and filters["tag"] not in hit["tags"]) \
+            if (filters["kind"] and hit["kind"] != filters["kind"]) \
+                    or (filters["tag"] and filters["tag"] not in hit["tags"]) \
                     or (filters["evidence"] and level != filters["evidence"]):
                 continue
             kept.append({**hit, "evidence_level": level, "revision_count": None, "updated_at": hit["created_at"]})
@@ -17934,19 +18040,25 @@ class MemoryBrowser:
         parts.append(f'<h2 id="memory-title">{_html_text(current["title"] or "(untitled)")} {badges}</h2>'
                      f'<p><span class="kref" id="item-kref">{_html_escape(story["item_kref"])}</span> '
                      f'<button type="button" data-copy="{_html_escape(story["item_kref"])}">copy kref</button></p>'
-                     f'<p class="muted">space {_html_text(story["space"] or "(root)")} · kind {_html_escape(story["kind"])} · '
-                     f'{story["revision_count"]} revision(s) · evidence {_html_escape(story["evidence_level"] or "ungraded")}</p>')
+                     f'<p class="muted">space {_html_text(story["space"] or "(root)")} · '
+                     f'kind {_html_escape(story["kind"])} · '
+                     f'{story["revision_count"]} revision(s) · '
+                     f'evidence {_html_escape(story["evidence_level"] or "ungraded")}</p>')
         parts.append('<form class="filters" method="get" action="/memory">'
                      f'<input type="hidden" name="kref" value="{_html_escape(story["item_kref"])}">'
-                     f'<input name="as_of" placeholder="as of (ISO time)" aria-label="as of" value="{_html_escape(as_of or "")}">'
+                     f'<input name="as_of" placeholder="as of (ISO time)" aria-label="as of" '
+                     f'value="{_html_escape(as_of or "")}">'
                      '<button type="submit">View as of</button>'
-                     + (f' <a href="/memory?{_html_escape(urllib.parse.urlencode({"kref": story["item_kref"]}))}">now</a>' if as_of else "")
+                     + (f' <a href="/memory?{_html_escape(urllib.parse.urlencode({"kref": story["item_kref"]}))}">'
+                        'now</a>' if as_of else "")
                      + '</form>')
         if as_of:
             if shown is None:
-                parts.append(f'<p class="error" id="as-of-view">This memory did not exist yet at {_html_escape(story["as_of"])}.</p>')
+                parts.append(f'<p class="error" id="as-of-view">This memory did not exist yet '
+                             f'at {_html_escape(story["as_of"])}.</p>')
             else:
-                parts.append(f'<section id="as-of-view"><h2>Current at {_html_escape(story["as_of"])}: r{shown["revision"]}</h2>'
+                parts.append(f'<section id="as-of-view"><h2>Current at {_html_escape(story["as_of"])}: '
+                             f'r{shown["revision"]}</h2>'
                              f'<div class="content">{_html_text(shown["content"][:100_000])}</div></section>')
         parts.append(f'<section id="current"><h2>Current: r{current["revision"]}</h2>'
                      f'<div class="content">{_html_text(current["content"][:100_000])}</div></section>')
@@ -17959,16 +18071,19 @@ class MemoryBrowser:
                 (" later" if revision["after_as_of"] else "")
             supersedes = "".join(f' <span class="badge">SUPERSEDES r{_html_escape(target.rpartition("=")[2])}</span>'
                                  for target in revision["supersedes"])
-            artifacts = "".join(f'<li><code>{_html_escape(a["name"])}</code> → <span class="kref">{_html_escape(a["location"])}</span></li>'
+            artifacts = "".join(f'<li><code>{_html_escape(a["name"])}</code> → '
+                                f'<span class="kref">{_html_escape(a["location"])}</span></li>'
                                 for a in revision["artifacts"])
             tags = "".join(f'<span class="badge">{_html_escape(tag)}</span>' for tag in revision["tags"])
             chain.append(f'<div class="{classes}" id="r{revision["revision"]}"><strong>r{revision["revision"]}</strong>'
                          f'{supersedes} {tags} {deprecated_mark if revision["deprecated"] else ""}'
                          f' <span class="muted">{_html_escape(revision["created_at"])}</span>'
-                         f'<div>{_html_text(revision["title"])}</div><div class="content">{_html_text(revision["content"][:20_000])}</div>'
+                         f'<div>{_html_text(revision["title"])}</div>'
+                         f'<div class="content">{_html_text(revision["content"][:20_000])}</div>'
                          + (f'<ul class="artifacts">{artifacts}</ul>' if artifacts else "")
                          + self._revision_actions(revision) + '</div>')
-        parts.append(f'<section id="chain"><h2>Revision chain (SUPERSEDES), newest first</h2>{"".join(chain)}</section>')
+        parts.append(f'<section id="chain"><h2>Revision chain (SUPERSEDES), newest first</h2>'
+                     f'{"".join(chain)}</section>')
         rows = []
         for tag, entry in sorted(story["tags"].items()):
             moves = " → ".join(f'{"r" + str(move["revision"]) if move["revision"] is not None else "removed"} '
@@ -17976,7 +18091,8 @@ class MemoryBrowser:
             now = entry["now"].rpartition("=")[2] if entry["now"] else None
             then = ""
             if as_of:
-                then = f'<td>{"r" + _html_escape(entry["at_as_of"].rpartition("=")[2]) if entry["at_as_of"] else "-"}</td>'
+                then = (f'<td>{"r" + _html_escape(entry["at_as_of"].rpartition("=")[2]) if entry["at_as_of"] else "-"}'
+                        '</td>')
             rows.append(f'<tr class="tag-row"><td><span class="badge">{_html_escape(tag)}</span></td>'
                         f'<td>{"r" + _html_escape(now) if now else "removed"}</td>{then}<td>{moves}</td></tr>')
         then_head = "<th>at as_of</th>" if as_of else ""
@@ -17996,8 +18112,10 @@ class MemoryBrowser:
             parts.append(f'<section id="{section}"><h2>{title}</h2>'
                          + (f'<ul>{"".join(items)}</ul>' if items else '<p class="muted">none</p>') + '</section>')
         if story["contested_by"] or story["contradicts"]:
-            listed = "".join(f'<li>contested by <span class="kref">{_html_escape(k)}</span></li>' for k in story["contested_by"]) + \
-                "".join(f'<li>contradicts <span class="kref">{_html_escape(k)}</span></li>' for k in story["contradicts"])
+            listed = "".join(f'<li>contested by <span class="kref">{_html_escape(k)}</span></li>'
+                             for k in story["contested_by"]) + \
+                "".join(f'<li>contradicts <span class="kref">{_html_escape(k)}</span></li>'
+                        for k in story["contradicts"])
             parts.append(f'<section id="contradictions"><h2>Contradictions</h2><ul>{listed}</ul></section>')
         if self.allow_writes:
             parts.append(self._item_actions(story))
@@ -18023,7 +18141,8 @@ class MemoryBrowser:
         return (f'<section id="actions"><h2>Change</h2>'
                 f'<form class="inline" method="post" action="/deprecate">{self._hidden(story["item_kref"])}{undo}'
                 f'<button type="submit">{word}</button></form>'
-                f'<form class="inline" method="post" action="/forget" data-confirm="Erase this memory and all its revisions for good?">'
+                f'<form class="inline" method="post" action="/forget" data-confirm="Erase this memory and all its '
+                f'revisions for good?">'
                 f'{self._hidden(story["item_kref"])}<input type="hidden" name="confirm" value="yes">'
                 '<button class="danger" type="submit">forget</button></form></section>')
 
@@ -18285,7 +18404,8 @@ class _LangGraphStoreMethods:
     def _created(self, item_kref: str) -> str:
         return self.memory.history(item_kref)[0]["created_at"]
 
-    def _list_namespaces(self, conditions: Any, max_depth: int | None, limit: int, offset: int) -> list[tuple[str, ...]]:
+    def _list_namespaces(self, conditions: Any, max_depth: int | None, limit: int,
+                         offset: int) -> list[tuple[str, ...]]:
         namespaces: set[tuple[str, ...]] = set()
         decoded: dict[str, tuple[str, ...] | None] = {}
         root = self.root
@@ -18832,7 +18952,8 @@ def _cmd_profile(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
     lines.extend(f"drift: {d['space_path'] or '(root)'} {d['from']} -> {d['to']}{' (pinned)' if d['pinned'] else ''}"
                  for d in result["drift"])
     lines.extend(f"error: {e['space_path'] or '(root)'}: {e['error']}" for e in result["errors"])
-    summary = f"{result['spaces_profiled']} space(s) profiled" + (" (dry run, nothing stored)" if result["dry_run"] else "")
+    summary = f"{result['spaces_profiled']} space(s) profiled" + (" (dry run, nothing stored)" if result["dry_run"]
+                                                                  else "")
     return result, "\n".join(lines + [summary])
 
 

@@ -2,7 +2,8 @@
 
 Run it from an MCP client (Claude Desktop, Claude Code, Cursor, ...) as ``python kumiho_memory_mcp.py``; it
 speaks MCP over stdio, or streamable HTTP with ``--http HOST:PORT``. It needs the ``mcp`` extra
-(``pip install mcp``, or in a checkout ``pip install -e '.[mcp]'``); works with the SDK's 2.x ``MCPServer`` and 1.x ``FastMCP``.
+(``pip install mcp``, or in a checkout ``pip install -e '.[mcp]'``); works with the SDK's 2.x ``MCPServer`` and 1.x
+``FastMCP``.
 
 Sections:
 
@@ -44,7 +45,8 @@ TOOL_NAMES = (
     "kumiho_memory_discover_edges", "kumiho_memory_store_execution", "kumiho_memory_engage",
     "kumiho_memory_reflect",
     "kumiho_memory_get", "kumiho_memory_history", "kumiho_memory_tag", "kumiho_memory_link",
-    "kumiho_memory_edges", "kumiho_memory_list", "kumiho_memory_forget", "kumiho_memory_dream_state", "kumiho_memory_space_profile",
+    "kumiho_memory_edges", "kumiho_memory_list", "kumiho_memory_forget", "kumiho_memory_dream_state",
+    "kumiho_memory_space_profile",
 )
 
 CAPTURE_TYPES = ("decision", "preference", "fact", "correction", "architecture", "implementation", "synthesis",
@@ -267,20 +269,26 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
     SessionId = Annotated[Optional[str], Field(
         description="Working-memory session id. Omit to use the current session of user_id/context "
                     "(or the host's KUMIHO_SESSION_ID); the result says which session was used.")]
-    UserId = Annotated[Optional[str], Field(description="Who is talking; picks their current session when session_id is omitted.")]
+    UserId = Annotated[Optional[str],
+                       Field(description="Who is talking; picks their current session when session_id is omitted.")]
     Context = Annotated[Optional[str], Field(description="Conversation context, e.g. 'personal' or 'work'.")]
     Evidence = Annotated[Optional[Literal[tuple(km.EVIDENCE_LEVELS)]], Field(
         description="How well established the content is: official (operator-confirmed), corroborated, "
                     "single_source or unverified. Omit when unsure.")]
     Source = Annotated[Optional[str], Field(description="Where the content came from (URL, document, person).")]
     Limit = Annotated[int, Field(ge=1, le=100, description="How many memories to return at most.")]
-    MinScore = Annotated[Optional[float], Field(ge=0.0, le=1.0, description="Drop results scoring below this (best is 1.0).")]
-    SpacePaths = Annotated[Optional[list[str]], Field(description="Only memories in these spaces (and their sub-spaces), e.g. ['personal/alice'].")]
-    MemoryTypes = Annotated[Optional[list[str]], Field(description="Only these memory types, e.g. ['decision', 'preference'].")]
+    MinScore = Annotated[Optional[float],
+                         Field(ge=0.0, le=1.0, description="Drop results scoring below this (best is 1.0).")]
+    SpacePaths = Annotated[Optional[list[str]], Field(description="Only memories in these spaces (and their "
+                                                                  "sub-spaces), e.g. ['personal/alice'].")]
+    MemoryTypes = Annotated[Optional[list[str]],
+                            Field(description="Only these memory types, e.g. ['decision', 'preference'].")]
     GraphAugmented = Annotated[bool, Field(description="Also follow typed edges from the best hits (slower, broader).")]
-    RecallMode = Annotated[Literal[RECALL_MODES], Field(description="'summarized' (default) or 'full'; echoed in the result.")]
+    RecallMode = Annotated[Literal[RECALL_MODES],
+                           Field(description="'summarized' (default) or 'full'; echoed in the result.")]
     AnyKref = Annotated[str, Field(description="A kref: kref://project/space/name.kind, optionally ?r=N (revision), "
-                                               "?t=TAG (where a tag points) or ?t=TAG&time=ISO (where it pointed then).")]
+                                               "?t=TAG (where a tag points) or ?t=TAG&time=ISO (where it pointed "
+                                               "then).")]
 
     class Capture(BaseModel):
         """One thing worth remembering from this turn."""
@@ -289,10 +297,13 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         content: str = Field(min_length=1, description="The memory itself, self-contained: who, what, why.")
         tags: Optional[list[str]] = Field(default=None, description="Extra tags.")
         space_hint: Optional[str] = Field(default=None, description="Space for it, e.g. 'projects/atlas'.")
-        revises: Optional[str] = Field(default=None, description="Kref of an existing memory this corrects or updates; it gets a new revision.")
-        event_date: Optional[str] = Field(default=None, description="ISO 8601 date the event happened; dropped (and reported) if unreadable.")
+        revises: Optional[str] = Field(default=None, description="Kref of an existing memory this corrects or updates; "
+                                                                 "it gets a new revision.")
+        event_date: Optional[str] = Field(default=None, description="ISO 8601 date the event happened; dropped (and "
+                                                                    "reported) if unreadable.")
         origin: Optional[str] = Field(default=None, description="Who originated it, e.g. 'user' or 'assistant'.")
-        decision_state: Optional[str] = Field(default=None, description="For decisions: 'proposed', 'accepted', 'rejected', ...")
+        decision_state: Optional[str] = Field(default=None,
+                                              description="For decisions: 'proposed', 'accepted', 'rejected', ...")
 
     # Result types: what each tool returns, published as its output schema (and checked by the SDK). All are
     # open (extra keys allowed) since the module adds optional keys. Nested records are typing_extensions
@@ -461,7 +472,8 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         recall_mode: str
         approx_tokens: int
         approx_payload_tokens: int
-        context_was_prefetched: Annotated[bool, Field(description="Served from context prepared ahead of time.")] = False
+        context_was_prefetched: Annotated[bool,
+                                          Field(description="Served from context prepared ahead of time.")] = False
         state: Annotated[Optional[str], Field(description="Where this recall landed (space, item or entity).")] = None
         predictions: Annotated[list[dict[str, Any]], Field(description="Likely next states [{state, p}].")] = []
 
@@ -525,7 +537,8 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         edges_created: int
         guarded_skips: dict[str, int]
         errors: list[str]
-        actions: Annotated[list[dict[str, Any]], Field(description="Each action (or, dry run, proposal) with its reason.")]
+        actions: Annotated[list[dict[str, Any]],
+                           Field(description="Each action (or, dry run, proposal) with its reason.")]
         report: Annotated[str, Field(description="The run's Markdown report.")]
         report_kref: Optional[str]
         last_cursor: str | None
@@ -582,9 +595,11 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
     @tool("kumiho_memory_ingest", adding)
     async def ingest(user_id: Annotated[str, Field(description="Who sent the message, e.g. 'alice'.")],
                      message: Annotated[str, Field(description="The user's message, verbatim.")],
-                     context: Annotated[str, Field(description="Conversation context, e.g. 'personal' or 'work'.")] = "personal",
+                     context: Annotated[str, Field(
+                         description="Conversation context, e.g. 'personal' or 'work'.")] = "personal",
                      session_id: SessionId = None,
-                     working_memory_limit: Annotated[int, Field(ge=0, le=1000, description="Recent messages to return.")] = 10,
+                     working_memory_limit: Annotated[int, Field(ge=0, le=1000,
+                                                                description="Recent messages to return.")] = 10,
                      recall_limit: Annotated[int, Field(ge=1, le=100, description="Long-term memories to return.")] = 5,
                      evidence_level: Evidence = None, source: Source = None) -> IngestResult:
         """Record a user message in working memory and get back the session's recent messages plus the
@@ -611,7 +626,8 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
     async def consolidate(session_id: SessionId = None, user_id: UserId = None, context: Context = None,
                           summary: Annotated[Optional[str | dict[str, Any]], Field(
                               description="Your summary of the session (text, or {type, title, summary, events, "
-                                          "knowledge, classification}). Omit to have one made from the messages.")] = None,
+                                          "knowledge, classification}). Omit to have one made from the "
+                                          "messages.")] = None,
                           implications: Annotated[Optional[list[str]], Field(
                               description="Short sentences on when this will matter later.")] = None,
                           space_path: Annotated[Optional[str], Field(
@@ -694,7 +710,8 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
                              max_queries: Annotated[int, Field(ge=1, le=20)] = 5,
                              max_edges: Annotated[int, Field(ge=1, le=20)] = 3,
                              min_score: Annotated[float, Field(ge=0.0, le=1.0)] = 0.3,
-                             edge_type: Annotated[str, Field(description="Edge type, e.g. REFERENCED.")] = km.REFERENCED,
+                             edge_type: Annotated[str,
+                                                  Field(description="Edge type, e.g. REFERENCED.")] = km.REFERENCED,
                              space_paths: SpacePaths = None) -> DiscoverEdgesResult:
         """Find memories related to a memory and link it to them with typed edges. Needs an LLM endpoint
         (KUMIHO_LLM_BASE_URL) to think of related questions; without one it finds nothing and writes nothing.
@@ -711,12 +728,17 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
 
     @tool("kumiho_memory_store_execution", adding)
     async def store_execution(task: Annotated[str, Field(description="What was run or attempted.")],
-                              status: Annotated[Literal[EXECUTION_STATUSES], Field(description="How it ended.")] = "done",
-                              exit_code: Optional[int] = None, duration_ms: Annotated[Optional[int], Field(ge=0)] = None,
-                              stdout: Annotated[str, Field(description="Output worth keeping (last 2000 chars kept).")] = "",
-                              stderr: Annotated[str, Field(description="Errors worth keeping (last 2000 chars kept).")] = "",
+                              status: Annotated[Literal[EXECUTION_STATUSES],
+                                                Field(description="How it ended.")] = "done",
+                              exit_code: Optional[int] = None,
+                              duration_ms: Annotated[Optional[int], Field(ge=0)] = None,
+                              stdout: Annotated[str,
+                                                Field(description="Output worth keeping (last 2000 chars kept).")] = "",
+                              stderr: Annotated[str,
+                                                Field(description="Errors worth keeping (last 2000 chars kept).")] = "",
                               tools: Optional[list[str]] = None, topics: Optional[list[str]] = None,
-                              space_hint: Annotated[str, Field(description="Sub-space under 'executions'.")] = "") -> StoreExecutionResult:
+                              space_hint: Annotated[str, Field(description="Sub-space under 'executions'.")] = ""
+                              ) -> StoreExecutionResult:
         """Remember what a tool or command run did, so a later session can reuse what worked and avoid
         what failed. Stored as an 'action' memory, or 'error' when it failed.
 
@@ -735,9 +757,13 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
                           description="Krefs of memories the captures derive from (from engage/recall).")] = None,
                       space_path: Annotated[Optional[str], Field(
                           description="Space for captures without a space_hint; default 'reflections/<type>'.")] = None,
-                      discover_edges: Annotated[bool, Field(description="Link decisions and designs to related memories (by shared words, or by the LLM when one is configured).")] = True,
+                      discover_edges: Annotated[bool,
+                                                Field(description="Link decisions and designs to related memories (by "
+                                                                  "shared words, or by the LLM when one is "
+                                                                  "configured).")] = True,
                       idempotency_prefix: Annotated[Optional[str], Field(
-                          description="Makes retries safe: a capture with the same prefix and position is stored once.")] = None,
+                          description="Makes retries safe: a capture with the same prefix and position is "
+                                      "stored once.")] = None,
                       ) -> ReflectResult:
         """Record your reply and store what is worth remembering from it. A capture with `revises` updates
         that memory (new revision, SUPERSEDES edge); every capture gets DERIVED_FROM edges to source_krefs.
@@ -828,7 +854,8 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         return await existing(kref, "kref")
 
     @tool("kumiho_memory_history", reading)
-    async def history(item_kref: Annotated[str, Field(description="Kref of the item (any revision of it works).")]) -> HistoryResult:
+    async def history(item_kref: Annotated[str, Field(description="Kref of the item (any revision of it works).")]
+                      ) -> HistoryResult:
         """List every revision of a memory item, oldest first, to see how a belief changed over time.
 
         Returns {item_kref, revisions, count}."""
@@ -838,7 +865,9 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         return {"item_kref": item_kref.split("?")[0], "revisions": revisions, "count": len(revisions)}
 
     @tool("kumiho_memory_tag", setting)
-    async def tag(kref: AnyKref, tag: Annotated[str, Field(description="Tag name, e.g. 'published' or 'approved'.")]) -> RevisionResult:
+    async def tag(kref: AnyKref,
+                  tag: Annotated[str,
+                                 Field(description="Tag name, e.g. 'published' or 'approved'.")]) -> RevisionResult:
         """Point a tag at a revision (moving it off the item's other revisions; every move is recorded, so
         ?t=TAG&time=ISO can read where it pointed before). 'latest' is maintained by the store.
 
@@ -854,7 +883,8 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
                    edge_type: Annotated[str, Field(
                        description="SUPPORTS, CONTRADICTS, DERIVED_FROM, DEPENDS_ON, REFERENCED, SUPERSEDES, ... "
                                    "or any UPPER_SNAKE name.")],
-                   metadata: Annotated[Optional[dict[str, Any]], Field(description="Why the link holds, e.g. {reason}.")] = None,
+                   metadata: Annotated[Optional[dict[str, Any]],
+                                       Field(description="Why the link holds, e.g. {reason}.")] = None,
                    ) -> EdgeResult:
         """Create a typed edge between two memory revisions (an item kref means its latest revision).
         Linking the same pair with the same type again returns the existing edge.
@@ -871,8 +901,10 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
 
     @tool("kumiho_memory_edges", reading)
     async def edges(kref: AnyKref,
-                    direction: Annotated[Literal["outgoing", "incoming", "both"], Field(description="Which edges.")] = "both",
-                    edge_type: Annotated[Optional[str], Field(description="Only edges of this type.")] = None) -> EdgesResult:
+                    direction: Annotated[Literal["outgoing", "incoming", "both"],
+                                         Field(description="Which edges.")] = "both",
+                    edge_type: Annotated[Optional[str],
+                                         Field(description="Only edges of this type.")] = None) -> EdgesResult:
         """List the typed edges of a memory revision (or of all revisions of an item), oldest first.
 
         Returns {kref, edges: [{source_kref, target_kref, edge_type, metadata, created_at}], count}."""
@@ -897,7 +929,8 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         title: str
         content: str
         tags: list[str]
-        evidence_level: Annotated[Optional[str], Field(description="official, corroborated, single_source, unverified, or null.")]
+        evidence_level: Annotated[Optional[str],
+                                  Field(description="official, corroborated, single_source, unverified, or null.")]
         deprecated: bool
         contested: Annotated[bool, Field(description="A CONTRADICTS edge touches this memory.")]
         created_at: str
@@ -912,14 +945,22 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
         scanned: int
 
     @tool("kumiho_memory_list", reading)
-    async def list_memories(space: Annotated[Optional[str], Field(description="Only this space and the spaces under it, e.g. 'prefs'.")] = None,
-                            kind: Annotated[Optional[str], Field(description="Only items of this kind, e.g. 'fact' or 'decision'.")] = None,
-                            tag: Annotated[Optional[str], Field(description="Only memories whose current revision carries this tag, e.g. 'published'.")] = None,
-                            evidence: Annotated[Optional[Literal[tuple(km.EVIDENCE_LEVELS)]], Field(description="Only this evidence grade.")] = None,
-                            include_deprecated: Annotated[bool, Field(description="Also list deprecated memories (marked).")] = False,
-                            as_of: Annotated[Optional[str], Field(description="ISO 8601 time: list what existed then, as it stood then.")] = None,
+    async def list_memories(space: Annotated[Optional[str], Field(description="Only this space and the spaces under "
+                                                                              "it, e.g. 'prefs'.")] = None,
+                            kind: Annotated[Optional[str], Field(description="Only items of this kind, e.g. 'fact' or "
+                                                                             "'decision'.")] = None,
+                            tag: Annotated[Optional[str],
+                                           Field(description="Only memories whose current revision carries this tag, "
+                                                             "e.g. 'published'.")] = None,
+                            evidence: Annotated[Optional[Literal[tuple(km.EVIDENCE_LEVELS)]],
+                                                Field(description="Only this evidence grade.")] = None,
+                            include_deprecated: Annotated[bool, Field(description="Also list deprecated memories "
+                                                                                  "(marked).")] = False,
+                            as_of: Annotated[Optional[str], Field(description="ISO 8601 time: list what existed then, "
+                                                                              "as it stood then.")] = None,
                             limit: Annotated[int, Field(ge=1, le=200, description="Memories on this page.")] = 50,
-                            offset: Annotated[int, Field(ge=0, description="Where the page starts (use next_offset from the previous page).")] = 0,
+                            offset: Annotated[int, Field(ge=0, description="Where the page starts (use next_offset "
+                                                                           "from the previous page).")] = 0,
                             ) -> ListResult:
         """Browse long-term memory without a query: items newest first, each with its current revision, space,
         kind, tags, evidence grade and deprecated/contested marks. Use kumiho_memory_recall to search by meaning.
@@ -941,7 +982,8 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
 
     @tool("kumiho_memory_forget", erasing)
     async def forget(kref: Annotated[str, Field(
-            description="An item kref (erases the item and all its revisions) or a revision kref (?r=N).")]) -> ForgetResult:
+            description="An item kref (erases the item and all its revisions) or a revision kref (?r=N).")]
+                     ) -> ForgetResult:
         """Erase a memory for good: its content, edges, tags and artifacts are removed from the store's bytes.
         Cannot be undone. Only when the user asks to forget something or it must not be kept.
 
@@ -956,12 +998,15 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
 
     @tool("kumiho_memory_dream_state", tidying)
     async def dream_state(project: Project = None,
-                          dry_run: Annotated[bool, Field(description="Report what would change; change nothing.")] = False,
-                          batch_size: Annotated[int, Field(ge=1, le=200, description="Memories per assessment batch.")] = 20,
+                          dry_run: Annotated[bool,
+                                             Field(description="Report what would change; change nothing.")] = False,
+                          batch_size: Annotated[int,
+                                                Field(ge=1, le=200, description="Memories per assessment batch.")] = 20,
                           max_deprecation_ratio: Annotated[float, Field(ge=0.1, le=0.9, description=
                               "At most this share of the assessed memories is deprecated in one run.")] = 0.5,
                           allow_published_deprecation: Annotated[bool, Field(
-                              description="Let published memories be deprecated too (off: they are protected).")] = False,
+                              description="Let published memories be deprecated too (off: they are "
+                                          "protected).")] = False,
                           extra_instructions: Annotated[Optional[str], Field(
                               description="Deployment policy; it can only make the run more conservative.")] = None
                           ) -> DreamStateResult:
@@ -983,8 +1028,10 @@ def build_server(memory_manager: km.UniversalMemoryManager) -> Any:
 
     @tool("kumiho_memory_space_profile", adding)
     async def space_profile(project: Project = None,
-                            window_days: Annotated[int, Field(ge=1, le=3650, description="Days of history for the revision rate.")] = 30,
-                            dry_run: Annotated[bool, Field(description="Classify and report; store no profiles.")] = False
+                            window_days: Annotated[int, Field(ge=1, le=3650, description="Days of history for the "
+                                                                                         "revision rate.")] = 30,
+                            dry_run: Annotated[bool,
+                                               Field(description="Classify and report; store no profiles.")] = False
                             ) -> SpaceProfileResult:
         """Classify each space by how its knowledge behaves: canonical (stable, well-sourced), working
         (changing) or correspondence (claims that churn). Profiles are stored as versioned space-profile

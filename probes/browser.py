@@ -55,7 +55,8 @@ def main() -> int:
         figures = {name: timed_route(browser, route, query, 5) for name, (route, query) in routes.items()}
     rows = [(name, f"{f['p50_ms']} ms p50, {f['max_ms']} ms max (HTTP {f['status']})") for name, f in figures.items()]
     print_table([("memories", args.memories), ("build s", round(build_s, 1))] + rows)
-    print("written", write_results("browser", {"memories": args.memories}, {"routes": figures, "build_s": round(build_s, 1)}))
+    print("written",
+          write_results("browser", {"memories": args.memories}, {"routes": figures, "build_s": round(build_s, 1)}))
     return 0
 
 

@@ -635,9 +635,11 @@ def scale_main(args: argparse.Namespace) -> None:
     rows = [("N", "dry run s   build s   peak RSS MB   proposed   would deprecate   by category")]
     for size, entry in by_size.items():
         if "dream_s" in entry:
-            categories = ", ".join(f"{name} {count}" for name, count in sorted(entry["findings"].get("deprecate", {}).items()))
+            categories = ", ".join(f"{name} {count}"
+                                   for name, count in sorted(entry["findings"].get("deprecate", {}).items()))
             rows.append((f"  {size:,}", f"{entry['dream_s']:>9}   {entry['build_s']:>7}   {entry['peak_rss_mb']:>11}   "
-                                        f"{entry['deprecations_proposed']:>8}   {entry['would_deprecate']:>15}   {categories}"))
+                                        f"{entry['deprecations_proposed']:>8}   {entry['would_deprecate']:>15}   "
+                                        f"{categories}"))
         else:
             rows.append((f"  {size:,}", entry.get("did_not_finish") or entry.get("error")))
     for key, row in pairs.items():

@@ -446,7 +446,7 @@ def credential_samples(split: str = DEV, seed: int = 14) -> list[Sample]:
     return samples
 
 
-# -- known non-secrets -----------------------------------------------------------------------------------------------------
+# -- known non-secrets -------------------------------------------------------------------------------------------------
 
 def credential_false_positives() -> list[tuple[str, str]]:
     """``(group, text)`` pairs that hold no secret; group is ``"scanner"`` (what public scanners' users report
@@ -467,19 +467,23 @@ def credential_false_positives() -> list[tuple[str, str]]:
         "tokenizer = AutoTokenizer.from_pretrained('bert-base-uncased')", 'raise ValueError("bad token")',
         "echo $PW | docker login --password-stdin", "secret_name: prod/db",
         "token_url: https://oauth2.googleapis.com/token", "keyId: 'abc'", "api_key: null", 'password: ""',
-        "password = None", "token: !vault |", "PASSWORD_MIN_LENGTH = 12", "secretKeyRef:", "secret_key_base: <%= ENV['SECRET'] %>",
+        "password = None", "token: !vault |", "PASSWORD_MIN_LENGTH = 12", "secretKeyRef:",
+        "secret_key_base: <%= ENV['SECRET'] %>",
         'DB_PASSWORD=${DB_PASSWORD:-}', "export GITHUB_TOKEN=$(gh auth token)", "password: <password>",
         "api_key: <API_KEY>", "token: '%s'", "password = f\"{prefix}{suffix}\"", "SECRET_KEY = env('SECRET_KEY')",
-        "commit 3f786850e387550fdab836ed7e6dc881de23001b", "sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "commit 3f786850e387550fdab836ed7e6dc881de23001b",
+        "sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
         "md5 d41d8cd98f00b204e9800998ecf8427e", "request id 123e4567-e89b-12d3-a456-426614174000",
-        '"integrity": "sha512-3c1P8bW9s2Lx0qL9k8mB8Q5F3rY1hN6vX2pZ7tG4jK0dS9aW1eR5uI7oP3lM6nB8vC2xZ4qT1yU0iO9pA5sD7f=="',
+        '"integrity": '
+        '"sha512-3c1P8bW9s2Lx0qL9k8mB8Q5F3rY1hN6vX2pZ7tG4jK0dS9aW1eR5uI7oP3lM6nB8vC2xZ4qT1yU0iO9pA5sD7f=="',
         "image: ghcr.io/acme/api@sha256:9b2e4c1f0d3a5b7e8c6d4f2a1b0c9e8d7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c",
         "version 1.2.3-rc.1", "released 2024-03-15T10:20:30Z", "build 20240315.1", "AbstractSingletonProxyFactoryBean",
         "getUserProfileByIdV2", "test_user_login_2024_03_15", "MyComponentV2PropsWithChildren",
         "src/components/Button/Button.test.tsx", "https://github.com/org/repo/blob/main/README.md",
         "https://docs.google.com/document/d/1BxiMVs0XRA5nFMdKvBdBZjgmUUqptlbs74OgvE2upms/edit",
         "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC7vbqajDhA9bL2k3m4Xq9Yp0sT1uV2wX3yZ4aB5cD6eF7gH8iJ9kL0mN1oP2qR deploy",
-        "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
+        "data:image/png;base64,"
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
         "my password is hard to remember", "the token economy is growing", "Password: required",
         "the bearer of bad news", "secretary: Margaret", "pass the salt, please", "keyboard shortcuts for the key",
         "see sk-8 for details", "rk-release-notes-for-the-next-big-version", "Bearer token authentication is used",
@@ -504,7 +508,7 @@ def credential_false_positives() -> list[tuple[str, str]]:
     return [("scanner", text) for text in scanner] + [("own", text) for text in own]
 
 
-# -- personal data ---------------------------------------------------------------------------------------------------------
+# -- personal data -----------------------------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
 class PIISample:
@@ -559,7 +563,8 @@ PHONE_COUNTRIES = {
     "IT": ("39", "3{d:9}", None), "ES": ("34", "6{d:8}", "6{d:2} {d:2} {d:2} {d:2}"),
     "MX": ("52", "55{d:8}", None), "NL": ("31", "6{d:8}", "06-{d:8}"), "SE": ("46", "70{d:7}", "070-{d:3} {d:2} {d:2}"),
     "CH": ("41", "79{d:7}", "079 {d:3} {d:2} {d:2}"), "RU": ("7", "9{d:9}", "8 (9{d:2}) {d:3}-{d:2}-{d:2}"),
-    "KR": ("82", "10{d:8}", "010-{d:4}-{d:4}"), "SG": ("65", "9{d:7}", None), "ZA": ("27", "82{d:7}", "082 {d:3} {d:4}"),
+    "KR": ("82", "10{d:8}", "010-{d:4}-{d:4}"), "SG": ("65", "9{d:7}", None),
+    "ZA": ("27", "82{d:7}", "082 {d:3} {d:4}"),
     "NG": ("234", "803{d:7}", "0803 {d:3} {d:4}"), "IE": ("353", "87{d:7}", "087 {d:3} {d:4}"),
     "PL": ("48", "5{d:8}", None), "TR": ("90", "532{d:7}", "0532 {d:3} {d:2} {d:2}"),
     "AR": ("54", "11{d:8}", "011 {d:4}-{d:4}"), "BE": ("32", "470{d:6}", "0470 {d:2} {d:2} {d:2}"),

@@ -963,7 +963,8 @@ def fp_corpus() -> list[tuple[str, str]]:
         "bundle-3f9a2c.min.js",
         "base64: SGVsbG8sIFdvcmxkIQ==",
         "eyJhbGciOiJIUzI1NiJ9",
-        "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5Er"
+        "data:image/png;base64,"
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5Er"
         "kJggg==",
         "//# sourceMappingURL=data:application/json;base64,eyJ2ZXJzaW9uIjozLCJzb3VyY2VzIjpbXX0=",
         "go.opentelemetry.io/otel v1.24.0 h1:0LAOdjNmQeSTzGBzduGe/rU4tZhMwL5rWgtp9Ku5Jfo=",
@@ -1050,8 +1051,10 @@ def fmt_digits(pattern: str) -> str:
 
 PHONES = {
     # country: (E.164 patterns, national patterns)
-    "US": (["+1 NXX NXX XXXX", "+1NXXNXXXXXX", "+1 (NXX) NXX-XXXX"], ["(NXX) NXX-XXXX", "NXX-NXX-XXXX", "NXX.NXX.XXXX"]),
-    "UK": (["+44 7XXX XXXXXX", "+44 20 7XXX XXXX", "+447XXXXXXXXX"], ["07XXX XXXXXX", "020 7XXX XXXX", "0161 XXX XXXX"]),
+    "US": (["+1 NXX NXX XXXX", "+1NXXNXXXXXX", "+1 (NXX) NXX-XXXX"],
+           ["(NXX) NXX-XXXX", "NXX-NXX-XXXX", "NXX.NXX.XXXX"]),
+    "UK": (["+44 7XXX XXXXXX", "+44 20 7XXX XXXX", "+447XXXXXXXXX"],
+           ["07XXX XXXXXX", "020 7XXX XXXX", "0161 XXX XXXX"]),
     "DE": (["+49 30 XXXXXXXX", "+49 151 XXXXXXXX"], ["030 XXXXXXXX", "0151 XXXXXXXX", "089/XXXXXXX"]),
     "FR": (["+33 6 XX XX XX XX", "+33 1 XX XX XX XX"], ["06 XX XX XX XX", "01 XX XX XX XX", "06.XX.XX.XX.XX"]),
     "ES": (["+34 6XX XXX XXX"], ["6XX XXX XXX", "91X XX XX XX"]),

@@ -75,7 +75,8 @@ def scale_table(document: dict) -> str:
 def store_table(document: dict) -> str:
     memory, disk = document["figures"]["in_memory"], document["figures"]["on_disk"]
     rows = ["| | in memory | on disk (durable) |", "|---|---|---|",
-            f"| writes per second (one transaction each) | {memory['writes_per_second']:,.0f} | {disk['writes_per_second']:,.0f} |",
+            f"| writes per second (one transaction each) | {memory['writes_per_second']:,.0f} |"
+            f" {disk['writes_per_second']:,.0f} |",
             f"| `get` p50 | {memory['get_p50_ms']:.3f} ms | {disk['get_p50_ms']:.3f} ms |",
             f"| `recall` p50 | {memory['recall_p50_ms']:.3f} ms | {disk['recall_p50_ms']:.3f} ms |",
             f"| `forget` p50 (incl. scrub) | {memory['forget_p50_ms']:.3f} ms | {disk['forget_p50_ms']:.3f} ms |"]
@@ -111,14 +112,16 @@ def prefetch_table(document: dict) -> str:
     def row(label: str, value, target: str = "") -> str:
         cells = [value(f)] + ([value(g)] if g else [])
         return f"| {label} | " + " | ".join(cells) + f" | {target} |"
-    header = "| | default (gate p >= 0.4) |" + (f" `spare_probability={spare_document['parameters']['spare_probability']}` |"
+    header = "| | default (gate p >= 0.4) |" + (f" `spare_probability="
+                                                f"{spare_document['parameters']['spare_probability']}` |"
                                                 if g else "") + " target |"
     rows = [header, "|---|---|" + ("---|" if g else "") + "---|",
             row("hit rate where the predicted next step has p >= 0.6",
                 lambda x: f"{x['hit_rate_when_predicted_p_ge_0_6']:.3f}", ">= 0.7"),
             row("hit rate, all steps", lambda x: f"{x['hit_rate']:.3f}"),
             row("blocking recall per handoff, without -> with prefetch",
-                lambda x: f"{x['blocking_ms_per_handoff_without']:.1f} ms -> {x['blocking_ms_per_handoff_with_prefetch']:.1f} ms "
+                lambda x: f"{x['blocking_ms_per_handoff_without']:.1f} ms "
+                          f"-> {x['blocking_ms_per_handoff_with_prefetch']:.1f} ms "
                           f"(-{100 * x['blocking_reduction']:.1f}%)", "-70%"),
             row("blocking reduction where p >= 0.6",
                 lambda x: f"-{100 * x['blocking_reduction_when_predicted_p_ge_0_6']:.1f}%", "-70%"),
@@ -215,7 +218,8 @@ def longmemeval_table(document: dict) -> str:
     ours = figures["kumiho_memory"]
     types = " · ".join(f"{name} {ours[name]['recall@10']:.3f}" for name in sorted(ours)
                        if isinstance(ours[name], dict) and name not in ("all", "tune", "heldout"))
-    return "\n".join(rows) + f"\n\nrecall@10 of evidence turns by question type (ours): {types}. {ours['questions']} questions."
+    return "\n".join(rows) + (f"\n\nrecall@10 of evidence turns by question type (ours): {types}. "
+                              f"{ours['questions']} questions.")
 
 
 def _ms(value) -> str:
@@ -278,7 +282,8 @@ def scale_store_table(document: dict) -> str:
             ours, fts5 = entry.get("ours", {}), entry.get("fts5", {})
             mine = (f"{_ms(1000 * ours['seconds'])} ({ours['memories_per_s']:,.0f}/s)"
                     if "seconds" in ours and "missing" not in ours else _why(ours))
-            theirs = f"{_ms(1000 * fts5['seconds'])} ({fts5['memories_per_s']:,.0f}/s)" if "seconds" in fts5 else _why(fts5)
+            theirs = (f"{_ms(1000 * fts5['seconds'])} ({fts5['memories_per_s']:,.0f}/s)" if "seconds" in fts5
+                      else _why(fts5))
             factor = f"{entry['ratio_ours_to_fts5']}x" if entry.get("ratio_ours_to_fts5") is not None else "–"
             rows.append(f"| {int(size):,} | {mine} | {theirs} | {factor} |")
         parts.append("\n".join(rows))
@@ -306,8 +311,10 @@ def dream_scale_table(document: dict) -> str:
         f"a run over {params['budget_s']:.0f} s is stopped.")
 
 
-TABLES = {"longmemeval": ("longmemeval_retrieval", longmemeval_table), "browser": ("browser", browser_table), "privacy": ("privacy", privacy_table),
-          "redteam": ("privacy_redteam", redteam_table), "dream": ("dream_state", dream_table), "prefetch": ("prefetch", prefetch_table), "kumiho": ("kumiho_backend", kumiho_table),
+TABLES = {"longmemeval": ("longmemeval_retrieval", longmemeval_table), "browser": ("browser", browser_table),
+          "privacy": ("privacy", privacy_table),
+          "redteam": ("privacy_redteam", redteam_table), "dream": ("dream_state", dream_table),
+          "prefetch": ("prefetch", prefetch_table), "kumiho": ("kumiho_backend", kumiho_table),
           "locomo": ("locomo_retrieval", locomo_table), "scale": ("scale", scale_table),
           "scale_store": ("scale", scale_store_table), "dream_scale": ("dream_state_scale", dream_scale_table),
           "store": ("store_basics", store_table), "belief": ("belief_updates", belief_table)}

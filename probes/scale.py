@@ -632,7 +632,8 @@ def stores_phase(size: int, args: argparse.Namespace, phases: set, warm_ours: di
         reopened: dict = {}
         if "cold" in phases:
             query = queries(args.seed, 1)[0]
-            ready = [system for system in COLD_SYSTEMS if "skipped" not in built[system] and "error" not in built[system]]
+            ready = [system for system in COLD_SYSTEMS if "skipped" not in built[system]
+                     and "error" not in built[system]]
             for system in ready:                        # untimed: a stale .pyc is compiled here, not timed
                 subprocess.run([sys.executable, "-c", COLD_WARMUP[system]], stdout=subprocess.DEVNULL)
             runs: dict = {system: [] for system in ready}
@@ -657,7 +658,8 @@ def stores_phase(size: int, args: argparse.Namespace, phases: set, warm_ours: di
             warm_first = warm_ours.get("first_query_top10_krefs")
             if "top10" in cold["ours"] and warm_first is not None:
                 cold["ours"]["top10_matches_warm"] = cold["ours"]["top10"] == warm_first
-                cold["ours"]["first_open_after_build"]["top10_matches_warm"] = runs["ours"][0].get("top10") == warm_first
+                cold["ours"]["first_open_after_build"]["top10_matches_warm"] = (runs["ours"][0].get("top10")
+                                                                                == warm_first)
             if "ours" in ready:
                 reopened = run_child("ours-reopened", size, args, paths["ours"])
                 if warm_ours.get("top10_krefs") and reopened.get("top10_krefs"):
@@ -700,7 +702,8 @@ def cell(entry: dict, metric: str) -> str:
     if "error" in entry:
         return "error"
     value = entry.get(metric, "-")
-    return f"{value:.1f}" if isinstance(value, float) and metric.endswith(("_ms", "_mb")) and value >= 100 else str(value)
+    return f"{value:.1f}" if (isinstance(value, float) and metric.endswith(("_ms", "_mb"))
+                              and value >= 100) else str(value)
 
 
 def table(figures: dict, sizes: list[int], systems: list[str], phases: set, cold_runs: int) -> list[tuple[str, object]]:
@@ -727,14 +730,16 @@ def table(figures: dict, sizes: list[int], systems: list[str], phases: set, cold
             rows.append(("  ours remember_many", f"{ours['seconds']} s ({ours['memories_per_s']:,.0f} memories/s)"
                          if "seconds" in ours and "missing" not in ours else ours.get("missing") or ours.get("skipped")
                          or ours.get("error")))
-            rows.append(("  fts5 executemany", f"{fts5.get('seconds')} s ({fts5.get('memories_per_s', 0):,.0f} memories/s)"))
+            rows.append(("  fts5 executemany",
+                         f"{fts5.get('seconds')} s ({fts5.get('memories_per_s', 0):,.0f} memories/s)"))
             rows.append(("  ratio ours / fts5", bulk["ratio_ours_to_fts5"]))
         cold = figures.get("cold_start", {}).get(key)
         if cold:
             rows.append((f"N={size} cold start, ms and MB (median of {cold_runs})",
                          "".join(f"{system:>{width}}" for system in COLD_SYSTEMS)))
             for metric in COLD_ROWS:
-                rows.append((f"  {metric}", "".join(f"{cell(cold[system], metric):>{width}}" for system in COLD_SYSTEMS)))
+                rows.append((f"  {metric}",
+                             "".join(f"{cell(cold[system], metric):>{width}}" for system in COLD_SYSTEMS)))
             rows.append(("  first open after the build:", ""))
             for metric in ("first_result_ms", "first_query_ms", "peak_rss_mb"):
                 rows.append((f"    {metric}", "".join(
@@ -744,7 +749,8 @@ def table(figures: dict, sizes: list[int], systems: list[str], phases: set, cold
                 for note in ("skipped", "error"):
                     if note in cold[system]:
                         rows.append((f"  {system} {note}", cold[system][note]))
-            rows.append(("  ratio ours / fts5, / bm25s", f"{cold['ratio_ours_to_fts5']}, {cold['ratio_ours_to_bm25s']}"))
+            rows.append(("  ratio ours / fts5, / bm25s",
+                         f"{cold['ratio_ours_to_fts5']}, {cold['ratio_ours_to_bm25s']}"))
             if "top10_matches_warm" in cold["ours"]:
                 rows.append(("  ours' cold top 10 = warm top 10 (runs, first open)",
                              f"{cold['ours']['top10_matches_warm']}, "

@@ -185,7 +185,8 @@ class StandInServicer(pb_grpc.KumihoServiceServicer):
         return self.spaces[path]["metadata"]
 
     @staticmethod
-    def _page(rows: list[Any], pagination: pb.PaginationRequest | None) -> tuple[list[Any], pb.PaginationResponse | None]:
+    def _page(rows: list[Any],
+              pagination: pb.PaginationRequest | None) -> tuple[list[Any], pb.PaginationResponse | None]:
         if pagination is None or not pagination.page_size:
             return rows, None
         start = int(pagination.cursor or 0)
@@ -325,7 +326,8 @@ class StandInServicer(pb_grpc.KumihoServiceServicer):
 
     def GetRevisions(self, request, context):
         item = self._item(request.item_kref.uri)
-        return pb.GetRevisionsResponse(revisions=[self._rev_pb(item, item.revisions[n]) for n in sorted(item.revisions)])
+        return pb.GetRevisionsResponse(revisions=[self._rev_pb(item, item.revisions[n])
+                                                  for n in sorted(item.revisions)])
 
     def BatchGetRevisions(self, request, context):
         """Revisions by kref, or (item_krefs + tag) the revision each item's tag points at (``latest``: the
@@ -530,7 +532,8 @@ class StandInServicer(pb_grpc.KumihoServiceServicer):
             if found and score >= request.min_score:
                 results.append(pb.SearchResult(item=self._item_pb(item), score=score, matched_in=sorted(matched)))
         results.sort(key=lambda r: (-r.score, r.item.kref.uri))
-        page_size = request.pagination.page_size if request.HasField("pagination") and request.pagination.page_size else 100
+        page_size = (request.pagination.page_size if request.HasField("pagination") and request.pagination.page_size
+                     else 100)
         start = int(request.pagination.cursor or 0) if request.HasField("pagination") else 0
         page = results[start:start + page_size]
         more = start + page_size < len(results)

@@ -176,7 +176,8 @@ def test_the_default_memory_is_used_when_none_is_given(tmp_path, monkeypatch):
     import subprocess
     import sys
     code = ("import asyncio, kumiho_memory as km; s = km.agents_session('d-1'); "
-            "asyncio.run(s.add_items([{'role': 'user', 'content': 'hello'}])); import json; print(json.dumps(asyncio.run(s.get_items())))")
+            "asyncio.run(s.add_items([{'role': 'user', 'content': 'hello'}])); import json; "
+            "print(json.dumps(asyncio.run(s.get_items())))")
     environment = {**os.environ, "KUMIHO_MEMORY_PATH": str(tmp_path / "default.db")}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -86,7 +86,8 @@ def test_llm_assessor_skips_near_duplicates_before_calling_the_llm():
     llm = ScriptedLLM({"should_store": True, "content": "Ann prefers tea.", "memory_type": "preference"})
     assess = km.create_llm_assessor(llm)
     window = turns("I always prefer tea over coffee in the morning, remember that.")
-    duplicate = asyncio.run(assess(window, [recalled_memory("k", "I always prefer tea over coffee in the morning, remember that.")]))
+    duplicate = asyncio.run(assess(window, [recalled_memory("k", "I always prefer tea over coffee in the morning, "
+                                                                 "remember that.")]))
     assert not duplicate.should_store and "duplicate" in duplicate.reason and llm.prompts == []
     stored = asyncio.run(assess(window, [recalled_memory("k", "Bob owns a bicycle.")]))
     assert stored.should_store and stored.content == "Ann prefers tea." and stored.memory_type == "preference"
@@ -104,7 +105,8 @@ def test_evidence_assessor_grades_and_never_emits_official():
         create_supports_edges=True))(window, recalled))
     assert result.evidence_level == km.CORROBORATED and result.memory_type == "fact"
     assert result.supporting_krefs == ["k1", "k2"] and result.source == "ft.com"
-    lone = asyncio.run(km.create_evidence_assessor(ScriptedLLM({**reply, "agrees_with": [], "evidence_level": "official"}))(
+    lone = asyncio.run(km.create_evidence_assessor(ScriptedLLM({**reply, "agrees_with": [],
+                                                                "evidence_level": "official"}))(
         window, recalled))
     assert lone.evidence_level == km.SINGLE_SOURCE
     sourceless = asyncio.run(km.create_evidence_assessor(ScriptedLLM({**reply, "agrees_with": [], "source": ""}))(
@@ -114,10 +116,12 @@ def test_evidence_assessor_grades_and_never_emits_official():
 
 def _conversation(manager, user="ann"):
     async def run():
-        first = await manager.ingest_message(user_id=user, message="I always prefer tea over coffee in the morning, remember that please.")
+        first = await manager.ingest_message(user_id=user, message="I always prefer tea over coffee in the morning, "
+                                                                   "remember that please.")
         sid = first["session_id"]
         await manager.add_assistant_response(session_id=sid, response="Got it: tea in the mornings from now on.")
-        await manager.ingest_message(user_id=user, message="Great, and I decided to start work at 9 every day.", session_id=sid)
+        await manager.ingest_message(user_id=user, message="Great, and I decided to start work at 9 every day.",
+                                     session_id=sid)
         await manager.add_assistant_response(session_id=sid, response="Noted: you start at 9 and you prefer tea.")
         await manager.close()
         return sid

@@ -205,7 +205,8 @@ def test_a_value_of_a_known_kind_ties_a_correction_in_other_words():
     store = ["Bob's favorite sport is judo", "Carol's favourite sport is judo", "Dan's favorite food is pho",
              "Erin plays judo every weekend", "Ann's favorite sport is rugby", "Ann's favorite food is pasta"]
     matcher = km.RelationMatcher(lambda word: [text for text in store if word in km._words(text)])
-    assert matcher.value_kind("judo") == "favorite:sport" and matcher.value_relation("Ann is into judo") == "favorite:sport"
+    assert matcher.value_kind("judo") == "favorite:sport" \
+        and matcher.value_relation("Ann is into judo") == "favorite:sport"
     assert matcher.value_kind("plays") is None               # a word before the relation is not its value
     beliefs = ["Ann's favorite food is pasta", "Ann's favorite sport is rugby"]
     assert matcher.corrected("Update: Ann is into judo these days", beliefs) == 1
@@ -217,7 +218,8 @@ def test_a_possessed_attribute_is_not_another_relations_value():
     store = ["Bob moved to Leeds", "Carol lives in Leeds", "Dan's home is in Leeds"]
     matcher = km.RelationMatcher(lambda word: [text for text in store if word in km._words(text)])
     assert km.possessed_attribute("Ann's office is in Leeds.") == "office"
-    assert km.possessed_attribute("Ann's car is a Volvo") is None and km.possessed_attribute("Ann's daughter is 8") is None
+    assert km.possessed_attribute("Ann's car is a Volvo") is None \
+        and km.possessed_attribute("Ann's daughter is 8") is None
     assert matcher.corrected("Ann's office is in Leeds.", ["Ann lives in Berlin."]) is None
     assert matcher.corrected("Ann is in Leeds these days.", ["Ann lives in Berlin."]) == 0
 

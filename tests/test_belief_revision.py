@@ -265,7 +265,8 @@ def test_consistency_point_in_time_recall_and_get(memory):
                                       ("Alice works at Globex", "Update: Alice's employer is Initech"),
                                       ("Alice drives a Honda Civic", "Alice sold the old car, her car is a Kia Niro"),
                                       ("Alice's dog is called Rex", "Actually the dog Alice has is named Milo"),
-                                      ("Alice's favourite colour is blue", "Correction: Alice's favorite color is teal")])
+                                      ("Alice's favourite colour is blue",
+                                       "Correction: Alice's favorite color is teal")])
 def test_consistency_a_reworded_correction_with_stack_supersedes_the_old_value(memory, old, new):
     first = memory.remember(old, space=SPACE, stack=True)
     second = memory.remember(new, space=SPACE, stack=True)
@@ -808,7 +809,8 @@ def test_set_evidence_refuses_a_superseded_revision(memory):
     ("Alice lives in Paris", {"residence"}), ("Alice relocated to Oslo last month", {"residence"}),
     ("Alice is employed by Initech", {"employer"}), ("Alice joined Hooli", {"employer"}),
     ("Alice's favourite dish is ramen", {"favorite:food"}), ("Alice loves the colour red", {"favorite:color"}),
-    ("Alice's dog's name is Rex", {"dog"}), ("Alice has a cat named Tom", {"cat"}), ("Alice prefers teal these days", set()),
+    ("Alice's dog's name is Rex", {"dog"}), ("Alice has a cat named Tom", {"cat"}),
+    ("Alice prefers teal these days", set()),
 ])
 def test_belief_relations_name_the_relation_in_any_wording(text, relations):
     assert km.belief_relations(text) == relations

@@ -99,7 +99,8 @@ def test_the_point_in_time_view(memory, item_kref):
     assert status == 200 and 'id="as-of-view"' in page and "Current at" in page and ": r1</h2>" in page
     query = urllib.parse.urlencode({"kref": item_kref, "as_of": "2000-01-01T00:00:00Z"})
     assert "did not exist yet" in get(km.MemoryBrowser(memory), "/memory", query)[2]
-    assert get(km.MemoryBrowser(memory), "/", urllib.parse.urlencode({"as_of": "2000-01-01"}))[2].count("memory-row") == 0
+    assert get(km.MemoryBrowser(memory), "/",
+               urllib.parse.urlencode({"as_of": "2000-01-01"}))[2].count("memory-row") == 0
 
 
 HOSTILE_QUERIES = [
@@ -168,7 +169,8 @@ def test_writes_need_allow_writes_the_token_and_a_loopback_origin(memory, item_k
                           headers=host)[0] == 400
     assert browser.handle("POST", "/untag", form={"token": browser.token, "kref": kref, "tag": "reviewed"},
                           headers=host)[0] == 303
-    assert browser.handle("POST", "/deprecate", form={"token": browser.token, "kref": item_kref}, headers=host)[0] == 303
+    assert browser.handle("POST", "/deprecate", form={"token": browser.token, "kref": item_kref},
+                          headers=host)[0] == 303
     assert memory.get(item_kref)["deprecated"]
     assert browser.handle("POST", "/deprecate", form={"token": browser.token, "kref": item_kref, "undo": "1"},
                           headers=host)[0] == 303

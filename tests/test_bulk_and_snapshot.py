@@ -485,5 +485,6 @@ def test_forget_inside_a_batch_scrubs_after_the_commit(tmp_path):
         assert memory.forget(kref.split("?")[0])["scrubbed"] is False    # not yet: the batch is open
         memory.remember("something else")
     for suffix in ("", "-wal"):
-        data = open(str(tmp_path / "m.db") + suffix, "rb").read() if os.path.exists(str(tmp_path / "m.db") + suffix) else b""
+        data = open(str(tmp_path / "m.db") + suffix, "rb").read() \
+            if os.path.exists(str(tmp_path / "m.db") + suffix) else b""
         assert b"4471" not in data

@@ -91,8 +91,10 @@ def test_ui_serves_the_browser_until_interrupted(db, tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    process = subprocess.Popen([sys.executable, "-c", "import sys, kumiho_memory as km; sys.exit(km.main(sys.argv[1:]))",
-                                "--db", db, "ui", "--port", str(port)], stderr=subprocess.PIPE, text=True, env=environment)
+    process = subprocess.Popen([sys.executable, "-c",
+                                "import sys, kumiho_memory as km; sys.exit(km.main(sys.argv[1:]))",
+                                "--db", db, "ui", "--port", str(port)], stderr=subprocess.PIPE, text=True,
+                               env=environment)
     try:
         line = process.stderr.readline()
         assert f"http://127.0.0.1:{port}/" in line and "read-only" in line

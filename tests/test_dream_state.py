@@ -528,7 +528,8 @@ def test_a_service_outage_parks_nothing_and_does_not_move_the_cursor(memory, clo
     down = dream(memory, llm_adapter=adapter(llm))
     assert down["parked"] == 0 and down["revisions_assessed"] == 0 and down["last_cursor"] is None
     assert any("overloaded" in error or "500" in error for error in down["errors"])
-    assert dream(memory, llm_adapter=adapter(llm))["last_cursor"] is None       # still down (3 calls a run: the batch, then each alone)
+    # still down (3 calls a run: the batch, then each alone)
+    assert dream(memory, llm_adapter=adapter(llm))["last_cursor"] is None
 
     llm.decide = lambda entry, entries: {"suggested_tags": ["lockers"]}
     recovered = dream(memory, llm_adapter=adapter(llm))

@@ -391,7 +391,8 @@ def _import_source(path: str, count: int) -> str:
     with km.Memory(clock=km.ManualClock("2026-02-01T00:00:00Z", tick=1.0), ids=km.SequentialIds()) as memory:
         for index in range(count):
             kref = memory.remember(f"Imported memory {index}: the {index % 7}th shelf holds box {index}.",
-                                   space=f"import/s{index % 5}", metadata={"n": index}, tags=["t1"] if index % 3 else [])
+                                   space=f"import/s{index % 5}", metadata={"n": index},
+                                   tags=["t1"] if index % 3 else [])
             if index % 4 == 0:
                 memory.remember(f"Imported memory {index}, revised.", item=kref.split("?")[0])
             if index and index % 10 == 0:

@@ -409,7 +409,8 @@ def note(name, value):
 
 async def main():
     memory = km.Memory(path)
-    manager = km.UniversalMemoryManager(memory=memory, redis_url=url, summarizer=KillsRedis(), consolidation_lease_seconds=6)
+    manager = km.UniversalMemoryManager(memory=memory, redis_url=url, summarizer=KillsRedis(),
+                                        consolidation_lease_seconds=6)
     for message in MESSAGES:
         await manager.ingest_message(user_id="ann", message=message, session_id="s-lease")
     try:

@@ -109,7 +109,8 @@ def test_cli_fuzz_exit_codes_no_exceptions_and_failed_commands_change_nothing(tm
     specs = {   # command words: (positional arguments, flags taking a value, switches)
         "remember": (1, ["--space", "--key", "--item", "--tag", "--metadata", "--evidence-level", "--source",
                          "--title", "--kind"], []),
-        "recall": (1, ["--limit", "--space", "--type", "--where", "--min-score", "--as-of"], ["--history", "--context"]),
+        "recall": (1, ["--limit", "--space", "--type", "--where", "--min-score", "--as-of"],
+                   ["--history", "--context"]),
         "get": (1, [], []), "history": (1, [], []), "tag": (2, [], []), "untag": (2, [], []),
         "link": (3, ["--metadata"], []), "edges": (1, ["--direction", "--type"], []),
         "deprecate": (1, [], ["--undo"]), "forget": (1, [], []), "stats": (0, [], []),

@@ -214,7 +214,8 @@ def test_eight_threads_sharing_one_memory_lose_nothing(tmp_path):
 def _large_export(count: int) -> list[str]:
     lines = [json.dumps({"record": "header", "format": "kumiho-memory-export", "format_version": 1}),
              json.dumps({"record": "space", "project": "Big", "path": "", "created_at": "2026-01-01T00:00:00.000000Z"}),
-             json.dumps({"record": "space", "project": "Big", "path": "bulk", "created_at": "2026-01-01T00:00:00.000000Z"})]
+             json.dumps({"record": "space", "project": "Big", "path": "bulk",
+                         "created_at": "2026-01-01T00:00:00.000000Z"})]
     vocabulary = [f"w{index}" for index in range(3000)]
     for index in range(count):
         kref = f"kref://Big/bulk/memory-{index:06d}.memory"

@@ -19,7 +19,8 @@ import pytest
 import kumiho_memory as km
 from conftest import HAVE_KUMIHO, KUMIHO_TOKEN, _Peek, kumiho_standin_on, open_kumiho_memory
 
-pytestmark = pytest.mark.skipif(not HAVE_KUMIHO, reason="the kumiho SDK (extra 'kumiho') or km.KumihoBackend is missing")
+pytestmark = pytest.mark.skipif(not HAVE_KUMIHO,
+                                reason="the kumiho SDK (extra 'kumiho') or km.KumihoBackend is missing")
 
 
 def export_text(memory: km.Memory) -> str:
@@ -234,7 +235,8 @@ def test_kumiho_to_embedded_to_kumiho(kmem, clock, server):
         import_text(second, export_text(embedded))
         assert export_text(second) == exported
         assert second.get(refs["b1"].split("?")[0])["revision"] == 1
-        assert second.remember("Kickoff on Wednesday", item=refs["b1"].split("?")[0]).endswith("?r=3")   # 2 was forgotten
+        # 2 was forgotten
+        assert second.remember("Kickoff on Wednesday", item=refs["b1"].split("?")[0]).endswith("?r=3")
         second.close()
     finally:
         other.stop()

@@ -97,7 +97,8 @@ def test_search_with_a_query_runs_recall_with_scores(store):
 
 def test_search_without_a_query_filters_and_pages(store):
     for number in range(5):
-        store.put(("items",), f"k{number}", {"n": number, "even": number % 2 == 0, "meta": {"tier": "gold" if number > 2 else "free"}})
+        store.put(("items",), f"k{number}",
+                  {"n": number, "even": number % 2 == 0, "meta": {"tier": "gold" if number > 2 else "free"}})
     everything = store.search(("items",), limit=10)
     assert [hit.key for hit in everything] == ["k0", "k1", "k2", "k3", "k4"]       # insertion order
     assert all(hit.score is None for hit in everything)
@@ -213,7 +214,8 @@ def test_the_default_memory_is_used_when_none_is_given(tmp_path):
 def test_importing_the_module_imports_no_framework_and_a_missing_one_names_the_install_line():
     code = ("import sys, kumiho_memory as km\n"
             "assert 'langgraph' not in sys.modules and 'agents' not in sys.modules\n"
-            "sys.modules['langgraph'] = None; sys.modules['langgraph.store'] = None; sys.modules['langgraph.store.base'] = None\n"
+            "sys.modules['langgraph'] = None; sys.modules['langgraph.store'] = None; "
+            "sys.modules['langgraph.store.base'] = None\n"
             "try:\n    km.langgraph_store(km.Memory())\nexcept km.BackendUnavailableError as exc:\n    print(exc)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})

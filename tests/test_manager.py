@@ -1164,7 +1164,8 @@ def test_a_message_arriving_during_consolidation_is_kept_for_the_next_one():
 
     late, done, left = asyncio.run(run())
     assert late["success"] and done["success"]
-    assert "Berta" not in memory_text(done) and [m["content"] for m in left["messages"]] == ["My sister is called Berta."]
+    assert "Berta" not in memory_text(done) \
+        and [m["content"] for m in left["messages"]] == ["My sister is called Berta."]
 
 
 def memory_text(result):

@@ -170,7 +170,8 @@ def test_without_the_sdk_build_server_and_main_name_the_pip_line(tmp_path):
     done = subprocess.run([sys.executable, "-c", _NO_SDK_CHILD, ROOT], capture_output=True, text=True, timeout=60,
                           env=env)
     assert done.returncode == 0, done.stderr
-    assert "raised: 'mcp' is not installed; run: pip install mcp (in a checkout of kumiho_memory: pip install -e '.[mcp]')" in done.stdout
+    assert ("raised: 'mcp' is not installed; run: pip install mcp "
+            "(in a checkout of kumiho_memory: pip install -e '.[mcp]')") in done.stdout
     assert "exit: 2" in done.stdout and "pip install mcp" in done.stderr
     assert not (tmp_path / "never.db").exists()
 
@@ -342,7 +343,8 @@ def test_bad_arguments_name_the_field_and_write_nothing(store):
             kept = _structured(await call("kumiho_memory_store_execution", {"task": "a baseline memory"}))
             kref = kept["store_result"]["revision_kref"]
             failures = {
-                "evidence_level": ("kumiho_memory_ingest", {"user_id": "bob", "message": "hi", "evidence_level": "gospel"}),
+                "evidence_level": ("kumiho_memory_ingest",
+                                   {"user_id": "bob", "message": "hi", "evidence_level": "gospel"}),
                 "source_kref": ("kumiho_memory_link", {"source_kref": "kref:/broken", "target_kref": kref,
                                                        "edge_type": "SUPPORTS"}),
                 "edge_type": ("kumiho_memory_link", {"source_kref": kref, "target_kref": kref,

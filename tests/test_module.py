@@ -183,3 +183,22 @@ def test_each_section_uses_only_the_sections_above_it():
     later = sorted({(section_of(node.lineno), sub.id) for node in tree.body for sub in ast.walk(node)
                     if isinstance(sub, ast.Name) and defined.get(sub.id, 0) > section_of(node.lineno)})
     assert later == [], later
+
+
+def test_no_line_is_over_the_line_length_in_pyproject():
+    """Every .py file at the top level, in probes/ and in tests/ keeps to ``[tool.ruff] line-length``."""
+    import glob
+    import pytest
+    tomllib = pytest.importorskip("tomllib")
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as stream:
+        limit = tomllib.load(stream)["tool"]["ruff"]["line-length"]
+    paths = sorted(path for folder in ("", "probes", "tests")
+                   for path in glob.glob(os.path.join(ROOT, folder, "*.py")))
+    assert any(path.endswith("kumiho_memory.py") for path in paths)
+    over = []
+    for path in paths:
+        with open(path, encoding="utf-8") as stream:
+            for number, line in enumerate(stream.read().split("\n"), 1):
+                if len(line) > limit:
+                    over.append(f"{os.path.relpath(path, ROOT)}:{number} ({len(line)})")
+    assert over == [], f"{len(over)} line(s) over {limit} characters:\n" + "\n".join(over)

@@ -251,7 +251,8 @@ def test_changing_a_covered_memory_drops_the_prepared_result(make_memory, change
     elif change in ("deprecate", "forget"):
         assert target["content"] not in contents
     else:
-        assert "published" in served["results"][[r["item_kref"] for r in served["results"]].index(target["item_kref"])]["tags"]
+        assert "published" in served["results"][
+            [r["item_kref"] for r in served["results"]].index(target["item_kref"])]["tags"]
 
 
 def test_a_change_is_never_served_stale_even_before_it_is_prepared_again(make_memory):

@@ -143,8 +143,9 @@ DB_URL = "a database URL with an inline password"
 ASSIGNED = "a password or secret assigned to a field"
 # what each row's kind is reported as: the provider when the format says it, else the kind of field
 LABELS = {AWS: {AWS}, BEARER: {BEARER}, PREFIXED: {PREFIXED, "an OpenAI API key"}, JWT: {JWT}, GOOGLE: {GOOGLE},
-          SLACK: {SLACK}, PEM: {"a private key"}, GITHUB: {"a GitHub fine-grained token", "a random-looking token", "a GitHub token",
-                                                           "a GitHub personal access token"},
+          SLACK: {SLACK}, PEM: {"a private key"},
+          GITHUB: {"a GitHub fine-grained token", "a random-looking token", "a GitHub token",
+                   "a GitHub personal access token"},
           DB_URL: {"a password in a URL"}, ASSIGNED: {"a password", "a secret assigned to a credential field"}}
 
 _JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkphbmUifQ"
@@ -273,7 +274,8 @@ def test_labels_survive_so_redacted_text_stays_readable(redactor):
     assert redactor.strip_credentials("postgres://app:s3cr3tPass@db/main") == \
         "postgres://app:[credential:url_password]@db/main"
     assert redactor.strip_credentials("token=f00dbabe1234&x=1") == "token=[credential:generic]"   # no ?: all of it
-    assert redactor.strip_credentials("https://h/p?token=f00dbabe1234&x=1") == "https://h/p?token=[credential:generic]&x=1"
+    assert redactor.strip_credentials("https://h/p?token=f00dbabe1234&x=1") \
+        == "https://h/p?token=[credential:generic]&x=1"
 
 
 def test_a_private_key_block_goes_whole_up_to_its_end_line(redactor):
@@ -293,7 +295,8 @@ def test_find_credentials_lists_each_kind_once(redactor):
 
 def test_rejection_lists_every_kind_found(redactor):
     with pytest.raises(km.CredentialDetectedError) as caught:
-        redactor.reject_credentials("AKIA2KX7QZ4HJ5WMN3PB and 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")   # a valid checksum
+        # a valid checksum
+        redactor.reject_credentials("AKIA2KX7QZ4HJ5WMN3PB and 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")
     assert caught.value.kinds == (AWS, "a GitHub token")
 
 

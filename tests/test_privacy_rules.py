@@ -300,7 +300,8 @@ _SECRETISH = st.sampled_from([
     "-u ", "curl ", ":", "password=", "value: ", "- name: API_TOKEN\n", "[credential:stripe]", "[credential:password]",
     "[redacted]", "u+", "oauth:", " / ", "login: ", "password is ", "sshpass -p ", "\n", " ", "'", '"', "@", "=",
 ])
-_SECRET_TEXT = st.lists(st.one_of(_SECRETISH, st.text(alphabet="abcXYZ0189!$%^*", max_size=10)), max_size=16).map("".join)
+_SECRET_TEXT = st.lists(st.one_of(_SECRETISH, st.text(alphabet="abcXYZ0189!$%^*", max_size=10)),
+                        max_size=16).map("".join)
 
 
 @PROPERTY
@@ -328,11 +329,14 @@ def test_curl_user_colon_after_a_key_gives_one_whole_placeholder():
     ("ENV API_TOKEN Hq7Lm2Zx9Rt4Vb8Nw3Kp", "Hq7Lm2Zx9Rt4Vb8Nw3Kp"),
     ("ENV PASSWORD Violet-Gravel-Copper42", "Violet-Gravel-Copper42"),
     ("ARG DB_PASSWORD=Violet-Gravel-Copper42", "Violet-Gravel-Copper42"),
-    ("export SECRET_KEY=django-insecure-k2^m@8x!q(3z&v9=w_e4*r%t7$y+u1)i6-o5p0a#s", "m@8x!q(3z&v9=w_e4*r%t7$y+u1)i6-o5p0a"),
+    ("export SECRET_KEY=django-insecure-k2^m@8x!q(3z&v9=w_e4*r%t7$y+u1)i6-o5p0a#s",
+     "m@8x!q(3z&v9=w_e4*r%t7$y+u1)i6-o5p0a"),
     ("secret_key: aq3+0ng&z0w)9t0*hs4a5^^mi*bo%lr8d^hc)97$cjp=", "9t0*hs4a5^^mi*bo%lr8d^hc)97$cjp="),
     ('secret_key_base = "' + "a1b2c3d4e5f60718" * 8 + '"', "a1b2c3d4e5f60718" * 8),
-    ("export AZURE_DEVOPS_PAT=" + "k3ab7zq2mx5wprt4yc6dnv2hj7gf3sl5qe4ku6ob2ia7tx3wz5mc", "k3ab7zq2mx5wprt4yc6dnv2hj7gf3sl5qe4ku6ob2ia7tx3wz5mc"),
-    ("use k3ab7zq2mx5wprt4yc6dnv2hj7gf3sl5qe4ku6ob2ia7tx3wz5mc for the build", "k3ab7zq2mx5wprt4yc6dnv2hj7gf3sl5qe4ku6ob2ia7tx3wz5mc"),
+    ("export AZURE_DEVOPS_PAT=" + "k3ab7zq2mx5wprt4yc6dnv2hj7gf3sl5qe4ku6ob2ia7tx3wz5mc",
+     "k3ab7zq2mx5wprt4yc6dnv2hj7gf3sl5qe4ku6ob2ia7tx3wz5mc"),
+    ("use k3ab7zq2mx5wprt4yc6dnv2hj7gf3sl5qe4ku6ob2ia7tx3wz5mc for the build",
+     "k3ab7zq2mx5wprt4yc6dnv2hj7gf3sl5qe4ku6ob2ia7tx3wz5mc"),
     ("sshpass -p 'Copper-Lantern-77' ssh deploy@host", "Copper-Lantern-77"),
     ("CREATE USER app WITH PASSWORD 'Granite!Owl42';", "Granite!Owl42"),
     ("ALTER USER app IDENTIFIED BY 'Granite!Owl42';", "Granite!Owl42"),
@@ -365,7 +369,8 @@ def test_round_two_secrets_are_redacted(text, secret):
 
 @pytest.mark.parametrize("text", [
     "request_id=6f1c2b9e-7d4a-4e8f-9a21-5c6b7d8e9f01", "correlation=6f1c2b9e-7d4a-4e8f-9a21-5c6b7d8e9f01",
-    "AZURE_TENANT_ID=6f1c2b9e-7d4a-4e8f-9a21-5c6b7d8e9f01", "AZURE_SUBSCRIPTION_ID=6f1c2b9e-7d4a-4e8f-9a21-5c6b7d8e9f01",
+    "AZURE_TENANT_ID=6f1c2b9e-7d4a-4e8f-9a21-5c6b7d8e9f01",
+    "AZURE_SUBSCRIPTION_ID=6f1c2b9e-7d4a-4e8f-9a21-5c6b7d8e9f01",
     "HEROKU_APP_ID=6f1c2b9e-7d4a-4e8f-9a21-5c6b7d8e9f01", "TWILIO_ACCOUNT_SID=AC0a1b2c3d4e5f60718293a4b5c6d7e8f9",
     "GOOGLE_CLIENT_ID=210987654321-q7lm2xr9tb4vn8kp3wd6yh1jc5fg0ls.apps.googleusercontent.com",
     "payload: " + __import__("base64").b64encode(b"Greetings from the build cluster, all good!").decode(),
@@ -375,8 +380,10 @@ def test_round_two_secrets_are_redacted(text, secret):
     "customer cus_NffrFeUfNV2Hib", "$2b$12$Qz7Lm2Xr9Tb4Vn8Kp3Wd6Oe1Jc5Fg0LsQz7Lm2Xr9Tb4Vn8Kp3W",
     "stripe.api_key = 'sk_test_4eC39HqLyjWDarjtT1zdp7dc'",
     "curl https://api.stripe.com/v1/charges -u sk_test_4eC39HqLyjWDarjtT1zdp7dc:",
-    "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz7Lm2Xr9Tb4Vn8Kp3Wd6Yh1Jc5Fg0Ls\n-----END PUBLIC KEY-----",
-    "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\n-----END CERTIFICATE-----",
+    "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEz7Lm2Xr9Tb4Vn8Kp3Wd6Yh1Jc5Fg0Ls\n"
+    "-----END PUBLIC KEY-----",
+    "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\n"
+    "-----END CERTIFICATE-----",
     "-----BEGIN RSA PRIVATE KEY-----\n...\n-----END RSA PRIVATE KEY-----",
     "-----BEGIN PRIVATE KEY-----\n<paste the key here>\n-----END PRIVATE KEY-----",
     "/home/runner/work/_temp/6f1c2b9e-7d4a-4e8f-9a21-5c6b7d8e9f01.sh",

@@ -1008,7 +1008,8 @@ def test_select_siblings_unit():
 
 def test_build_recalled_context_renders_badges_dates_and_siblings():
     memories = [
-        {"title": "A", "content": "alpha content", "metadata": {"evidence_level": "official", "event_date": "2023-05-08"}},
+        {"title": "A", "content": "alpha content",
+         "metadata": {"evidence_level": "official", "event_date": "2023-05-08"}},
         {"title": "B", "content": "beta content", "metadata": {}, "tags": ["evidence:unverified"]},
         {"title": "C", "content": "gamma content", "metadata": {"evidence_level": "single_source"}},
         {"title": "D", "content": "delta content", "metadata": {}, "evidence_level": "corroborated",

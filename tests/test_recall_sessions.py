@@ -13,7 +13,8 @@ import kumiho_memory as km
 # -- one expansion -------------------------------------------------------------------------------------------
 
 def test_one_expansion_whoever_the_question_is_about():
-    mine, hers = km.query_expansions("Where do I live these days?"), km.query_expansions("Where does Ann live these days?")
+    mine, hers = (km.query_expansions("Where do I live these days?"),
+                  km.query_expansions("Where does Ann live these days?"))
     assert mine == hers and {"move", "reloc", "resid"} <= set(mine)
     assert "live" not in mine                                # what the query writes is not an expansion
 

@@ -998,7 +998,8 @@ def test_memory_store_seam_receives_upstream_payload():
 
     def memory_store(**payload):
         stored.append(payload)
-        return {"space_path": payload.get("space_path"), "item_kref": "kref://CognitiveMemory/personal/u1/m.conversation",
+        return {"space_path": payload.get("space_path"),
+                "item_kref": "kref://CognitiveMemory/personal/u1/m.conversation",
                 "revision_kref": "kref://CognitiveMemory/personal/u1/m.conversation?r=1"}
 
     async def scenario():
@@ -1198,10 +1199,12 @@ _HANDLER_SCRIPT = textwrap.dedent('''
                                                          "message": "I prefer window seats on long flights."}))
     call("add_response", "kumiho_memory_add_response",
          lambda s: {"session_id": s.get("session_id"), "response": "Noted: window seats on long flights."})
-    state["consolidated"] = call("consolidate", "kumiho_memory_consolidate", lambda s: {"session_id": s.get("session_id")})
+    state["consolidated"] = call("consolidate", "kumiho_memory_consolidate",
+                                 lambda s: {"session_id": s.get("session_id")})
     call("recall", "kumiho_memory_recall", {"query": "window seats"})
     call("engage", "kumiho_memory_engage", {"query": "window seats"})
-    call("store_execution", "kumiho_memory_store_execution", {"task": "run the tests", "status": "done", "exit_code": 0})
+    call("store_execution", "kumiho_memory_store_execution",
+         {"task": "run the tests", "status": "done", "exit_code": 0})
     call("reflect", "kumiho_memory_reflect", {"response": "ok", "captures": [
         {"type": "fact", "title": "Seat", "content": "Alice prefers window seats."}]})
     call("discover_edges", "kumiho_memory_discover_edges", lambda s: {
@@ -1455,7 +1458,8 @@ def test_anthropic_adapter_create():
     assert isinstance(adapter, km.AnthropicAdapter)
 
 
-# ref: "OpenAICompatEmbeddingAdapter(client, default_model='text-embedding-3-small') / .create(*,api_key,base_url,model)"
+# ref: "OpenAICompatEmbeddingAdapter(client, default_model='text-embedding-3-small') /
+# .create(*,api_key,base_url,model)"
 def test_openai_compat_embedding_adapter_wraps_an_sdk_client():
     client = FakeOpenAIEmbeddings()
     adapter = km.OpenAICompatEmbeddingAdapter(client, default_model="text-embedding-3-small")

@@ -316,7 +316,8 @@ def test_space_attributes_set_read_change_and_remove(memory):
 
 
 @pytest.mark.parametrize(("name", "value"), [("bad name", "x"), ("", "x"), ("ok", ""), ("ok", 3),
-                                             ("ok", "x" * 5000)], ids=["space-in-name", "empty-name", "empty-value", "not-a-string", "too-long"])
+                                             ("ok", "x" * 5000)],
+                         ids=["space-in-name", "empty-name", "empty-value", "not-a-string", "too-long"])
 def test_bad_attributes_write_nothing(memory, name, value):
     before = dump(memory)
     with pytest.raises(km.InvalidArgumentError):

@@ -1,14 +1,11 @@
 """The file is easy to live in (issue 21): its map, its layering around ``Memory``, and the size and order of
-what is inside it, checked on the source itself."""
+what is inside it, checked on the source itself (the written line length is checked in ``test_module.py``)."""
 
 from __future__ import annotations
 
 import ast
 import os
 import re
-import tomllib
-
-import pytest
 
 import kumiho_memory as km
 
@@ -136,15 +133,3 @@ def test_inside_a_class_public_methods_come_first_and_helpers_after():
                 misplaced.append(f"{cls.name}.{node.name} (line {node.lineno})")
             previous_rank, previous_end = max(previous_rank, rank(node.name)), node.end_lineno
     assert misplaced == []
-
-
-@pytest.mark.parametrize("path", sorted(
-    os.path.relpath(os.path.join(folder, name), ROOT)
-    for folder in (ROOT, os.path.join(ROOT, "probes"), os.path.join(ROOT, "tests"))
-    for name in os.listdir(folder) if name.endswith(".py")))
-def test_every_python_file_keeps_the_written_line_length(path):
-    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as stream:
-        limit = tomllib.load(stream)["tool"]["ruff"]["line-length"]
-    with open(os.path.join(ROOT, path), encoding="utf-8") as stream:
-        over = [f"{path}:{number}" for number, line in enumerate(stream.read().split("\n"), 1) if len(line) > limit]
-    assert over == []

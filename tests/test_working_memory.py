@@ -849,7 +849,8 @@ def test_config_reads_the_environment_only_when_asked(tmp_path):
 
 def test_missing_redis_py_names_the_pip_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "redis", None)
-    with pytest.raises(km.BackendUnavailableError, match=r"pip install 'redis' \(in a checkout of kumiho_memory: pip install -e '\.\[redis\]'\)"):
+    with pytest.raises(km.BackendUnavailableError,
+                       match=r"pip install 'redis' \(in a checkout of kumiho_memory: pip install -e '\.\[redis\]'\)"):
         km.RedisMemoryBuffer("redis://127.0.0.1:1/0")
 
 
