@@ -3786,6 +3786,15 @@ class RecallQuery:
     # Who the query names in person rather than by name, as index terms of speakers: "I"/"my" are the user
     # (``USER_ROLES``), "you" the assistant; they count as names for the who signal (``person_terms``).
     speakers: tuple[str, ...] = ()
+    # The query asks about several occasions ("how many times", "in total"): spread the top over threads
+    # (``asks_about_occasions``).
+    occasions: bool = False
+    # The events an order or duration question compares ("which came first, X or Y"), as index terms: the
+    # best match of each is kept at the top (``compared_events``).
+    events: tuple[tuple[str, ...], ...] = ()
+    # "before/after <event>": ("before" | "after", the event's index terms); the event's best match's
+    # event_date is the edge of the time window, when the query names no time of its own (``event_edge``).
+    edge_event: tuple[str, tuple[str, ...]] | None = None
     # A hard filter (``recall``'s ``where``, ``memory_types``, ``influence_only``): a backend returns only the
     # revisions it admits, checking candidates in rank order as it gathers them, so a filtered recall still
     # gets ``keep or pool`` of them when that many exist (the pool never widens in a loop above it).
@@ -3841,6 +3850,67 @@ def apply_who_and_when(scores: dict[int, float], notes: dict[int, dict[str, Any]
                 if boost > 1e-3:
                     scores[doc_id] *= 1.0 + boost
                     notes.setdefault(doc_id, {})["when"] = round(boost, 4)
+
+
+# What a question about several occasions or about two events does to the ranking (both backends).
+THREAD_OPENING = 1.0         # share of its thread's best score a matching opening message is lifted to
+THREAD_REPEAT = 0.9          # what each further message of one thread counts, relative to the one before
+EVENT_EDGE_DAYS = 7.0        # "after the trip": the week from its date ("before": the week up to it)
+
+
+def event_match(index: RecallIndex, terms: Sequence[str], eligible: Container[int]) -> int | None:
+    """The eligible document of ``index`` that best matches an event's words alone, or None."""
+    hits = index.search(index.term_weights(terms), 1, eligible) if terms else []
+    return hits[0][0] if hits else None
+
+
+def edge_window(index: RecallIndex, events: Mapping[int, float], edge: tuple[str, tuple[str, ...]],
+                eligible: Container[int]) -> tuple[float, float] | None:
+    """The time window "before/after <event>" names (``RecallQuery.edge_event``): the ``EVENT_EDGE_DAYS`` up
+    to, or from, the event date (``events``) of the document that best matches the event; None when it has
+    none. The time signal fades beyond the window as for any other."""
+    side, terms = edge
+    doc_id = event_match(index, terms, eligible)
+    event = None if doc_id is None else events.get(doc_id)
+    if event is None:
+        return None
+    span = EVENT_EDGE_DAYS * 86400.0
+    return (event - span, event) if side == "before" else (event, event + span)
+
+
+def keep_events(index: RecallIndex, compared: Sequence[Sequence[str]], scores: dict[int, float],
+                notes: dict[int, dict[str, Any]], eligible: Container[int]) -> None:
+    """Keep the best match of each event an order or duration question compares (``RecallQuery.events``) at
+    the top, in place: each scores just above the best other candidate, in the order the question names
+    them."""
+    top = max(scores.values())
+    for place, terms in enumerate(reversed(compared), start=1):
+        doc_id = event_match(index, terms, eligible)
+        if doc_id is not None:
+            scores[doc_id] = top * (1.0 + 1e-6 * place)
+            notes.setdefault(doc_id, {})["event"] = True
+
+
+def cover_threads(scores: dict[int, float], notes: dict[int, dict[str, Any]],
+                  opening: Callable[[int], int | None]) -> None:
+    """Spread a question about several occasions (``RecallQuery.occasions``) over threads, in place:
+    ``opening(doc_id)`` is the first message of a message's thread (None for what is not a message). A
+    thread's opening message, where its speaker usually says what the conversation is about, is lifted to
+    ``THREAD_OPENING`` of the thread's best score when it matched the query at all, and each further message
+    of a thread counts ``THREAD_REPEAT`` times less than the one before it."""
+    threads: dict[int, list[int]] = {}
+    for doc_id in scores:
+        start = opening(doc_id)
+        if start is not None:
+            threads.setdefault(start, []).append(doc_id)
+    for start, members in threads.items():
+        best = max(scores[doc_id] for doc_id in members)
+        if start in scores and scores[start] < THREAD_OPENING * best:
+            scores[start] = THREAD_OPENING * best
+            notes.setdefault(start, {})["thread_opening"] = True
+        members.sort(key=lambda doc_id: (-scores[doc_id], doc_id != start))     # a lifted opening leads
+        for position, doc_id in enumerate(members[1:], start=1):
+            scores[doc_id] *= THREAD_REPEAT ** position
 
 
 class GraphBackend(abc.ABC):
@@ -4500,6 +4570,24 @@ class _RecallState:
         scored = [(doc_id, sum(map(operator.mul, stored, query))) for doc_id, stored in pairs]
         return heapq.nlargest(k, scored, key=lambda pair: pair[1])
 
+    THREAD_WALK = 200            # how far back a thread's opening message is looked for
+
+    def _thread_start(self, doc_id: int, found: dict[int, int | None]) -> int | None:
+        """The first message of ``doc_id``'s thread (None when it is further back than ``THREAD_WALK``);
+        ``found`` remembers every message walked over."""
+        path, current = [], doc_id
+        while current not in found and len(path) < self.THREAD_WALK:
+            path.append(current)
+            previous = self.thread_prev.get(current)
+            if previous is None:
+                found[current] = current
+                break
+            current = previous
+        start = found.get(current)
+        for walked in path:
+            found[walked] = start
+        return start
+
     @staticmethod
     def _fuse(lexical: list[tuple[int, float]], semantic: list[tuple[int, float]],
               weight: float) -> list[tuple[int, float]]:
@@ -4516,10 +4604,13 @@ class _RecallState:
     def candidates(self, query: RecallQuery, eligible: Container[int]) -> list[tuple[int, float, dict[str, Any]]]:
         """Score ``eligible`` revisions for a query: words first, then the signals. Best first."""
         signals = self.signals
+        if query.edge_event is not None and query.time_window is None and signals.when:
+            query = dataclasses.replace(query, time_window=edge_window(self.index, self.doc_event, query.edge_event,
+                                                                       eligible))
         weights = query_term_weights(self.index, query)
         named = named_terms(query, signals, self.name_terms)
-        reorders = bool(named) or (query.time_window is not None and bool(signals.when))
-        depth = 2 * query.pool if reorders else query.pool
+        reorders = bool(named) or (query.time_window is not None and bool(signals.when)) or query.occasions
+        depth = (3 if query.occasions else 2) * query.pool if reorders else query.pool
         hits = self.index.search(weights, depth, eligible)
         if query.query_vector is not None and self.vectors:
             hits = self._fuse(hits, self._nearest(query.query_vector, depth, eligible), query.semantic_weight)
@@ -4535,6 +4626,12 @@ class _RecallState:
                         scores[neighbour] = scores.get(neighbour, 0.0) + signals.neighbour_spread * score
                         notes.setdefault(neighbour, {}).setdefault("neighbour_of", doc_id)
         apply_who_and_when(scores, notes, query, signals, named, self.doc_who, self.doc_event)
+        if query.occasions:
+            found: dict[int, int | None] = {}
+            cover_threads(scores, notes,
+                          lambda doc_id: self._thread_start(doc_id, found) if doc_id in self.doc_message else None)
+        if query.events and scores:
+            keep_events(self.index, query.events, scores, notes, eligible)
         if signals.edges and query.follow_edges:
             seeds = heapq.nlargest(signals.edge_seeds, scores.items(), key=lambda pair: pair[1])
             for doc_id, score in seeds:
@@ -6098,10 +6195,21 @@ class _KumihoCandidates:
         return found
 
     def score(self, query: RecallQuery, signals: RecallSignals) -> tuple[dict[int, float], dict[int, dict[str, Any]]]:
-        """Words (and the semantic channel), then the shared who/when signals: ``(scores, notes)``. With a
-        hard filter every candidate is scored, so the filter can pass over any of them."""
+        """Words (and the semantic channel), then the shared signals (who, when, several occasions, compared
+        events): ``(scores, notes)``. With a hard filter every candidate is scored, so the filter can pass
+        over any of them."""
+        eligible = set(range(len(self.records)))
+        if query.relative_time is not None and self.events:
+            # a replayed history's "now" is its newest event: here, the newest among the candidates
+            newest = _dt.datetime.fromtimestamp(max(self.events.values()), UTC)
+            query = dataclasses.replace(query, time_window=query.relative_time(newest))
+        if query.edge_event is not None and query.time_window is None and signals.when:
+            query = dataclasses.replace(query, time_window=edge_window(self.index, self.events, query.edge_event,
+                                                                       eligible))
         depth = query.pool if query.admit is None else max(query.pool, len(self.records))
-        hits = self.index.search(query_term_weights(self.index, query), depth, set(range(len(self.records))))
+        if query.occasions:
+            depth *= 3
+        hits = self.index.search(query_term_weights(self.index, query), depth, eligible)
         if query.query_vector is not None and self.vectors:
             semantic = sorted(((doc_id, sum(a * b for a, b in zip(vector, query.query_vector)))
                                for doc_id, vector in self.vectors.items()), key=lambda pair: -pair[1])[:depth]
@@ -6111,7 +6219,26 @@ class _KumihoCandidates:
         name_terms = set().union(*self.who.values()) if self.who else set()
         apply_who_and_when(scores, notes, query, signals, named_terms(query, signals, name_terms), self.who,
                            self.events)
+        if query.occasions:
+            cover_threads(scores, notes, self._thread_opening())
+        if query.events and scores:
+            keep_events(self.index, query.events, scores, notes, eligible)
         return scores, notes
+
+    def _thread_opening(self) -> Callable[[int], int | None]:
+        """A message candidate's thread opening, as far as the candidates show it: the earliest candidate of
+        the same space and thread (the server's search returns only what matched the query)."""
+        first: dict[tuple[str, str], int] = {}
+        for doc_id, record in enumerate(self.records):       # doc ids follow time
+            if is_message(record.metadata):
+                first.setdefault((record.kref.space, thread_key(record.metadata)), doc_id)
+
+        def opening(doc_id: int) -> int | None:
+            record = self.records[doc_id]
+            if not is_message(record.metadata):
+                return None
+            return first.get((record.kref.space, thread_key(record.metadata)))
+        return opening
 
     def admissible(self, doc_id: int, query: RecallQuery) -> bool:
         """Whether a candidate may be kept: candidates read in a batch were not checked for a SUPERSEDES from
@@ -7558,6 +7685,58 @@ _BARE_MONTH = _lazy_regex(rf"\b(in|during|since|of|last|this|early|late|mid|past
 SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}   # northern meteorological seasons
 _SEASON = _lazy_regex(r"\b(last|this|past|previous|in|during|over|the)\s+(spring|summer|autumn|fall|winter)\b")
 _EARLIER = _lazy_regex(r"\bearlier\s+this\s+(week|month|year)\b")
+# "between August 11 and August 15 2023", "from May 3 to May 9, 2023": the year may be written only at the end.
+_DATE_RANGE = _lazy_regex(r"\b(?:between|from)\s+(?:the\s+)?(\w[\w\s.,]{0,20}?)\s+(?:and|to|until|till|through)\s+"
+                          r"(?:the\s+)?(\w[\w\s.,]{0,20}?(\d{4}))\b")
+# Holidays: a fixed (month, day), or a rule for a year (Easter, US Thanksgiving). Without a year, the latest
+# one begun by ``now``; "last Christmas" the latest before ``now``'s day; "this Christmas" the one of its year.
+_HOLIDAY = _lazy_regex(r"\b(?:(last|this|past|previous)\s+)?(christmas\s+eve|christmas|xmas|new\s+year['’]?s\s+eve"
+                       r"|new\s+year['’]?s(?:\s+day)?|easter(?:\s+sunday)?|thanksgiving|halloween"
+                       r"|valentine['’]?s(?:\s+day)?|independence\s+day|(?:the\s+)?(?:4th|fourth)\s+of\s+july"
+                       r"|july\s+(?:4th|fourth))\b(?:\s*,?\s*(?:of\s+|in\s+)?(\d{4})\b)?")
+_HOLIDAY_WORDS = _lazy_regex(r"christmas|xmas|new\s+year|easter|thanksgiving|halloween|valentine|independence|july")
+
+
+def _easter(year: int) -> tuple[int, int]:
+    """Western Easter Sunday of ``year`` as (month, day): the Gregorian computus (Meeus/Jones/Butcher)."""
+    golden, century, within = year % 19, year // 100, year % 100
+    epact = (19 * golden + century - century // 4 - (century - (century + 8) // 25 + 1) // 3 + 15) % 30
+    weekday = (32 + 2 * (century % 4) + 2 * (within // 4) - epact - within % 4) % 7
+    shift = (golden + 11 * epact + 22 * weekday) // 451
+    month, day = divmod(epact + weekday - 7 * shift + 114, 31)
+    return month, day + 1
+
+
+def _holiday_date(name: str, year: int) -> _dt.datetime:
+    """The day a holiday (as ``_HOLIDAY`` spells it) falls on in ``year``."""
+    name = re.sub(r"\s+", " ", re.sub("['’]", "", name))
+    if name.startswith("easter"):
+        month, day = _easter(year)
+    elif name == "thanksgiving":              # the fourth Thursday of November (United States)
+        first = _dt.date(year, 11, 1).weekday()
+        month, day = 11, 1 + (3 - first) % 7 + 21
+    elif "eve" in name:
+        month, day = (12, 24) if name.startswith("christmas") else (12, 31)
+    elif name.startswith("new year"):
+        month, day = 1, 1
+    else:
+        month, day = {"christmas": (12, 25), "xmas": (12, 25), "halloween": (10, 31)}.get(
+            name, (2, 14) if name.startswith("valentine") else (7, 4))
+    return _dt.datetime(year, month, day, tzinfo=UTC)
+
+
+def _holiday_window(match: "re.Match[str]", now: _dt.datetime | None) -> tuple[float, float] | None:
+    """The day a ``_HOLIDAY`` match names: its year's when one is written, else read against ``now``."""
+    which, name, year = match.groups()
+    if year is not None:
+        return _period(_holiday_date(name, int(year)), "day")
+    if now is None:
+        return None
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    day = _holiday_date(name, now.year)
+    if which != "this" and (day > today or (day == today and which is not None)):
+        day = _holiday_date(name, now.year - 1)
+    return _period(day, "day")
 
 
 def _period(start: _dt.datetime, unit: str, count: int = 1) -> tuple[float, float]:
@@ -7590,15 +7769,25 @@ def _shift(moment: _dt.datetime, unit: str, count: int) -> _dt.datetime:
 def parse_time_window(query: str, now: _dt.datetime | None = None) -> tuple[float, float] | None:
     """The time a query names, as an epoch-seconds window, or None.
 
-    Understands dates ("8 May 2023", "May 8, 2023", "2023-05-08"), months ("May 2023", "2023-05"), years
-    after a preposition ("in 2023"), and, relative to ``now``, "yesterday", "today", "last/this
+    Understands dates ("8 May 2023", "May 8, 2023", "2023-05-08"), ranges of them ("between August 11 and
+    August 15 2023"), months ("May 2023", "2023-05"), years after a preposition ("in 2023"), holidays with a
+    year ("Christmas 2022"), and, relative to ``now``, "yesterday", "today", "last/this
     week/month/year", "N days/weeks/months/years ago", weekdays ("on Saturday", "last Tuesday": the latest
     before today), "the past weekend", months without a year ("in December": the latest begun by ``now``),
-    seasons ("last summer": meteorological, northern) and "earlier this week/month/year" (up to ``now``).
+    seasons ("last summer": meteorological, northern), "earlier this week/month/year" (up to ``now``) and
+    holidays (Christmas, Christmas Eve, New Year's Eve and Day, Easter, Thanksgiving (US), Halloween,
+    Valentine's Day, Independence Day / July 4th: the latest begun by ``now``'s day, "last Christmas" the latest
+    before it, "this Christmas" the one of its year).
     The most specific match wins. A time outside what a date can hold ("3000 years ago" in a calendar that
     starts at year 1) is no window: None, never an error.
     """
     text = query.casefold()
+    match = _DATE_RANGE.search(text) if "between" in text or "from" in text else None
+    if match:
+        last = parse_time_window(match.group(2))
+        first = parse_time_window(match.group(1)) or parse_time_window(f"{match.group(1)} {match.group(3)}")
+        if first is not None and last is not None and first[0] <= last[1]:
+            return first[0], last[1]
     try:
         for pattern, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy")):
             match = pattern.search(text)
@@ -7607,6 +7796,9 @@ def parse_time_window(query: str, now: _dt.datetime | None = None) -> tuple[floa
                 day, month, year = (groups[0], groups[1], groups[2]) if order == "dmy" else (groups[1], groups[0],
                                                                                              groups[2])
                 return _period(_dt.datetime(int(year), MONTHS[month.rstrip(".")], int(day), tzinfo=UTC), "day")
+        match = _HOLIDAY.search(text) if _HOLIDAY_WORDS.search(text) else None
+        if match and match.group(3):
+            return _holiday_window(match, None)
         match = _ISO_DATE.search(text)
         if match:
             year, month, day = match.groups()
@@ -7637,6 +7829,9 @@ def parse_time_window(query: str, now: _dt.datetime | None = None) -> tuple[floa
 def _relative_window(text: str, now: _dt.datetime) -> tuple[float, float] | None:
     """The calendar words of ``parse_time_window`` that need ``now``, after "N units ago"; most specific first."""
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    match = _HOLIDAY.search(text) if _HOLIDAY_WORDS.search(text) else None
+    if match:
+        return _holiday_window(match, now)
     match = _WEEKDAY.search(text)
     if match:
         back = (today.weekday() - WEEKDAYS[match.group(2)]) % 7
@@ -9044,6 +9239,66 @@ def person_terms(query: str) -> tuple[str, ...]:
     if first == second:
         return ()
     return tuple(sorted({term for role in (USER_ROLES if first else ASSISTANT_ROLES) for term in tokenize(role)}))
+
+
+# A question about several occasions: how many, how much in all, every one of them.
+_OCCASIONS = _lazy_regex(r"(?i)\bhow\s+many\s+times\b|\bin\s+total\b|\btotal\b|\ball\s+(?:the|of\s+the|my)\b"
+                         r"|\bhow\s+(?:many|much)\s+(?!(?:days?|weeks?|months?|years?|hours?)\s+(?:ago|passed|had|have"
+                         r"|before|after|between|since)\b)(?:[\w'-]+\s+){0,6}?(?:have|did|had)\s+(?:i|we|you)\b"
+                         r"|\bwhich\s+(?:[\w'-]+\s+){1,4}?(?:have|did)\s+(?:i|we)\b(?!.*\bfirst\b)")
+
+
+def asks_about_occasions(query: str) -> bool:
+    """Whether a question asks about several occasions ("how many times", "in total", "all the", "how many
+    plants have I bought"): its answer is spread over several conversations, not one. How long ago, and how
+    many days passed between two events, ask about one or two."""
+    return bool(_OCCASIONS.search(query))
+
+
+# Order and duration questions name the events they compare: "which came first, X or Y", "how long between X
+# and Y", "how many days had passed since X when Y", "in what order did A, B and C happen".
+_DURATION = r"(?:how\s+long|how\s+(?:many|much)\s+(?:days?|weeks?|months?|years?|hours?|time))"
+_COMPARED = (
+    _lazy_regex(r"(?is)\b(?:first|earlier|sooner|before)\b\s*[,:]\s*(.+?)\s*,?\s+or\s+(.+?)[?.!]*$"),
+    _lazy_regex(r"(?is)\bdid\s+(.+?)\s+or\s+(.+?)\s+(?:come|happen|take\s+place)\s+first\b"),
+    _lazy_regex(rf"(?is){_DURATION}\b.*?\bbetween\s+(.+?)\s+and\s+(.+?)[?.!]*$"),
+    _lazy_regex(rf"(?is){_DURATION}\b.*?\b(?:since|after|before)\s+(.+?)\s+(?:when|did|had|was|were)\s+(.+?)[?.!]*$"),
+    _lazy_regex(rf"(?is){_DURATION}\s+(?:had|have|has)\s+(.+?)\s+(?:when|before)\s+(.+?)[?.!]*$"),
+)
+_ORDER_LIST = _lazy_regex(r"(?is)\border\b[^:]*:\s*(.+?)[?.!]*$")
+_COMPARED_WORDS = _lazy_regex(rf"(?i)\b(?:first|earlier|sooner|before|between|since|after|order)\b|{_DURATION}")
+_EDGE = _lazy_regex(r"(?is)\b(before|after)\s+"
+                    r"(?!(?:that|then|this|it|which|what|when|how|i|you|we|he|she|they|all|long|much)\b)"
+                    r"(.+?)(?:[?.!,;]|\s+(?:and|but|when|while|did|was|were)\b|$)")
+
+
+def compared_events(query: str) -> tuple[str, ...]:
+    """The events an order or duration question compares, in its words ("Which came first, the move or the
+    wedding?" -> ``("the move", "the wedding")``); empty for any other question."""
+    if not _COMPARED_WORDS.search(query):
+        return ()
+    for pattern in _COMPARED:
+        match = pattern.search(query)
+        if match:
+            return tuple(part.strip() for part in match.groups())
+    match = _ORDER_LIST.search(query)
+    if match:
+        parts = [part.strip() for part in re.split(r"\s*,\s*(?:and\s+)?|\s+and\s+", match.group(1)) if part.strip()]
+        if len(parts) >= 2:
+            return tuple(parts)
+    return ()
+
+
+def event_edge(query: str) -> tuple[str, str] | None:
+    """"before/after <event>" in a question, as ("before" | "after", the event's words), when the event is
+    not a time ("after the road trip" yes, "before May 2023", "after that" no); None otherwise."""
+    lowered = query.casefold()
+    if ("before" not in lowered and "after" not in lowered) or compared_events(query):
+        return None
+    match = _EDGE.search(query)
+    if match is None or parse_time_window(match.group(2), _dt.datetime(2000, 1, 1, tzinfo=UTC)) is not None:
+        return None
+    return match.group(1).casefold(), match.group(2).strip()
 
 
 _QUESTION = _lazy_regex(r"(?is)^\s*(?:where|what|which|who|whom|whose|how|when|do|does|did|is|am|are|was|were|"
@@ -11144,6 +11399,10 @@ class Memory:
         if not terms and query_vector is None:
             return None
         window = parse_time_window(query, anchor)
+        events = tuple(words for words in (tuple(tokenize(part)) for part in compared_events(query)) if words)
+        edge_words = event_edge(query)
+        edge = None if edge_words is None or not tokenize(edge_words[1]) else \
+            (edge_words[0], tuple(tokenize(edge_words[1])))
         relative = None
         if query_time is None and moment is None and window != parse_time_window(query):
             relative = functools.partial(parse_time_window, query)
@@ -11158,7 +11417,8 @@ class Memory:
                                include_superseded=include_superseded, time_window=window, query_vector=query_vector,
                                semantic_weight=float(semantic_weight), follow_edges=bool(follow_edges),
                                relative_time=relative, expansions=query_expansions(query),
-                               speakers=person_terms(query)))
+                               speakers=person_terms(query), occasions=asks_about_occasions(query),
+                               events=events, edge_event=edge))
         if checked_where is None and types is None and not influence_only:
             return plan
         return dataclasses.replace(plan, search=dataclasses.replace(plan.search, admit=plan.admits_record))
