@@ -8334,8 +8334,8 @@ _DISCOURSE_OPENER = _lazy_regex(r"^\s*[A-Za-z]+\s*[,:]")     # "Actually, ...", 
 # Capitalized only because they open a sentence: never the subject ("Actually the dog Nina has ...").
 DISCOURSE_WORDS = frozenset("""
 actually also anyway apparently basically btw correction fyi hey hi hmm however incidentally indeed luckily
-meanwhile no note nowadays ok okay oh please plus ps recently reminder so sorry still thanks today tomorrow
-turns unfortunately update well yes yesterday
+lately meanwhile no note nowadays ok okay oh please plus ps recently reminder so sorry still thanks today
+tomorrow turns unfortunately update well yes yesterday honestly anyhow finally
 """.split())
 
 
@@ -8352,8 +8352,20 @@ RELATIVE_NOUNS = frozenset("""
 sister brother mother father mom dad parent parents wife husband partner spouse son daughter child children
 kid kids baby friend friends boyfriend girlfriend fiance fiancee boss manager colleague coworker cousin aunt
 uncle niece nephew grandmother grandfather grandma grandpa neighbor neighbour roommate flatmate team company
-client customer teacher doctor mentor assistant
+client customer teacher doctor mentor assistant mum mam mommy mummy daddy granny nana grandad granddad
+grandson granddaughter stepmother stepfather stepson stepdaughter housemate landlord landlady therapist coach
+tutor fiancé fiancée mate buddy pal bestie
 """.split())
+# Other words for one relative: "my grandma" and "my grandmother" are one person.
+KIN_ALIASES = {"grandma": "grandmother", "granny": "grandmother", "nana": "grandmother", "grandpa": "grandfather",
+               "grandad": "grandfather", "granddad": "grandfather", "mom": "mother", "mum": "mother",
+               "mam": "mother", "mommy": "mother", "mummy": "mother", "dad": "father", "daddy": "father",
+               "neighbor": "neighbour", "fiancé": "fiance", "fiancée": "fiancee"}
+# Words that say which relative ("my *best* friend", "my *older* sister"): part of who the statement is about.
+# "new", "current" name the same relative again ("my *new* boss is Marco" corrects "my boss is Priya").
+KIN_MODIFIERS = frozenset("best close old older elder eldest oldest younger youngest little big baby twin step "
+                          "half ex late former future other".split())
+_SAME_RELATIVE = frozenset({"new", "current", "present"})
 
 
 # -- first person: "I", "my", "we" name the speaker ---------------------------------------------------------
@@ -8375,6 +8387,24 @@ _FIRST_PERSON_FORMS = {"i_is": "{n} is", "i_has": "{n} has", "i_would": "{n} wou
                        "we": "{n}-group", "our": "{n}-group's"}
 
 
+# A relative named as a name in the speaker's own words ("*Grandma* turned 90", "*Dad*'s birthday") is the
+# speaker's relative ("Ann's grandma"); after a possessive ("his dad") it is someone else's.
+_KIN_NAME = _lazy_regex(r"(?<![\w'’-])(?<!\b[Mm]y )(?<!\b[Oo]ur )(?<!\b[Hh]is )(?<!\b[Hh]er )(?<!\btheir )(?<!'s )"
+                        r"(Grandma|Granny|Nana|Grandpa|Grandad|Granddad|Mom|Mum|Mam|Mommy|Mummy|Dad|Daddy)(?![\w-])")
+# A user's message that opens with a verb of change has left out its "I" ("Moved to Bordeaux", "Sold the
+# Civic", "Just finished Piranesi"): a closed list of common verbs, so a name is never taken for one.
+_ELIDED_I = _lazy_regex(
+    r"^(\s*)(?:(?:just|finally|recently|also|actually|eventually)\s+)?(?:moved|sold|switched|swapped|started|"
+    r"finished|ended|changed|got|left|quit|joined|bought|dropped|stopped|upgraded|downgraded|adopted|booked|"
+    r"cancelled|canceled|signed|transferred|traded|replaced|relocated|gave|took|went|picked|landed|retired|"
+    r"graduated|married|divorced|lost|found|became|sorted|ditched|began|turned|gone|been)(?=\s+[a-z0-9])",
+    re.IGNORECASE)
+# Someone else in the speaker's words ("Bob told me *he* moved", "Priya *said*"): then a name that opens the
+# statement is still who it is about.
+_OTHER_PERSON = _lazy_regex(r"(?i)(?<![\w'’-])(?:he|she|him|his|her|hers|they|them|their|theirs|told|tells|"
+                            r"said|says|asked|mentioned|thinks|thought)(?![\w'’-])")
+_SINGULAR_FIRST_PERSON = _lazy_regex(r"(?<![\w'’-])(?:I|I'm|I’m|I've|I’ve|I'd|I’d|I'll|I’ll|[Mm]e|[Mm]y|[Mm]yself)"
+                                     r"(?![\w'’-])")
 SPACE_USER_ATTRIBUTE = "user"   # a space attribute (``set_space_attribute``): who "I" is in its memories
 
 
@@ -8398,18 +8428,37 @@ def speaker_name(metadata: Mapping[str, Any] | None, user: str | None = None) ->
 
 def first_person(text: str, speaker: str | None) -> str:
     """``text`` with its first person rewritten into ``speaker``'s name (see above); unchanged without a
-    speaker or first person. "I moved to Munich" -> "Ann moved to Munich", "my daughter" -> "Ann's daughter"."""
+    speaker or first person. "I moved to Munich" -> "Ann moved to Munich", "my daughter" -> "Ann's daughter".
+    A user's message (any speaker but "Assistant") is read as a person speaks: a left-out "I" ("Moved to
+    Bordeaux" -> "Ann moved to Bordeaux"), a relative named as a name ("Grandma turned 90" -> "Ann's grandma
+    turned 90"), and a first-person statement that opens with another name is still the speaker's ("Northwind
+    let me go" -> "As for Ann, Northwind let Ann go"), unless someone else is in it ("Bob told me he moved")."""
     if not speaker:
         return text
-    return _first_person_cached(text, speaker)
+    return _first_person_cached(text, speaker, speaker != "Assistant")
 
 
 @functools.lru_cache(maxsize=1024)
-def _first_person_cached(text: str, speaker: str) -> str:
-    if not _FIRST_PERSON.search(text):
+def _first_person_cached(text: str, speaker: str, user: bool) -> str:
+    elided = _ELIDED_I.match(text) if user else None
+    kin = user and _KIN_NAME.search(text) is not None
+    if not _FIRST_PERSON.search(text) and not kin and elided is None:
         return text
     name = "-".join(part[:1].upper() + part[1:] for part in _WORD.findall(speaker)) or SPACE_USER
-    return _FIRST_PERSON.sub(lambda match: _FIRST_PERSON_FORMS[match.lastgroup].format(n=name), text)
+    written = text
+    if elided is not None:
+        start = elided.end(1)
+        written = f"{written[:start]}I {written[start].casefold()}{written[start + 1:]}"
+    if kin:
+        written = _KIN_NAME.sub(lambda match: f"my {match.group(1).casefold()}", written)
+    singular = _SINGULAR_FIRST_PERSON.search(written) is not None
+    written = _FIRST_PERSON.sub(lambda match: _FIRST_PERSON_FORMS[match.lastgroup].format(n=name), written)
+    if user and singular and not _OTHER_PERSON.search(text):
+        # a first-person statement is the speaker's, whatever name opens it ("Northwind let me go")
+        subject, own = statement_subject(written), tokenize(name)
+        if subject is not None and own and subject.split()[0] != own[0]:
+            written = f"As for {name}, {written}"
+    return written
 
 
 def resolved_statement(text: str, metadata: Mapping[str, Any] | None = None, user: str | None = None) -> str:
@@ -8487,14 +8536,41 @@ def statement_subject(text: str, *, speaker: str | None = None) -> str | None:
                 continue
             words.append(plain)
             if possessive:
-                following = re.match(r"\s+([A-Za-z]+)", body[match.start() + match.group().find(word) + len(word):])
-                if following and following.group(1).casefold() in RELATIVE_NOUNS:
-                    words.append(following.group(1).casefold())
+                words += _relative_after(body[match.start() + match.group().find(word) + len(word):])
                 break
         stems = [stem_part for word in words for stem_part in tokenize(word)]
         if stems:
             return " ".join(stems)
     return None
+
+
+# "Ann's boss is Priya", "Ann's girlfriend is called Sofia": who holds a one-person relation of the possessor,
+# by name. Such a statement is about the possessor (its relation is ``manager`` or ``partner``), so "I report
+# to Marco now" corrects it; "Ann's boss lives in Leeds" stays about the boss.
+_RELATIVE_IDENTITY = _lazy_regex(r"^\s*(?:is|was)\s+(?:(?:now|still|actually|called|named)\s+)*"
+                                r"[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*\s*[.!]?\s*$")
+IDENTITY_RELATIVES = frozenset("boss manager supervisor wife husband partner spouse girlfriend boyfriend fiance "
+                               "fiancee".split())
+
+
+def _relative_after(rest: str) -> list[str]:
+    """The relative a possessive names (``rest`` follows it): its modifiers and its noun, one name per
+    relative ("'s best friend Aoife" -> ``["best", "friend"]``, "'s grandma" -> ``["grandmother"]``, "'s new
+    boss" -> ``["boss"]``), or nothing: no relative, or the relative's identity ("'s boss is Priya")."""
+    found = re.match(r"\s+((?:[A-Za-z]+[ -]){0,2}[A-Za-zéÉ]+)", rest)
+    if not found:
+        return []
+    words = re.split(r"[ -]", found.group(1).casefold())
+    for index, word in enumerate(words):
+        if word in RELATIVE_NOUNS and all(before in KIN_MODIFIERS | _SAME_RELATIVE for before in words[:index]):
+            tail = rest[found.start(1) + len(" ".join(words[:index + 1])):]
+            if word in IDENTITY_RELATIVES and set(words[:index]) <= _SAME_RELATIVE and _RELATIVE_IDENTITY.match(tail):
+                return []
+            return [before for before in words[:index] if before not in _SAME_RELATIVE] + \
+                [KIN_ALIASES.get(word, word)]
+        if word not in KIN_MODIFIERS and word not in _SAME_RELATIVE:
+            break
+    return []
 
 
 def _claim_terms(text: str) -> list[str]:
@@ -8517,12 +8593,37 @@ def statement_identifiers(text: str) -> frozenset[str]:
 # Words that say a statement corrects an earlier one (issue 16): with a value the old statement holds, they
 # tie a correction to it ("I sold the *Civic*", "switched from *vim*").
 _CORRECTION_CUE = _lazy_regex(
-    r"\b(?:actually|now|these days|nowadays|no longer|not anymore|any ?more|switch\w*|chang\w*|turns out|"
-    r"turned out|instead|sold|replaced|traded|gave up|quit|left|gone back|went back|used to|from|new)\b")
+    r"\b(?:actually|now|these days|nowadays|lately|no longer|not anymore|any ?more|no more|switch\w*|chang\w*|"
+    r"turns out|turned out|instead|sold|replac\w*|swapped|traded|gave up|quit|left|gone|gone back|went back|"
+    r"used to|from|new|moved|dropped|ditched|stopped|upgraded|downgraded|promoted|let (?:\w+ ){1,3}go|laid off|"
+    r"fired|broke up|split up|fell through|called off|cancel\w*|pushed|postponed|resched\w*|ended up|"
+    r"passed away|died)\b")
 CUE_WORDS = frozenset("""
 switched switch switching changed change changing instead sold replaced traded gave quit left gone went back
 used longer new bought got started
 """.split())
+
+
+# An old value said to be wrong or gone ("it was *never* penicillin", "shellfish *is fine*", "Biscuit *passed
+# away*"): the statement corrects the belief that holds it, even of a many-valued relation. Not with a word that
+# adds ("I'm allergic to nuts *too*, not just penicillin" names two).
+_NEGATED_AFTER = _lazy_regex(r"\b(?:never|not|no longer|no more|isn't|wasn't|aren't|weren't)((?:\s+[\w'-]+){1,3})")
+_NEGATED_BEFORE = _lazy_regex(r"([\w'-]+)(?:'s|\s+(?:is|was|are|were))\s+(?:fine|ok|okay|gone|over|history|not)\b|"
+                              r"([\w'-]+)\s+(?:passed away|died|ran away|flew off|was stolen|got stolen)\b")
+_ADDITIVE = _lazy_regex(r"\b(?:also|too|as well|another|in addition|besides|both|not just|not only)\b")
+
+
+def negated_values(text: str) -> frozenset[str]:
+    """Words a statement says are wrong or gone (see above): "Turns out it was never penicillin" ->
+    ``{"penicillin"}``; stopwords never count."""
+    lowered = text.casefold()
+    found = {word for match in _NEGATED_AFTER.finditer(lowered) for word in match.group(1).split()}
+    found |= {group for match in _NEGATED_BEFORE.finditer(lowered) for group in match.groups() if group}
+    return frozenset(word for word in found if word not in STOPWORDS and tokenize(word))
+
+
+# Verbs that tell of an event, not of what holds: "Ann visited Paris" is no correction of where she lives.
+_EVENT = _lazy_regex(r"\b(?:visit(?:s|ed|ing)?|been to|went to see|travel+ed to|stopped (?:by|at)|passed through)\b")
 
 
 # Verbs whose objects add up rather than replace each other: "plays the piano" and "plays tennis" are two
@@ -8542,24 +8643,39 @@ MULTI_VALUED_PREDICATES = frozenset(stem(word) for word in (
 # someone's favorite color). A new statement revises an old one about the same subject only when exactly one
 # of the subject's current beliefs shares a relation with it; several or none -> a new belief (precision first).
 
+_JOB_NOUNS = ("engineer|designer|developer|manager|analyst|teacher|nurse|doctor|lawyer|consultant|scientist|writer|"
+              "architect|researcher|director|intern|accountant|programmer|administrator|lead|specialist|officer|"
+              "coordinator|assistant|technician")
 BELIEF_RELATIONS: dict[str, str] = {
-    "residence": r"\b(?:lives?|lived|living|resides?|resided|residing|based in|home is|hometown|moved|moves|"
-                 r"moving|relocat\w*|apartment|flat in|house in|settled in)\b",
-    "employer": r"\b(?:works?|worked|working|employ\w*|jobs?|joined|hired|workplace|started at|"
-                r"career at|position at)\b",
+    # "moved *my gym sessions*", "since *moving out* west": only a move to somewhere is a move of home
+    "residence": r"\b(?:lives?|lived|living|resides?|resided|residing|based in|home is|hometown|"
+                 r"(?:moved|moves|moving)(?= to\b| back\b| abroad\b| house\b| home\b| in\b|[.!,;]|$)|relocat\w*|"
+                 r"apartment|flat in|house in|settled in)\b",
+    # "get *to work*", "my title *at work*", "the gym *after work*", "all *my work*" say where, when or what,
+    # not for whom
+    "employer": r"\b(?:(?<!\bto )(?<!\bat )(?<!\bfrom )(?<!\bafter )(?<!\bbefore )(?<!'s )(?<!\bmy )(?<!\bour )"
+                r"(?<!\bthe )(?<!\ball )(?<!\bof )(?<!\bfor )(?:works?|worked|working)(?! out\b)|"
+                r"employ\w*|jobs?|joined(?! (?:a|an|the|my|our) (?:[\w-]+ )?(?:club|group|class|team|gym|choir|league|"
+                r"course|band|society|community))|hired|workplace|started at|career at|position at|"
+                r"(?:" + _JOB_NOUNS + r")s? (?:at|with))\b",
+    # how one gets to work; "my commute" (how long it takes) is an attribute of its own
+    "commute": r"\b(?:to|from) (?:work|the office)\b",
     "vehicle": r"\b(?:drives?|drove|driving|car|cars|vehicle|motorbike|motorcycle)\b",
     "dog": r"\b(?:dog|dogs|puppy)\b",
     "cat": r"\b(?:cat|cats|kitten)\b",
-    "partner": r"\b(?:married|wife|husband|spouse|partner|girlfriend|boyfriend|fianc\w*|dating)\b",
-    "age": r"\b(?:years? old|age is|aged|turn(?:s|ed|ing)? \d+)\b",
+    "partner": r"\b(?:married|wife|husband|spouse|partner|girlfriend|boyfriend|fianc\w*|dating|broke up|split up|"
+               r"seeing (?:a (?:guy|girl|man|woman) |someone )?(?:called |named )?[a-z]+|going out with)\b",
+    "age": r"\b(?:years? old|age is|aged|turn(?:s|ed|ing)? (?:\d+|one|two|three|four|five|six|seven|eight|nine|"
+           r"ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty)|"
+           r"\d+(?:st|nd|rd|th) birthday|(?:he|she)(?:'s| is) \d+)\b",
     "school": r"\b(?:studies at|student at|enrolled|attends|graduated from)\b",
     "phone": r"\b(?:phone|mobile|cell) (?:number|no)\b",
     "email": r"\be-?mail(?: address)?\b",
     # what people correct about themselves (issue 16): role, devices, tools, diet, schedule, plans
-    "role": r"\b(?:role|job title|promoted|works? as an?|working as an?|position as|"
-            r"as an? (?:\w+ )?(?:engineer|designer|developer|manager|analyst|teacher|nurse|doctor|lawyer|"
-            r"consultant|scientist|writer|architect|researcher|director|intern))\b",
-    "manager": r"\b(?:reports? to|reporting to|supervisor|line manager)\b",
+    "role": r"\b(?:role|(?:job|work) title|title at work|promoted|works? as an?|working as an?|position as|"
+            r"(?:as|is|am|'m) (?:an?|the) (?:[\w-]+ ){0,2}(?:" + _JOB_NOUNS + r")s?)\b",
+    # "Ann's boss is Priya" (a relative's identity, see ``_relative_after``) and "Ann reports to Marco"
+    "manager": r"\b(?:reports? to|reporting to|supervisor|line manager|(?:boss|manager)(?:'s name)? is)\b",
     "pet": r"\b(?:pet|hamster|parrot|rabbit|bunny|guinea pig|goldfish|turtle|tortoise)\b",
     "handset": r"\b(?:iphone|android phone|pixel \d+|galaxy s\d+|smartphone|phone is an?)\b",
     "computer": r"\b(?:laptop|macbook|thinkpad|chromebook|desktop pc|tablet|ipad)\b",
@@ -8568,18 +8684,31 @@ BELIEF_RELATIONS: dict[str, str] = {
     "display": r"\b(?:dark|light) (?:mode|theme)\b",
     "diet": r"\b(?:vegetarian|vegan|pescatarian|keto|paleo|gluten-free|dairy-free|diet|eat meat|eating meat)\b",
     "wake": r"\b(?:wakes? up|woke up|waking up|gets? up at|alarm)\b",
-    "bedtime": r"\b(?:bedtime|goes? to bed|went to bed|go to sleep)\b",
+    "bedtime": r"\b(?:bedtime|go(?:es)? to bed|went to bed|go(?:es)? to sleep)\b",
     "hours": r"\b(?:work(?:ing)? hours|shift starts|start work|starts? work)\b",
-    "trip": r"\b(?:trip|vacation|holiday|flying to|fly to|flight to)\b",
-    "health": r"\b(?:diagnosed|injur\w*|sprained|recovering from|medication|prescribed|surgery)\b",
+    "trip": r"\b(?:trip|vacation|holiday|honeymoon|flying to|fly to|flight to|heading to)\b",
+    "health": r"\b(?:diagnosed|injur\w*|sprain\w*|torn|tore|broke my|recovering from|surgery)\b",
+    "medication": r"\b(?:medication|medicine|prescri\w*|\d+ ?mg|dosage)\b",
+    "exercise": r"\b(?:gym|workouts?|work(?:ing)? out|training sessions?)\b",
+    "bank": r"\b(?:bank(?:s|ed|ing)? (?:with|at)|current account|checking account|bank account)\b",
+    "internet": r"\b(?:broadband|internet provider|isp|wi-?fi provider)\b",
+    "team": r"\b(?:root(?:s|ed)? for|support(?:s|ed)? the|fan of the)\b",
 }
 # "favorite X" names a relation by its noun; these nouns name one thing.
 FAVORITE_NOUNS = {"colour": "color", "dish": "food", "meal": "food", "cuisine": "food", "foods": "food",
                   "sports": "sport", "game": "sport", "movie": "film", "films": "film", "book": "book",
-                  "band": "music", "song": "music", "singer": "music", "drink": "drink", "beverage": "drink"}
+                  "band": "music", "song": "music", "singer": "music", "drink": "drink", "beverage": "drink",
+                  "writer": "author", "novelist": "author", "authors": "author", "bands": "music",
+                  "songs": "music", "musician": "music", "movies": "film", "books": "book", "novel": "book"}
 _FAVORITE = _lazy_regex(r"\bfavou?rite\s+([a-z]+)")
 _TYPED_NOUN = _lazy_regex(r"\b(?:the colou?r|colou?r)\b")
 _COMPILED_RELATIONS = {name: _lazy_regex(pattern) for name, pattern in BELIEF_RELATIONS.items()}
+# A possessed thing that moves ("Ann's gym sessions *moved* to Fridays") is what moved, not its owner's home.
+_THING_MOVED = _lazy_regex(r"'s\s+([a-z][\w-]*)\s+(?:[a-z][\w-]*\s+){0,2}(?:(?:got|was|were|has|have|been|just)\s+)*"
+                           r"(moved|moves|moving|relocated)\b")
+# A person or a relative that "is 89" is that old ("Ann is 34", "Ann's daughter Elsie is 6"; not "Ann's cat is
+# 12", which is the cat's age, and not a relation of Ann's).
+_BARE_AGE = _lazy_regex(r"(?:^[a-z][\w-]*|(?P<owned>'s (?:[a-z]+ ){0,2}[a-z]+)) (?:is|am|are) \d{1,3}\s*[.!]?\s*$")
 _RELATION_WORDS = _lazy_regex("|".join(f"(?:{pattern})" for pattern in BELIEF_RELATIONS.values())
                              + r"|\bfavou?rite\s+[a-z]+|\bcolou?r\b")
 
@@ -8590,13 +8719,28 @@ def belief_relations(text: str) -> frozenset[str]:
     ``employer``, ...) and ``favorite:<noun>`` ("favourite dish" -> ``favorite:food``); a possessed noun no
     registry entry covers is told apart by ``possessed_attribute``."""
     lowered = text.casefold()
-    if not _RELATION_WORDS.search(lowered):            # one pass for the many texts that name none
+    aged_match = _BARE_AGE.search(lowered.strip())
+    aged = aged_match is not None and (aged_match.group("owned") is None or
+                                       bool(_relative_after(aged_match.group("owned")[2:])))
+    if not aged and not _RELATION_WORDS.search(lowered) and not _POSSESSED_COPULA.search(lowered):
+        # one pass for the many texts that name none
         return frozenset()
-    found = {name for name, pattern in _COMPILED_RELATIONS.items() if pattern.search(lowered)}
+    moved = _THING_MOVED.search(lowered)
+    if moved is not None and not _relative_after(lowered[moved.start(1) - 1:]):
+        lowered = lowered[:moved.start(2)] + "shifted" + lowered[moved.end(2):]
+    found = {name for name, pattern in _COMPILED_RELATIONS.items() if pattern.search(lowered)} | \
+        ({"age"} if aged else set())
     for noun in _FAVORITE.findall(lowered):
         found.add("favorite:" + FAVORITE_NOUNS.get(noun, noun))
+    owned = re.search(r"'s\s+([a-z][a-z-]{2,})", lowered)
+    if "age" in found and owned is not None and not _relative_after(lowered[owned.start(1) - 1:]):
+        found = (found - {"age"}) | {f"age:{owned.group(1)}"}   # "Ann's car is 10 years old": the car's age
     if _TYPED_NOUN.search(lowered) and not any(name.startswith("favorite:") for name in found):
         found.add("favorite:color")                     # "loves the color blue", "likes blue more than any color"
+    stated = stated_attribute(text)
+    if stated is not None:                              # "Ann's commute is 40 minutes", "Ann's sport is judo"
+        kind = FAVORITE_NOUNS.get(stated, stated)
+        found.add(f"favorite:{kind}" if kind in FAVORITE_NOUNS.values() else f"attribute:{stated}")
     return frozenset(found)
 
 
@@ -8657,6 +8801,19 @@ def relations_before(text: str, word: str) -> frozenset[str]:
 # of its own, so its value ("Leeds") says nothing about which of the subject's relations it states.
 _POSSESSED = _lazy_regex(r"(?<![\w-])[A-Za-z][\w-]*'s\s+(?:(?:new|old|current|latest|previous|main|own)\s+)?"
                         r"([a-z][a-z-]{2,})\b")
+
+
+# "Ann's commute *is* 40 minutes": a possessed attribute stated with a copula gives its value.
+_POSSESSED_COPULA = _lazy_regex(r"'s\s+(?:(?:new|old|current|latest|previous|main|own)\s+)?([a-z][a-z-]{2,})\s+"
+                                r"(?:(?:is|are)\s+(?:(?:now|only|still|actually|just)\s+)*|has been\s+)")
+
+
+def stated_attribute(text: str) -> str | None:
+    """The possessed attribute a statement gives the value of with a copula ("Ann's *commute* is 40
+    minutes" -> ``"commute"``), when it is the statement's ``possessed_attribute``, else None."""
+    attribute = possessed_attribute(text)
+    match = _POSSESSED_COPULA.search(text.casefold())
+    return attribute if attribute is not None and match is not None and match.group(1) == attribute else None
 
 
 def possessed_attribute(text: str) -> str | None:
@@ -8781,8 +8938,12 @@ class RelationMatcher:
 
     def relations(self, text: str) -> frozenset[str]:
         """Named relations, else the one relation its value words carry elsewhere in the store (not for a
-        statement about a possessed attribute: "Ann's *office* is in Leeds" is no statement of residence)."""
-        return belief_relations(text) or (frozenset() if possessed_attribute(text) else self.inferred(text))
+        statement about a possessed attribute: "Ann's *office* is in Leeds" is no statement of residence; nor
+        for one that tells of an event: "Ann visited Paris")."""
+        named = belief_relations(text)
+        if named or possessed_attribute(text) or _EVENT.search(text.casefold()):
+            return named                                  # "visited *Paris*" tells of a trip, not of a home
+        return self.inferred(text)
 
     def word_relation(self, word: str) -> str | None:
         """The relation ``word`` is a value of in the store's statements, or None when unclear."""
@@ -8850,12 +9011,15 @@ class RelationMatcher:
         matches: list[int] = []
         unknown: list[tuple[int, str]] = []
         kinds: dict[int, frozenset[str]] = {}
+        negated, denied = negated_values(statement), []
         for index, belief in enumerate(beliefs):
             history = [belief] if isinstance(belief, str) else list(belief)
             if not history or statement_subject(history[-1]) != subject:
                 continue
             if statement_identifiers(history[-1]) != statement_identifiers(statement):
                 continue                                  # another identifier: another thing
+            if negated & set(_value_words(history[-1])) and not _ADDITIVE.search(statement.casefold()):
+                denied.append(index)                      # "it was never *penicillin*", "*shellfish* is fine"
             if MULTI_VALUED_PREDICATES & new_terms & set(_claim_terms(history[-1])):
                 continue                                  # another value of a many-valued relation
             theirs = self.belief_relations(history)
@@ -8867,8 +9031,12 @@ class RelationMatcher:
                 kinds[index] = theirs
         if matches:
             return matches[0] if len(matches) == 1 else None
+        if len(denied) == 1:                              # the old value said to be wrong or gone: its belief
+            return denied[0]
         # A side that names no relation has the relation its value has elsewhere in the store ("into *judo*"
         # corrects "favorite sport is rugby": judo is someone's favorite sport).
+        if not mine and _EVENT.search(statement.casefold()):
+            return None                                   # "visited Paris" tells of a trip, not where one lives
         kind = (next(iter(mine)) if len(mine) == 1 else None) if mine else self.value_relation(statement)
         if kind is not None:
             typed = [index for index, text in unknown if kind in (kinds[index] or {self.value_relation(text)})]
@@ -10710,8 +10878,11 @@ class Memory:
                 same_belief(said, saying)
             if not restates and decide and item_kref is not None:
                 # an explicit target decides: revised unless the statement is clearly about something else
-                extra["reason"] = belief_difference(said, saying) or "the target named by revise()"
-                restates = extra["reason"] == "the target named by revise()"
+                difference = belief_difference(said, saying)
+                if difference is None and (_topic(said) is None or _topic(saying) is None):
+                    difference = self._judged_difference(said, saying, target["kref"], judged, metadata)
+                extra["reason"] = difference or "the target named by revise()"
+                restates = difference is None
             if restates:
                 outcome = "revised"
                 item_kref, key = Kref.parse(target["item_kref"]), None
@@ -10812,6 +10983,7 @@ class Memory:
         def said(hit: Mapping[str, Any]) -> str:
             return resolved_statement(hit["content"], hit.get("metadata"), user)
         mine = resolved_statement(content, metadata, user)
+        mine = self._relative_by_name(mine, space, metadata, user)
         similar = here(self.recall(content[:2000], limit=5, space=space or None, follow_edges=False))
         target = next((hit for hit in similar if same_belief(said(hit), mine)), None)
         subject = statement_subject(mine)
@@ -10833,7 +11005,10 @@ class Memory:
         relation_words = " ".join(_RELATION_QUERY.get(relation, "") for relation in belief_relations(mine))
         if mine != content:          # first person: the speaker's own statements hold no name to find them by
             where = _speaker_filter(metadata)
-            for query in (_statement_body(content), relation_words):
+            kin = set(subject.split()[1:])           # a relative of the speaker by any of its names
+            relatives = " ".join(f"{word} {canonical}" for word, canonical in KIN_ALIASES.items()
+                                 if set(tokenize(canonical)) & kin)
+            for query in (_statement_body(content), relation_words, relatives):
                 if tokenize(query):
                     found += here(self.recall(query[:2000], limit=25, space=space or None, follow_edges=False,
                                               where=where))
@@ -10876,6 +11051,49 @@ class Memory:
             return None
         others = [beliefs[at]["kref"] for at in split if beliefs[at]["item_kref"] != target["item_kref"]]
         return {**target, "_also_supersedes": others} if others else target
+
+    def _relative_by_name(self, statement: str, space: str, metadata: Mapping[str, Any] | None,
+                          user: str | None) -> str:
+        """``statement`` (resolved) with a name that opens it rewritten into the speaker's relative that the
+        speaker introduced by that name ("my daughter Elsie is 6", then "Elsie turned seven" -> "Ann's daughter
+        turned seven"), when exactly one of the speaker's memories does; else unchanged."""
+        where = _speaker_filter(metadata)
+        subject = statement_subject(statement)
+        if where is None or subject is None or " " in subject:
+            return statement
+        opening = _NAME_RUN.match(_statement_body(statement).lstrip())
+        name = opening.group().split()[0] if opening else ""
+        if not name or tokenize(name) != [subject] or "'" in name:
+            return statement
+        owner = "-".join(part[:1].upper() + part[1:] for part in _WORD.findall(speaker_name(metadata, user)))
+        introduced = re.compile(rf"\b{re.escape(owner)}'s ((?:[a-z]+ ){{0,2}}[a-z]+) {re.escape(name)}\b")
+        relatives = set()
+        for hit in self.recall(name, limit=10, space=space or None, follow_edges=False, where=where):
+            for found in introduced.finditer(resolved_statement(hit["content"], hit.get("metadata"), user)):
+                if _relative_after(" " + found.group(1)):
+                    relatives.add(found.group(1))
+        if len(relatives) != 1:
+            return statement
+        at = statement.find(name)
+        return f"{statement[:at]}{owner}'s {relatives.pop()}{statement[at + len(name):]}"
+
+    def _judged_difference(self, stored: str, new: str, compared_with: str, judged: dict[str, Any],
+                           metadata: dict[str, Any]) -> str | None:
+        """For ``revise(<item>)`` when the rules cannot tell whether ``new`` is about the target's subject (one
+        of them names none): why the judge says it is another belief, or None (the target decides). The
+        judge's answer goes into ``judged`` and the revision's ``belief_judge``; on a failure, or without a
+        judge, the target decides."""
+        judge = self.belief_judge
+        if judge is None:
+            return None
+        try:
+            answer = judge.judge(stored, new)
+        except ServiceError as exc:
+            self.last_judge_error = exc
+            return None
+        judged.update({**answer, "compared_with": compared_with})
+        metadata["belief_judge"] = self._screen(dict(judged), "metadata")
+        return None if answer["same_belief"] else f"the belief judge: {answer['reason'] or 'another belief'}"
 
     def _judged_match(self, statement: str, candidates: Sequence[tuple[dict[str, Any], str]],
                       judged: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -10931,7 +11149,12 @@ class Memory:
             ``{"outcome": "vacuous" | "revised" | "created", "kref": ...}``: ``vacuous`` when the content is
             equivalent (nothing written), ``revised`` when it restates or updates the target's belief (a new
             revision with SUPERSEDES), ``created`` when it is a different belief (a new item), plus
-            ``contradicts`` when the target is official and the claim is not.
+            ``contradicts`` when the target is official and the claim is not. With an item kref the target
+            decides: ``revised`` unless the statement is clearly another belief (another subject, identifier
+            or relation), and ``reason`` says which. When the rules cannot tell whether it is about the
+            target's subject (one of the two names none) and the memory has a judge (``Memory(llm=...)``), the
+            judge is asked: its "no" makes it ``created`` (``reason`` quotes it), and the outcome says
+            ``decided_by="judge"``; on a judge failure the target decides (``last_judge_error``).
         """
         for forbidden in ("item", "key", "stack"):
             if forbidden in remember_options:
@@ -14622,7 +14845,10 @@ class UniversalMemoryManager:
             embedding_adapter, rerank, reranker: upstream's cloud-side knobs, accepted so upstream code runs;
             they change nothing here (siblings and reranking are built into ``Memory.recall``; give an
             embedder to ``Memory(embedder=...)``).
-        llm_adapter: an LLM adapter for summaries, implications, graph-augmented recall and edge discovery.
+        llm_adapter: an LLM adapter for summaries, implications, graph-augmented recall and edge discovery;
+            the private ``Memory`` the manager builds (with ``memory_store``/``memory_retrieve``) also asks it as
+            its belief judge (``BeliefJudge``). A ``memory`` given (or the shared default) keeps its own judge:
+            build it as ``Memory(..., llm=adapter)`` for one.
         summarizer: an object with async ``summarize_conversation`` / ``generate_implications``; default a
             ``MemorySummarizer`` over ``llm_adapter``, else the offline ``ExtractiveSummarizer``.
         pii_redactor: a ``PIIRedactor`` (default one).
@@ -14663,7 +14889,7 @@ class UniversalMemoryManager:
         if memory is not None:
             self.memory, self._owns_memory = memory, False
         elif seam:                                    # the seam stores and retrieves; RAM serves the rest
-            self.memory, self._owns_memory = Memory(project=project), True
+            self.memory, self._owns_memory = Memory(project=project, llm=llm_adapter), True
         else:                                         # the shared durable default: never closed by us
             self.memory, self._owns_memory = default_memory(project=project), False
         self.project = self.memory.project

@@ -26,7 +26,8 @@ def said(memory: km.Memory, text: str, metadata=ANN) -> str:
 
 @pytest.mark.parametrize("text, subject", [
     ("I live in Berlin.", "ann"), ("Actually I moved to Munich last month.", "ann"),
-    ("My daughter just turned 8.", "ann daughter"), ("my manager is Bob", "ann manag"),
+    ("My daughter just turned 8.", "ann daughter"), ("my manager lives in Leeds", "ann manag"),
+    ("my manager is Bob", "ann"),                 # who holds a one-person relation: about the speaker (manager)
     ("These days my favourite band is Arcade Fire.", "ann"), ("I've gone back to light mode.", "ann")])
 def test_first_person_names_the_speaker(text, subject):
     assert km.statement_subject(text, speaker="ann") == subject
@@ -224,16 +225,130 @@ def test_a_possessed_attribute_is_not_another_relations_value():
     assert matcher.corrected("Ann is in Leeds these days.", ["Ann lives in Berlin."]) == 0
 
 
-# -- the fresh held-out set (written before any failure was looked at; never tuned on) -----------------------
+@pytest.mark.parametrize("text, relation", [
+    ("I live in Lyon, in a flat near Part-Dieu station.", "residence"), ("Ann moved to Bordeaux.", "residence"),
+    ("Ann's grandmother is 89.", "age"), ("Ann's dad's birthday was Sunday, he's 69.", "age"),
+    ("Elsie turned seven yesterday.", "age"), ("I got promoted, I'm a senior analyst now.", "role"),
+    ("My title at work is junior analyst.", "role"), ("I'm a backend developer on the payments squad.", "role"),
+    ("Ann's boss is Priya.", "manager"), ("Sofia and Ann broke up; Ann is seeing Leah these days.", "partner"),
+    ("I take the train to work.", "commute"), ("I bank with Barclays.", "bank"), ("I hit the gym at 7pm.", "exercise"),
+    ("I take sertraline 50mg every morning.", "medication"), ("I've torn my right hamstring.", "health"),
+    ("Our honeymoon is going to be in Bali.", "trip"), ("Our broadband is with Virgin Media.", "internet"),
+    ("I go to bed at 11pm.", "bedtime"), ("Wendy's sport is football", "favorite:sport"),
+    ("Lately my favourite writer has been Ishiguro.", "favorite:author"),
+    ("Ann's commute is 40 minutes by train.", "attribute:commute")])
+def test_registry_covers_more_of_what_people_correct(text, relation):
+    assert relation in km.belief_relations(text)
+
+
+@pytest.mark.parametrize("text, not_relation", [
+    ("I take the train to work.", "employer"), ("I do all my work on a ThinkPad.", "employer"),
+    ("I hit the gym at 7pm after work.", "employer"), ("I've moved my gym sessions to Thursdays.", "residence"),
+    ("Moved my current account over to Monzo.", "residence"), ("Since moving out west I go to games.", "residence"),
+    ("My commute is 40 minutes by train.", "commute"), ("Ann's gym sessions moved to Fridays.", "residence"),
+    ("Ann's yoga class got moved to Wednesdays", "residence"), ("Ann's cat is 12.", "age"),
+    ("Ann's car is 10 years old.", "age"), ("I joined a running club.", "employer")])
+def test_words_of_work_and_moving_that_name_no_employer_or_home(text, not_relation):
+    assert not_relation not in km.belief_relations(text)
+
+
+@pytest.mark.parametrize("text, subject", [
+    ("My best friend Aoife works at Deloitte.", "ann best friend"), ("My ex-wife lives in Rome.", "ann ex wife"),
+    ("My new boss lives in Leeds.", "ann boss"), ("My mum is allergic to peanuts.", "ann mother"),
+    ("Grandma celebrated her 90th birthday.", "ann grandmoth"), ("Dad's birthday was Sunday, he's 69.", "ann father"),
+    ("My boss is Priya.", "ann"), ("My girlfriend is called Sofia.", "ann"),
+    ("Moved to Bordeaux last weekend.", "ann"), ("Sold the Civic. New car: Kia EV6.", "ann"),
+    ("Northwind let me go, and Fabrikam took me on in March.", "ann"), ("Sofia and I broke up.", "ann"),
+    ("Bob told me he moved to Paris.", "bob"), ("Jared works at Globex.", "jare"),
+    ("Lately my favourite writer has been Ishiguro.", "ann")])
+def test_who_a_users_message_is_about(text, subject):
+    assert km.statement_subject(km.first_person(text, "ann")) == subject
+
+
+def test_an_assistants_message_is_never_rewritten_as_the_users():
+    assert km.first_person("Moved the meeting to Friday.", "Assistant") == "Moved the meeting to Friday."
+    assert km.first_person("Bob told me he moved.", "Assistant") == "Bob told Assistant he moved."
+
+
+@pytest.mark.parametrize("old, new", [
+    ("My boss is Priya.", "Priya moved teams, so I report to Marco now."),
+    ("My grandmother is 89.", "Grandma celebrated her 90th birthday last weekend."),
+    ("My dad is 68.", "Dad's birthday was Sunday, he's 69 and still acts like a teenager."),
+    ("I live in Lyon, in a flat near Part-Dieu station.", "Moved to Bordeaux last weekend, still living out of boxes."),
+    ("I bank with Barclays.", "Moved my current account over to Monzo."),
+    ("My employer is a bank called Northwind.", "Northwind let me go, and Fabrikam took me on in March."),
+    ("My commute is 40 minutes by train.", "Since the move my commute is only 15 minutes."),
+    ("I take the train to work.", "I bike to the office these days, about 25 minutes each way."),
+    ("My standup is at 9:15 every morning.", "My standup got pushed to 10 o'clock."),
+    ("Next month I'm going to Iceland.", "The Iceland plan fell through, so I'm heading to Norway next month.")])
+def test_first_person_corrections_in_other_words(memory, old, new):
+    one = said(memory, old)
+    assert item_of(said(memory, new)) == item_of(one)
+
+
+def test_a_relative_introduced_by_name_is_that_relative_later(memory):
+    elsie = said(memory, "My daughter Elsie is 6.")
+    tom = said(memory, "My son Tom is 9.")
+    assert item_of(said(memory, "Elsie turned seven yesterday, we had a bouncy castle.")) == item_of(elsie)
+    assert item_of(said(memory, "Tom turned ten last week.")) == item_of(tom)
+    assert memory.get(item_of(tom))["content"] == "Tom turned ten last week."
+    # a name the speaker never introduced is nobody's relative
+    assert item_of(said(memory, "Mia turned seven.")) not in {item_of(elsie), item_of(tom)}
+
+
+@pytest.mark.parametrize("text, negated", [
+    ("Turns out it was never penicillin, I'm allergic to amoxicillin.", {"penicillin"}),
+    ("Shellfish is fine, it's sesame I react to.", {"shellfish"}), ("Biscuit passed away in January.", {"biscuit"}),
+    ("I'm allergic to amoxicillin.", set())])
+def test_values_said_to_be_wrong_or_gone(text, negated):
+    assert km.negated_values(text) == negated
+
+
+def test_a_denied_old_value_corrects_even_a_many_valued_relation(memory):
+    old = said(memory, "I'm allergic to penicillin.")
+    other = said(memory, "I'm allergic to cats.")
+    new = said(memory, "Turns out it was never penicillin, I'm allergic to amoxicillin.")
+    assert item_of(new) == item_of(old) and memory.get(item_of(other))["content"] == "I'm allergic to cats."
+    also = said(memory, "I'm allergic to nuts too, not just amoxicillin.")        # adds one: a belief of its own
+    assert item_of(also) not in {item_of(old), item_of(other)}
+
+
+def test_a_relatives_move_is_still_a_move_and_a_visit_is_none():
+    assert "residence" in km.belief_relations("Ann's best friend moved to Rome")
+    assert "residence" in km.belief_relations("Ann's dad moved to Spain.")
+    store = ["Bob moved to Paris", "Carol lives in Paris", "Dan moved to Rome"]
+    matcher = km.RelationMatcher(lambda word: [text for text in store if word in km._words(text)])
+    assert matcher.corrected("Ann visited Paris last week.", ["Ann lives in Berlin."]) is None
+    assert matcher.corrected("Ann is in Paris these days.", ["Ann lives in Berlin."]) == 0
+
+
+def test_look_alikes_of_other_people_and_other_attributes_stay_apart(memory):
+    controls = ["My best friend Aoife works at Deloitte in Dublin.", "My brother just moved to Rotterdam.",
+                "My best mate works at Google.",
+                "My mum is allergic to peanuts, so we never have them in the house.", "Bob told me he moved to Paris.",
+                "My boss lives in Leeds."]
+    items = {item_of(said(memory, text)) for text in controls}
+    mine = ["I work at Vantara Logistics on the data team.", "I do all my work on a ThinkPad X1 Carbon.",
+            "I take the train to work.", "I live in Lyon.", "I'm allergic to shellfish.", "I drive a Golf.",
+            "My commute is 40 minutes by train.", "My boss is Priya."]
+    mine += ["My cat is 12.", "I'm 34.", "I joined a running club.", "My office moved to Lisbon.",
+             "I'm moving my savings to Monzo.", "I visited Paris last week."]
+    written = [item_of(said(memory, text)) for text in mine]
+    assert len(set(written)) == len(written) and not set(written) & items
+
+
+# -- the fresh held-out sets (written before any failure was looked at) -------------------------------------------
 
 FRESH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "first_person_fresh.json")
+FRESH2 = os.path.join(os.path.dirname(FRESH), "first_person_fresh2.json")
 
 
-def test_the_fresh_held_out_set_is_frozen_and_never_merges_unrelated_beliefs(memory):
-    with open(FRESH, encoding="utf-8") as handle:
+@pytest.mark.parametrize("path, size", [(FRESH, 20), (FRESH2, 30)], ids=["fresh", "fresh2"])
+def test_the_fresh_held_out_sets_are_frozen_and_never_merge_unrelated_beliefs(memory, path, size):
+    with open(path, encoding="utf-8") as handle:
         data = json.load(handle)
-    assert len(data["pairs"]) == 20 and all(len(pair) == 4 and all(isinstance(part, str) for part in pair)
-                                            for pair in data["pairs"])
+    assert len(data["pairs"]) == size and all(len(pair) == 4 and all(isinstance(part, str) for part in pair)
+                                              for pair in data["pairs"])
     owner = {}
     for index, text in enumerate(data["controls"]):
         owner[item_of(said(memory, text, data["metadata"]))] = f"control {index}"

@@ -188,3 +188,80 @@ def test_a_subjectless_statement_asks_about_a_close_belief(server):
     two = memory.remember("The staging database now listens on 6543", space=SPACE, stack=True)
     assert len(server.requests) == 1 and item_of(two) == item_of(one)
     assert memory.get(two)["metadata"]["belief_judge"]["compared_with"] == one
+
+
+# -- wiring: the manager's adapter, and revise(<item kref>) (issue 16, items 2 and 5) ---------------------------
+
+SUBJECTLESS_OLD = "deploys happen every friday afternoon"
+SUBJECTLESS_NEW = "releases now go out on tuesday mornings"      # neither names a subject: the rules cannot tell
+
+
+def test_the_manager_builds_its_memory_with_its_adapter_as_judge(server):
+    adapter = openai_adapter(server, retries=0, timeout=5.0)
+    manager = km.UniversalMemoryManager(memory_retrieve=lambda **_: {}, llm_adapter=adapter)
+    try:
+        assert isinstance(manager.memory.belief_judge, km.BeliefJudge)
+        assert manager.memory.belief_judge.adapter is adapter
+        one = manager.memory.remember(OLD, space=SPACE, stack=True)
+        server.replies.append(verdict(True))
+        two = manager.memory.remember(NEW, space=SPACE, stack=True)
+        assert item_of(two) == item_of(one) and len(server.requests) == 1
+    finally:
+        asyncio.run(manager.close())
+
+
+def test_a_manager_without_an_adapter_builds_a_memory_without_a_judge():
+    manager = km.UniversalMemoryManager(memory_retrieve=lambda **_: {})
+    try:
+        assert manager.memory.belief_judge is None
+    finally:
+        asyncio.run(manager.close())
+
+
+def test_revise_asks_the_judge_when_the_rules_cannot_tell_the_subject_and_a_no_creates(server):
+    memory = judged_memory(server)
+    one = memory.remember(SUBJECTLESS_OLD, space=SPACE)
+    server.replies.append(verdict(False, "deploys and releases are two schedules"))
+    result = memory.revise(item_of(one), SUBJECTLESS_NEW)
+    assert result["outcome"] == "created" and item_of(result["kref"]) != item_of(one)
+    assert result["reason"] == "the belief judge: deploys and releases are two schedules"
+    assert result["decided_by"] == "judge" and result["judge"]["compared_with"] == one
+    assert memory.get(result["kref"])["metadata"]["belief_judge"]["same_belief"] is False
+    assert memory.get(item_of(one))["content"] == SUBJECTLESS_OLD
+    assert json.loads(server.bodies()[-1]["messages"][1]["content"]) == {"stored": SUBJECTLESS_OLD,
+                                                                          "new": SUBJECTLESS_NEW}
+
+
+def test_revise_with_a_judge_that_says_yes_revises_the_target(server):
+    memory = judged_memory(server)
+    one = memory.remember(SUBJECTLESS_OLD, space=SPACE)
+    server.replies.append(verdict(True, "both say when code ships"))
+    result = memory.revise(item_of(one), SUBJECTLESS_NEW)
+    assert result["outcome"] == "revised" and result["kref"] == item_of(one) + "?r=2"
+    assert result["decided_by"] == "judge" and result["reason"] == "the target named by revise()"
+    assert memory.get(result["kref"])["metadata"]["belief_judge"]["same_belief"] is True
+
+
+@pytest.mark.parametrize("action", ["http500", "garbage"])
+def test_revise_keeps_the_explicit_target_when_the_judge_fails(server, action):
+    memory = judged_memory(server)
+    one = memory.remember(SUBJECTLESS_OLD, space=SPACE)
+    if action == "http500":
+        server.script("status", code=500)
+    else:
+        server.script("garbage")
+    result = memory.revise(item_of(one), SUBJECTLESS_NEW)
+    assert result["outcome"] == "revised" and item_of(result["kref"]) == item_of(one)
+    assert "decided_by" not in result and isinstance(memory.last_judge_error, km.ServiceError)
+    assert "belief_judge" not in memory.get(result["kref"])["metadata"]
+
+
+def test_revise_does_not_ask_the_judge_what_the_rules_decide(server):
+    memory = judged_memory(server)
+    city = memory.remember("Zed Quinn lives in Paris", space=SPACE)
+    assert memory.revise(item_of(city), "Zed Quinn moved to Rome")["outcome"] == "revised"   # same subject
+    other = memory.revise(item_of(city), "Ann Quinn cycles to the office now")                 # another one
+    assert other["outcome"] == "created" and "another subject" in other["reason"]
+    meeting = memory.remember("The meeting day is Monday.", space=SPACE)
+    assert memory.revise(item_of(meeting), "The meeting day is Tuesday.")["outcome"] == "revised"
+    assert server.requests == []
