@@ -161,7 +161,7 @@ __all__ = [
     "canonical_source", "statement_subject", "same_belief", "first_person", "speaker_name", "resolved_statement",
     "SPACE_USER_ATTRIBUTE",
     "statement_identifiers", "belief_difference", "MULTI_VALUED_PREDICATES", "BELIEF_RELATIONS",
-    "belief_relations", "RelationMatcher", "REVISION_OUTCOMES", "BeliefJudge", "ExtractiveSummarizer",
+    "belief_relations", "RelationMatcher", "BeliefMatch", "REVISION_OUTCOMES", "BeliefJudge", "ExtractiveSummarizer",
     "MemorySummarizer", "render_summary",
     "RetryQueue", "FailureClass", "classify_failure", "retry_with_backoff", "MemoryAssessResult", "AutoAssessFn",
     "get_memory_space", "EvidencePolicy", "DEFAULT_STORAGE_POLICY", "heuristic_prefilter",
@@ -8852,6 +8852,20 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[\w-]+", text.casefold().replace("'s ", " "))
 
 
+@dataclasses.dataclass(frozen=True)
+class BeliefMatch:
+    """The current belief a statement stored with ``stack=True`` restates or corrects.
+
+    ``belief`` is that belief's current revision (a recall result); ``by_relation`` says a rule that reads
+    relations (``RelationMatcher``) or the belief judge found it, rather than ``same_belief``;
+    ``also_supersedes`` names the current revisions of the same belief that a correction missed earlier left
+    as separate items (``RelationMatcher.split``): the new revision supersedes them too, joining one chain."""
+
+    belief: dict[str, Any]
+    by_relation: bool = False
+    also_supersedes: tuple[str, ...] = ()
+
+
 def _value_words(text: str) -> list[str]:
     """Words of a statement that are neither its subject, relation words, stopwords nor time words: where its
     value lives ("Nina prefers *teal* these days")."""
@@ -10849,8 +10863,10 @@ class Memory:
             if held is not None and held.latest_revision is not None:
                 target = self.get(str(held.kref))
         judged: dict[str, Any] = {}
-        if item_kref is None and key is None and stack:
-            target = self._stacking_match(content, space, kind, metadata, judged)
+        match = self._stacking_match(content, space, kind, metadata, judged) \
+            if item_kref is None and key is None and stack else None
+        if match is not None:
+            target = match.belief
         if judged:                                # the judge decided: the revision says so, and so does the outcome
             metadata["belief_judge"] = self._screen(judged, "metadata")
         level = metadata.get("evidence_level")
@@ -10874,7 +10890,7 @@ class Memory:
             user = space_attribute(self, space, SPACE_USER_ATTRIBUTE) if stack else None
             said = resolved_statement(target["content"], target["metadata"], user)
             saying = resolved_statement(content, metadata, user)
-            restates = key is not None or explicit_append or bool(target.get("_relation_match")) or \
+            restates = key is not None or explicit_append or (match is not None and match.by_relation) or \
                 same_belief(said, saying)
             if not restates and decide and item_kref is not None:
                 # an explicit target decides: revised unless the statement is clearly about something else
@@ -10901,7 +10917,7 @@ class Memory:
             elif item_kref is not None or key is not None:
                 item_kref, key = None, None      # an unrelated statement never stacks onto the named item
         # the same belief, split earlier by a missed correction: joined into one chain by the same write
-        joined = list((target or {}).get("_also_supersedes") or []) if outcome == "revised" else []
+        joined = list(match.also_supersedes) if match is not None and outcome == "revised" else []
         kref = self._write(content=content, space=space, title=title, kind=kind, metadata=metadata, tags=tags,
                            item_kref=item_kref, key=key, artifacts=artifacts,
                            edges=tuple((Kref.parse(older), SUPERSEDES, {"reason": "same belief"}) for older in joined))
@@ -10967,11 +10983,11 @@ class Memory:
                       for target, edge_type, edge_metadata in edges))
 
     def _stacking_match(self, content: str, space: str, kind: str, metadata: Mapping[str, Any] | None = None,
-                        judged: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                        judged: dict[str, Any] | None = None) -> BeliefMatch | None:
         """The current memory in exactly ``space`` (same kind) that this statement restates or corrects:
         one that ``same_belief`` accepts, else the one belief of the same subject that ``RelationMatcher``
         finds it corrects in other words. When the belief was split in two by a correction missed earlier
-        (``RelationMatcher.split``), the others are named in ``_also_supersedes`` to be joined. Statements
+        (``RelationMatcher.split``), the others are named in ``also_supersedes`` to be joined. Statements
         are compared with their first person resolved to their speaker (``resolved_statement``). When no rule
         finds the belief and the memory has a judge, it is asked about the candidates the rules leave open
         (``_judged_match``; its decision goes into ``judged``)."""
@@ -10989,7 +11005,7 @@ class Memory:
         subject = statement_subject(mine)
         if subject is None:
             if target is not None or self.belief_judge is None:
-                return target
+                return None if target is None else BeliefMatch(target)
             # no named subject: what shares most of the statement's words and is not clearly another belief
             open_hits = [hit for hit in similar if _topic(said(hit)) is not None
                          and belief_difference(said(hit), mine) is None
@@ -10997,7 +11013,7 @@ class Memory:
                          and belief_similarity(said(hit), mine) >= JUDGE_SIMILARITY_FLOOR]
             return self._judged_match(mine, [(hit, said(hit)) for hit in open_hits], judged)
         if target is not None and not any(_single_valued(relation) for relation in belief_relations(mine)):
-            return target                                 # nothing that could be split: done
+            return BeliefMatch(target)                    # nothing that could be split: done
         # the subject's current beliefs: recall by the subject's own words (as written in the statement)
         name = " ".join(word for word in re.findall(r"[\w'-]+", _statement_body(mine))
                         if set(tokenize(word)) & set(subject.split()))
@@ -11040,17 +11056,20 @@ class Memory:
         if target is None:
             index = matcher.corrected(mine, histories)
             if index is not None:
-                target = {**beliefs[index], "_relation_match": True}
+                return self._joined(BeliefMatch(beliefs[index], by_relation=True), beliefs, split)
             elif split:                                   # revise the newest part, supersede the others
                 newest = max(split, key=lambda at: (beliefs[at]["created_at"], beliefs[at]["kref"]))
-                target = {**beliefs[newest], "_relation_match": True}
+                return self._joined(BeliefMatch(beliefs[newest], by_relation=True), beliefs, split)
         if target is None and self.belief_judge is not None:
             return self._judged_match(mine, [(beliefs[at], histories[at][-1])
                                              for at in matcher.undecided(mine, histories)], judged)
-        if target is None:
-            return None
-        others = [beliefs[at]["kref"] for at in split if beliefs[at]["item_kref"] != target["item_kref"]]
-        return {**target, "_also_supersedes": others} if others else target
+        return None if target is None else self._joined(BeliefMatch(target), beliefs, split)
+
+    @staticmethod
+    def _joined(match: BeliefMatch, beliefs: Sequence[Mapping[str, Any]], split: Iterable[int]) -> BeliefMatch:
+        """``match`` with the other parts of a belief split earlier (``split``: indexes into ``beliefs``)."""
+        others = tuple(beliefs[at]["kref"] for at in split if beliefs[at]["item_kref"] != match.belief["item_kref"])
+        return dataclasses.replace(match, also_supersedes=others) if others else match
 
     def _relative_by_name(self, statement: str, space: str, metadata: Mapping[str, Any] | None,
                           user: str | None) -> str:
@@ -11096,7 +11115,7 @@ class Memory:
         return None if answer["same_belief"] else f"the belief judge: {answer['reason'] or 'another belief'}"
 
     def _judged_match(self, statement: str, candidates: Sequence[tuple[dict[str, Any], str]],
-                      judged: dict[str, Any] | None) -> dict[str, Any] | None:
+                      judged: dict[str, Any] | None) -> BeliefMatch | None:
         """Ask the judge about the first ``candidates`` (hit, its statement), closest first, one at a time:
         the first it calls the same belief is the match; its answer (or its last "no") goes into ``judged``.
         A failure ends the asking and keeps the rule decision (no match); ``last_judge_error`` keeps it."""
@@ -11113,7 +11132,7 @@ class Memory:
                 judged.clear()
                 judged.update({**answer, "compared_with": hit["kref"]})
             if answer["same_belief"]:
-                return {**hit, "_relation_match": True}
+                return BeliefMatch(hit, by_relation=True)
         return None
 
     def _store_contradiction(self, content: str, space: str, title: str, kind: str, metadata: dict[str, Any],
