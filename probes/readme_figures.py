@@ -99,9 +99,28 @@ def belief_table(document: dict) -> str:
         extra = f" {heldout[field]:.2f}% |" if heldout is not None else ""
         rows.append(f"| {label} | {keyed[field]:.2f}% | {stack[field]:.2f}% |{extra} {target} |")
     params = document["parameters"]
-    return "\n".join(rows) + (f"\n\n{keyed['statements']:,} statements about {params['people']} people x "
+    text = "\n".join(rows) + (f"\n\n{keyed['statements']:,} statements about {params['people']} people x "
                               f"{params['attributes']} attributes ({keyed['corrections']:,} corrections, "
                               f"{keyed['rephrasings']:,} rephrasings, seed {params['seed']}).")
+    return text + first_person_table(document["figures"].get("first_person") or {})
+
+
+FIRST_PERSON_COLUMNS = (("design", "design pairs"), ("heldout", "held-out twelve"), ("fresh", "fresh (tuned on)"),
+                        ("fresh2", "fresh2 (tuned on)"), ("fresh3", "fresh3 (never seen)"))
+
+
+def first_person_table(columns: dict) -> str:
+    """First-person chat streams, one column per set (``first_person`` in belief_updates.json)."""
+    shown = [(key, label) for key, label in FIRST_PERSON_COLUMNS if key in columns]
+    if not shown:
+        return ""
+    rows = ["| first-person chat, `stack=True` | " + " | ".join(label for _, label in shown) + " |",
+            "|---|" + "---|" * len(shown)]
+    for label, field in (("pairs", "pairs"), ("correction missed", "missed_corrections"),
+                         ("unrelated statement merged", "wrong_merges"), ("stale value first", "stale_first"),
+                         ("current value first", "current_top1")):
+        rows.append(f"| {label} | " + " | ".join(str(columns[key][field]) for key, _ in shown) + " |")
+    return "\n\n" + "\n".join(rows)
 
 
 def prefetch_table(document: dict) -> str:
