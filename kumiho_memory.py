@@ -63,6 +63,7 @@ import argparse
 import array
 import base64
 import bisect
+import collections
 import contextlib
 import copy
 import dataclasses
@@ -90,7 +91,8 @@ import types
 import unicodedata
 import urllib.parse
 import zlib
-from typing import IO, Any, Awaitable, Callable, Container, Iterable, Iterator, Mapping, Protocol, Sequence
+from collections.abc import Mapping, Sequence   # isinstance against these is cheaper than typing's aliases
+from typing import IO, Any, Awaitable, Callable, Container, Iterable, Iterator, Protocol
 
 
 class _DeferredModule:
@@ -457,8 +459,10 @@ def parse_instant(value: str | _dt.datetime | _dt.date | int | float) -> _dt.dat
 
 def format_instant(moment: _dt.datetime) -> str:
     """Format an instant the way the store keeps it: UTC, microseconds, ``Z`` (sorts as text)."""
-    moment = parse_instant(moment)
-    return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}.{moment.microsecond:06d}Z"  # %Y is not padded everywhere
+    if type(moment) is not _dt.datetime or moment.tzinfo is not UTC:   # a clock's reading is already UTC
+        moment = parse_instant(moment)
+    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:"
+            f"{moment.second:02d}.{moment.microsecond:06d}Z")           # %Y is not padded everywhere
 
 
 def _short_instant(moment: _dt.datetime) -> str:
@@ -469,6 +473,10 @@ def _short_instant(moment: _dt.datetime) -> str:
     return f"{moment.year:04d}-{moment:%m-%dT%H:%M:%S}Z"
 
 
+# json.dumps with these options would build an encoder per call; one shared encoder writes the same text
+_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def canonical_json(value: Any) -> str:
     """Serialize JSON deterministically: sorted keys, no spaces, UTF-8 text, no NaN.
 
@@ -476,7 +484,7 @@ def canonical_json(value: Any) -> str:
         InvalidArgumentError: the value holds something JSON cannot represent.
     """
     try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _CANONICAL_ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidArgumentError(f"not JSON-serializable: {exc}") from exc
     except RecursionError:
@@ -1048,7 +1056,7 @@ TITLE_FROM_CONTENT_CHARS = 80
 def _checked_text(value: Any, name: str, *, limit: int, allow_empty: bool = False) -> str:
     if not isinstance(value, str):
         raise InvalidArgumentError(f"{name} must be a string, not {type(value).__name__}")
-    if not allow_empty and not value.strip():
+    if not allow_empty and (not value or value.isspace()):
         raise InvalidArgumentError(f"{name} must not be empty")
     if len(value) > limit:
         raise InvalidArgumentError(f"{name} is {len(value)} characters; the limit is {limit}")
@@ -1058,6 +1066,8 @@ def _checked_text(value: Any, name: str, *, limit: int, allow_empty: bool = Fals
 
 def _check_encodable(text: str, name: str) -> None:
     """Text must be valid Unicode (a lone surrogate such as ``\\ud800`` cannot be stored)."""
+    if text.isascii():
+        return
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -1091,6 +1101,7 @@ def slugify(text: str, max_length: int = 40, *, fallback: str = "memory") -> str
 # ==========================================================================================================
 
 _WORD = _lazy_regex(r"[^\W_]+", re.UNICODE)
+_ASCII_WORD = _lazy_regex(r"[a-z0-9]+")            # _WORD on casefolded ASCII text
 
 STOPWORDS = frozenset("""
 a about above after again against all am an and any are as at be because been before being below between
@@ -1100,6 +1111,7 @@ now of off on once only or other our ours ourselves out over own same she should
 their theirs them themselves then there these they this those through to too under until up very was we
 were what when where which while who whom why will with would you your yours yourself yourselves
 """.split())
+_ASCII_DROPPED = STOPWORDS | frozenset("abcdefghijklmnopqrstuvwxyz")     # what tokenize drops from ASCII words
 
 
 def _is_consonant(word: str, index: int) -> bool:
@@ -1140,8 +1152,21 @@ _STEP4 = ("al", "ance", "ence", "er", "ic", "able", "ible", "ant", "ement", "men
           "ism", "ate", "iti", "ous", "ive", "ize")
 
 
-def _replace_suffix(word: str, rules: Sequence[tuple[str, str]], min_measure: int) -> str:
-    for suffix, replacement in rules:
+def _by_last_letter(rules: Sequence[Any]) -> dict[str, tuple[Any, ...]]:
+    """Suffix rules grouped by their last letter, each group in the rules' order: a word is tried only
+    against the suffixes that can end it, and the first that does wins, as in the full list."""
+    groups: dict[str, list[Any]] = {}
+    for rule in rules:
+        groups.setdefault((rule if isinstance(rule, str) else rule[0])[-1], []).append(rule)
+    return {letter: tuple(group) for letter, group in groups.items()}
+
+
+_STEP2_BY_LAST, _STEP3_BY_LAST = _by_last_letter(_STEP2), _by_last_letter(_STEP3)
+_STEP4_BY_LAST = _by_last_letter(_STEP4)
+
+
+def _replace_suffix(word: str, rules: Mapping[str, Sequence[tuple[str, str]]], min_measure: int) -> str:
+    for suffix, replacement in rules.get(word[-1:], ()):
         if word.endswith(suffix):
             base = word[: -len(suffix)]
             return base + replacement if _measure(base) > min_measure else word
@@ -1182,10 +1207,10 @@ def stem(word: str) -> str:
     # Step 1c: y -> i after a vowel-bearing stem.
     if word.endswith("y") and _has_vowel(word[:-1]):
         word = word[:-1] + "i"
-    word = _replace_suffix(word, _STEP2, 0)
-    word = _replace_suffix(word, _STEP3, 0)
+    word = _replace_suffix(word, _STEP2_BY_LAST, 0)
+    word = _replace_suffix(word, _STEP3_BY_LAST, 0)
     # Step 4: drop a suffix when the stem is long enough (-ion only after s or t).
-    for suffix in _STEP4:
+    for suffix in _STEP4_BY_LAST.get(word[-1:], ()):
         if word.endswith(suffix):
             base = word[: -len(suffix)]
             if _measure(base) > 1 and (suffix != "ion" or base.endswith(("s", "t"))):
@@ -1206,13 +1231,11 @@ def tokenize(text: str) -> list[str]:
 
     Single letters are dropped; single digits are kept (they matter in dates and versions).
     """
-    terms = []
-    for match in _WORD.finditer(unicodedata.normalize("NFKC", text).casefold()):
-        word = match.group()
-        if word in STOPWORDS or (len(word) == 1 and not word.isdigit()):
-            continue
-        terms.append(stem(word))
-    return terms
+    text = unicodedata.normalize("NFKC", text).casefold()
+    if text.isascii():   # then ``[^\W_]`` is exactly [a-z0-9], which scans faster, and a one-letter word is a-z
+        return list(map(stem, itertools.filterfalse(_ASCII_DROPPED.__contains__, _ASCII_WORD.findall(text))))
+    return [stem(word) for word in _WORD.findall(text)
+            if word not in STOPWORDS and (len(word) > 1 or word.isdigit())]
 
 
 BM25_K1 = 1.2
@@ -2220,12 +2243,16 @@ def _trie_pattern(words: Iterable[str]) -> str:
     return emit(root)
 
 
-def _anchor_index(rules: Iterable[_ProviderRule]) -> tuple[re.Pattern[str], dict[str, tuple[_ProviderRule, ...]]]:
-    """One regex of every anchor, and for each anchor the rules to try there.
+def _anchor_index(rules: Iterable[_ProviderRule]) -> tuple[re.Pattern[str], dict[str, tuple[_ProviderRule, ...]],
+                                                        tuple[re.Pattern[str], ...]]:
+    """One regex of every anchor, for each anchor the rules to try there, and the quick tests of a text.
 
     Prefix anchors are fenced (a token starts after a non-alphanumeric character); infix anchors such as
     Telegram's ``:AA`` are not. An anchor's rules include those of every shorter anchor that begins it
-    (``eyJrIjoi`` also tries ``eyJ``).
+    (``eyJrIjoi`` also tries ``eyJ``). The quick tests find every text where the regex finds an anchor
+    (and a few more), several times faster: the regex tries its alternatives at every character, while a
+    pattern that starts with a character class lets the engine skip to the characters that can begin it
+    (one at the text's start, one after a non-alphanumeric character, one for the infix anchors).
     """
     by_anchor: dict[str, list[_ProviderRule]] = {}
     for rule in rules:
@@ -2239,10 +2266,12 @@ def _anchor_index(rules: Iterable[_ProviderRule]) -> tuple[re.Pattern[str], dict
     infix = {anchor for rule in rules if rule.back for anchor in rule.anchors}
     prefix = [anchor for anchor in table if anchor not in infix]
     pattern = f"(?<![A-Za-z0-9]){_trie_pattern(prefix)}|{_trie_pattern(infix)}"
-    return _lazy_regex(pattern), table
+    quick = (_lazy_regex(_trie_pattern(prefix)), _lazy_regex(f"[^A-Za-z0-9](?:{_trie_pattern(prefix)})"),
+             _lazy_regex(_trie_pattern(infix)))
+    return _lazy_regex(pattern), table, quick
 
 
-_ANCHORS, _RULES_AT = _anchor_index(_PROVIDER_RULES)
+_ANCHORS, _RULES_AT, _ANCHOR_QUICK = _anchor_index(_PROVIDER_RULES)
 
 
 def _secret_span(match: re.Match[str]) -> tuple[int, int]:
@@ -2250,6 +2279,9 @@ def _secret_span(match: re.Match[str]) -> tuple[int, int]:
 
 
 def _provider_tokens(text: str) -> Iterable[tuple[int, int, str, str]]:
+    at_start, after_fence, infix = _ANCHOR_QUICK
+    if not (at_start.match(text) or after_fence.search(text) or infix.search(text)):
+        return
     for anchor_match in _ANCHORS.finditer(text):
         position = anchor_match.start()
         for rule in _RULES_AT[anchor_match.group()]:
@@ -2430,6 +2462,7 @@ def _compile_context() -> tuple[re.Pattern[str], dict[str, list[tuple[str, str, 
 
 _CONTEXT_WORDS, _CONTEXT_RULES = _compile_context()
 _CANDIDATE = _lazy_regex(r"(?<![A-Za-z0-9_+/=-])[A-Za-z0-9_+/=-]{16,}")
+_CANDIDATE_RUN = _lazy_regex(r"[A-Za-z0-9_+/=-]{16}")    # in every candidate; found faster (no lookbehind)
 _PUBLIC_PREFIXES = ("pk_live_", "pk_test_", "phc_", "sb_publishable_", "pk.eyJ", "AAAAB3NzaC1", "AAAAC3NzaC1",
                     "AAAAE2VjZHNh",  # publishable keys and SSH public keys are meant to be shared
                     "eyJ")  # base64 JSON such as a lone JWT header; a whole JWT is the jwt rule's
@@ -2650,7 +2683,8 @@ def _whole_unquoted_value(text: str, start: int, end: int) -> int:
 
 
 def _labelled_secrets(text: str) -> Iterable[tuple[int, int, str, str]]:
-    lowered = text.lower() if len(text.lower()) == len(text) else text
+    lowered = text.lower()
+    lowered = lowered if len(lowered) == len(text) else text
     done_until = -1
     for hit in _SECRET_WORD.finditer(lowered):
         if hit.start() < done_until:
@@ -3006,15 +3040,22 @@ def _credential_spans(text: str) -> list[tuple[int, int, str, str]]:
         if cursor < end and text[cursor:end].strip(_PLACEHOLDER_PUNCTUATION):
             spans.add((cursor, end, family, label))
 
-    candidates = list(_CANDIDATE.finditer(text))
-    layers = (_key_blocks(text), _provider_tokens(text), _unanchored_tokens(text, candidates), _url_passwords(text),
-              _bearer_tokens(text), _cli_passwords(text), _name_value_secrets(text), _labelled_secrets(text),
+    candidates = list(_CANDIDATE.finditer(text)) if _CANDIDATE_RUN.search(text) else []
+    # A layer whose own first test turns the text away (the same test, repeated here) or that has no candidate
+    # tokens to look at is not started: most texts hold nothing, and each layer costs a generator.
+    layers = (_key_blocks(text) if "-----BEGIN" in text or "PuTTY-User" in text or "LS0tLS1CRUdJT" in text else (),
+              _provider_tokens(text), _unanchored_tokens(text, candidates) if candidates else (),
+              _url_passwords(text) if "://" in text else (),
+              _bearer_tokens(text) if "earer" in text or "EARER" in text else (),
+              _cli_passwords(text) if "-p" in text or "-u" in text else (),
+              _name_value_secrets(text) if "alue" in text or "ALUE" in text else (), _labelled_secrets(text),
               _password_phrases(text))
     for layer in layers:
         for item in layer:
             accept(item)
-    for item in _bare_tokens(text, candidates, spans.overlaps):
-        accept(item)
+    if candidates:
+        for item in _bare_tokens(text, candidates, spans.overlaps):
+            accept(item)
     return spans.items
 
 
@@ -3675,6 +3716,8 @@ def _screen_value(value: Any, field: str, policy: str, depth: int) -> Any:
 
 
 def _screen_string(text: str, field: str, policy: str) -> str:
+    if not _credential_spans(text):        # most texts hold nothing: no findings to build and label
+        return text
     kinds = _credential_kinds(text)
     if not kinds:
         return text
@@ -4000,6 +4043,11 @@ class GraphBackend(abc.ABC):
         """A block whose writes are stored together or not at all. This default writes each one as it comes
         (a backend without multi-write transactions); the embedded engine makes the block one transaction."""
         return contextlib.nullcontext()
+
+    def bulk(self) -> contextlib.AbstractContextManager[None]:
+        """``batch`` for a block of many new memories, where a failure anywhere may undo all of it (the
+        embedded engine then inserts their rows together). This default is ``batch``."""
+        return self.batch()
 
     @abc.abstractmethod
     def search(self, query: RecallQuery) -> list[ScoredRevision]:
@@ -4757,6 +4805,79 @@ class _SnapshotParts(Mapping[str, bytes]):
         return len(self._crcs)
 
 
+class _PendingWrites:
+    """The rows of new memories written inside ``SQLiteGraph.bulk``, held until the next read or other write
+    (or the commit) inserts them with one ``executemany`` per statement. Row ids are handed out here as
+    SQLite's AUTOINCREMENT would (one past the larger of the table's highest id and its sequence), so the
+    store ends up exactly as one write at a time would leave it. Tables are independent (no foreign keys, no
+    triggers), so only the order within each statement matters, and that is the order of the writes."""
+
+    STATEMENTS = (
+        ("items", "INSERT INTO items (id, project, space, name, kind, key, metadata, created_at, last_number, "
+                  "head_id) VALUES (?, ?, ?, ?, ?, NULL, '{}', ?, 1, ?)"),
+        ("revisions", "INSERT INTO revisions (id, item_id, number, title, content, metadata, content_hash, "
+                      "created_at, token_count) VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?)"),
+        ("tags", "INSERT OR REPLACE INTO tags (item_id, tag, revision_id) VALUES (?, ?, ?)"),
+        ("tag_events", "INSERT INTO tag_events (item_id, tag, revision_id, at) VALUES (?, ?, ?, ?)"),
+        ("doc_terms", "INSERT OR REPLACE INTO doc_terms VALUES (?, ?)"),
+        ("vectors", "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)"),
+        ("artifacts", "INSERT OR REPLACE INTO artifacts VALUES (?, ?, ?, ?, ?)"),
+        ("threads", "INSERT OR REPLACE INTO threads VALUES (?, ?, ?, ?)"),
+        ("edges", "INSERT OR IGNORE INTO edges (source_id, target_id, edge_type, metadata, created_at) "
+                  "VALUES (?, ?, ?, '{}', ?)"),
+        ("changes", "INSERT INTO changes (seq, item_id) VALUES (?, ?)"))
+    _ID_COLUMNS = {"items": "id", "revisions": "id", "changes": "seq"}
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[tuple[Any, ...]]] = {table: [] for table, _ in self.STATEMENTS}
+        self.held = False                                     # whether any row is held
+        self.next_ids: dict[str, int] = {}                    # table -> the last id handed out
+        self.names: set[tuple[str, str, str, str]] = set()   # (project, space, name, kind) not inserted yet
+        self.threads: dict[tuple[str, str, str], tuple[int, int]] = {}  # thread -> (revision id, item id)
+        self.trim_changes_to: int | None = None              # the change log's trim, as _log_change does it
+
+    def new_id(self, conn: sqlite3.Connection, table: str) -> int:
+        """The next row id of ``table`` (``items``, ``revisions`` or ``changes``), as SQLite would choose it."""
+        if table not in self.next_ids:
+            sequence = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)).fetchone()
+            highest = conn.execute(f"SELECT max({self._ID_COLUMNS[table]}) FROM {table}").fetchone()[0]
+            self.next_ids[table] = max(sequence[0] if sequence else 0, highest or 0)
+        self.next_ids[table] += 1
+        return self.next_ids[table]
+
+    def discard(self) -> None:
+        """Forget the held rows and the ids (after a rollback SQLite hands out the old ids again)."""
+        self._clear()
+        self.next_ids.clear()
+
+    def flush(self, conn: sqlite3.Connection) -> None:
+        """Insert the held rows (all of them, or none when one fails); the ids handed out stay valid."""
+        if not self.held:
+            return
+        batches = [(statement, self.rows[table]) for table, statement in self.STATEMENTS if self.rows[table]]
+        trim = self.trim_changes_to
+        self._clear()
+        conn.execute("SAVEPOINT pending")
+        try:
+            for statement, values in batches:
+                conn.executemany(statement, values)
+            if trim is not None:
+                conn.execute("DELETE FROM changes WHERE seq <= ?", (trim,))
+            conn.execute("RELEASE pending")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK TO pending")
+                conn.execute("RELEASE pending")
+            self.next_ids.clear()
+            raise
+
+    def _clear(self) -> None:
+        self.rows = {table: [] for table, _ in self.STATEMENTS}
+        self.held, self.trim_changes_to = False, None
+        self.names.clear()
+        self.threads.clear()
+
+
 class SQLiteGraph(GraphBackend):
     """The embedded engine: SQLite in memory (``path=None``) or in a file (WAL, one transaction per write).
 
@@ -4788,6 +4909,7 @@ class SQLiteGraph(GraphBackend):
         self._scrub_after_batch = False                      # a forget in the open batch waits for its commit
         self._known_spaces: set[tuple[str, str]] = set()   # spaces (with their parents) known to exist
         self._new_spaces: list[tuple[str, str]] = []        # ... and those the open transaction adds
+        self._pending: _PendingWrites | None = None          # new memories held by an open bulk()
         self._snapshot_seq: int | None = None                # the change-log position of the stored snapshot
         self._snapshot_due = self._snapshot_unusable = False  # save one soon; the stored one failed its checks
         self._page_index_checked = False
@@ -4801,6 +4923,24 @@ class SQLiteGraph(GraphBackend):
     def in_memory(self) -> bool:
         """True when nothing is written to disk."""
         return self.path == ":memory:"
+
+    @contextlib.contextmanager
+    def bulk(self) -> Iterator[None]:
+        """``batch`` for many new memories (``Memory.remember_many``): a new item's rows are held and inserted
+        together, one ``executemany`` per statement, before the next read or other write and at the end;
+        reads inside the block see every write before them, as in ``batch``. A failure anywhere in the block
+        undoes all of it."""
+        with self._lock, self.batch():
+            outer = self._pending
+            self._pending = outer or _PendingWrites()
+            try:
+                yield
+                self._flush_pending(self._connection())
+            except BaseException:
+                self._pending.discard()
+                raise
+            finally:
+                self._pending = outer
 
     def _disk_is_full(self) -> bool:
         """Whether the store's file system has no room left (SQLite reports some full disks as I/O errors)."""
@@ -4920,6 +5060,9 @@ class SQLiteGraph(GraphBackend):
         with self._lock:
             conn = self._connection()
             if self._batch_depth:
+                if self._pending is not None:
+                    self._flush_pending(conn)
+                    self._pending.next_ids.clear()     # this write may take ids of its own
                 conn.execute("SAVEPOINT write")
                 mark = len(self._new_spaces)
                 try:
@@ -4961,15 +5104,19 @@ class SQLiteGraph(GraphBackend):
         with self._lock:
             conn = self._connection()
             if self._batch_depth:            # a batch inside a batch is a savepoint: it fails as a whole too
+                self._flush_pending(conn)
                 conn.execute("SAVEPOINT batch")
                 mark, self._batch_depth = len(self._new_spaces), self._batch_depth + 1
                 try:
                     yield
+                    self._flush_pending(conn)
                     conn.execute("RELEASE batch")
                 except BaseException:
                     with contextlib.suppress(sqlite3.Error):
                         conn.execute("ROLLBACK TO batch")
                         conn.execute("RELEASE batch")
+                    if self._pending is not None:
+                        self._pending.discard()
                     del self._new_spaces[mark:]
                     self._recall = None      # it may have indexed writes that no longer exist
                     raise
@@ -4983,10 +5130,13 @@ class SQLiteGraph(GraphBackend):
             self._batch_depth, self._batch_dirty, self._scrub_after_batch = 1, False, False
             try:
                 yield
+                self._flush_pending(conn)
                 conn.execute("COMMIT")
             except BaseException as exc:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
+                if self._pending is not None:
+                    self._pending.discard()
                 self._recall = None          # it may have indexed writes that no longer exist
                 self._new_spaces.clear()
                 if isinstance(exc, sqlite3.Error):
@@ -4997,6 +5147,13 @@ class SQLiteGraph(GraphBackend):
             self._after_commit()
             if self._scrub_after_batch:      # a forget in the batch: its bytes leave the WAL now
                 self._scrub()
+
+    def _flush_pending(self, conn: sqlite3.Connection) -> None:
+        if self._pending is not None and self._pending.held:
+            try:
+                self._pending.flush(conn)
+            except sqlite3.Error as exc:
+                raise self._store_error(exc) from exc
 
     def _after_commit(self) -> None:
         """Bring the recall index up to date with what was just written. The write is already durable, so a
@@ -5034,6 +5191,7 @@ class SQLiteGraph(GraphBackend):
         with self._lock:
             conn = self._connection()
             if self._batch_depth:
+                self._flush_pending(conn)
                 try:
                     yield conn
                 except sqlite3.Error as exc:
@@ -5212,7 +5370,7 @@ class SQLiteGraph(GraphBackend):
     # -- writing revisions --------------------------------------------------------------------------------
 
     def _ensure_spaces(self, conn: sqlite3.Connection, project: str, space: str, now: str) -> None:
-        if (project, space) in self._known_spaces:
+        if (project, space) in self._known_spaces or (project, space) in self._new_spaces:
             return
         parts = space.split("/") if space else []
         for depth in range(len(parts) + 1):
@@ -5239,6 +5397,9 @@ class SQLiteGraph(GraphBackend):
     def write_revision(self, draft: RevisionDraft) -> tuple[RevisionRecord, bool]:
         """Write a revision per ``draft`` in one transaction (see ``RevisionDraft``)."""
         text_hash = content_hash(draft.content)
+        with self._lock:
+            if self._pending is not None and draft.item is None and draft.key is None and not draft.edges:
+                return self._held_new_item(self._pending, draft, text_hash), True
         with self._write() as conn:
             now = self._now()
             item_row = None
@@ -5301,6 +5462,71 @@ class SQLiteGraph(GraphBackend):
                 kref=Kref.trusted(draft.project, draft.space, name, draft.kind, 1), number=1, title=draft.title,
                 content=draft.content, metadata=json.loads(metadata_json), created_at=created_at, deprecated=False,
                 tags=tuple(sorted({*tags, LATEST_TAG}))), True
+
+    def _held_new_item(self, pending: _PendingWrites, draft: RevisionDraft, text_hash: str) -> RevisionRecord:
+        """``write_revision`` of a new item inside ``bulk``: the same rows, held in ``pending`` (the name is
+        checked against the store and the held rows, as the insert's unique constraint would)."""
+        conn, rows, project, space, kind = self._connection(), pending.rows, draft.project, draft.space, draft.kind
+        try:
+            created_at = self._now()
+            self._ensure_spaces(conn, project, space, created_at)
+            name, attempt = draft.name, 1
+            while (project, space, name, kind) in pending.names or conn.execute(
+                    "SELECT 1 FROM items WHERE project = ? AND space = ? AND name = ? AND kind = ?",
+                    (project, space, name, kind)).fetchone() is not None:
+                attempt += 1
+                name = f"{draft.name}-{attempt}"
+            pending.names.add((project, space, name, kind))
+            item_id, revision_id = pending.new_id(conn, "items"), pending.new_id(conn, "revisions")
+            counts, token_count = self._term_counts(draft.title, draft.content, kind)
+            metadata_json = canonical_json(dict(draft.metadata))
+            rows["items"].append((item_id, project, space, name, kind, created_at, revision_id))
+            rows["revisions"].append((revision_id, item_id, draft.title, draft.content, metadata_json, text_hash,
+                                      created_at, token_count))
+            tags = list(dict.fromkeys(draft.tags))      # a new item has no tags to move, nor their history
+            for tag in tags:
+                rows["tags"].append((item_id, tag, revision_id))
+                rows["tag_events"].append((item_id, tag, revision_id, created_at))
+            rows["doc_terms"].append((revision_id, canonical_json(counts)))
+            if draft.vector is not None:
+                rows["vectors"].append((revision_id, draft.vector_model, array.array("f", draft.vector).tobytes()))
+            for artifact_name, location, artifact_metadata in draft.artifacts:
+                rows["artifacts"].append((revision_id, artifact_name, location, canonical_json(dict(artifact_metadata)),
+                                          created_at))
+            changed = [item_id]
+            if draft.metadata and is_message(draft.metadata):
+                changed.extend(self._held_thread(pending, conn, draft, revision_id, item_id, created_at))
+            unique = list(dict.fromkeys(changed))
+            last = 0
+            for changed_id in unique:
+                last = pending.new_id(conn, "changes")
+                rows["changes"].append((last, changed_id))
+            if last % 10_000 < len(unique):          # now and then, trim the log (as _log_change does)
+                pending.trim_changes_to = last - self.CHANGE_LOG_KEEP
+        except sqlite3.Error as exc:
+            raise self._store_error(exc) from exc
+        pending.held = self._batch_dirty = True
+        return RevisionRecord(
+            kref=Kref.trusted(project, space, name, kind, 1), number=1, title=draft.title, content=draft.content,
+            metadata={} if metadata_json == "{}" else json.loads(metadata_json), created_at=created_at,
+            deprecated=False, tags=tuple(sorted({*tags, LATEST_TAG})))
+
+    @staticmethod
+    def _held_thread(pending: _PendingWrites, conn: sqlite3.Connection, draft: RevisionDraft, revision_id: int,
+                     item_id: int, now: str) -> list[int]:
+        """``_thread`` for a held message: the thread's previous message may itself be held."""
+        thread = (draft.project, draft.space, thread_key(draft.metadata))
+        previous = pending.threads.get(thread)
+        if previous is None:
+            previous = conn.execute("SELECT t.last_revision_id, r.item_id FROM threads t JOIN revisions r "
+                                    "ON r.id = t.last_revision_id WHERE t.project = ? AND t.space = ? AND t.thread = ?",
+                                    thread).fetchone()
+        pending.threads[thread] = (revision_id, item_id)
+        pending.rows["threads"].append((*thread, revision_id))
+        if previous is None:
+            return []
+        pending.rows["edges"].append((revision_id, previous[0], FOLLOWS, now))
+        return [previous[1]]
 
     def _thread(self, conn: sqlite3.Connection, draft: RevisionDraft, revision_id: int, now: str) -> list[int]:
         """Link a new message to the previous message of its thread (FOLLOWS); return the items touched."""
@@ -5523,10 +5749,7 @@ class SQLiteGraph(GraphBackend):
             terms = []
         else:              # a one-line memory is its own title: the same terms twice, tokenized once
             terms = tokenize(content) * 2 if title == content else tokenize(title + "\n" + content)
-        counts: dict[str, int] = {}
-        for term in terms:
-            counts[term] = counts.get(term, 0) + 1
-        return counts, len(terms)
+        return dict(collections.Counter(terms)), len(terms)
 
     def _index(self, conn: sqlite3.Connection, revision_id: int, title: str, content: str, kind: str) -> None:
         counts, token_count = self._term_counts(title, content, kind)
@@ -10765,7 +10988,7 @@ class Memory:
         written: list[str] = []
         try:
             checked = [self._checked_record(position, record) for position, record in enumerate(records)]
-            with self._backend.batch():
+            with self._backend.bulk():
                 for done, arguments in enumerate(checked, 1):
                     written.append(self._store_belief(**arguments)["kref"])
                     if progress is not None and (done % 1000 == 0 or done == len(checked)):
@@ -10777,6 +11000,7 @@ class Memory:
 
     _MEMORY_FIELDS = ("content", "space", "title", "kind", "metadata", "tags", "item", "key", "evidence_level",
                       "source", "stack", "artifacts")
+    _MEMORY_FIELD_SET = frozenset(_MEMORY_FIELDS)
 
     def _checked_record(self, position: int, record: str | Mapping[str, Any]) -> dict[str, Any]:
         """One record of ``remember_many``, checked as ``remember`` checks its arguments."""
@@ -10785,7 +11009,8 @@ class Memory:
         if not isinstance(record, Mapping):
             raise InvalidArgumentError(f"record {position} must be a string or a mapping, not "
                                        f"{type(record).__name__}")
-        unknown = sorted(str(name) for name in record if name not in self._MEMORY_FIELDS)
+        unknown = [] if record.keys() <= self._MEMORY_FIELD_SET else \
+            sorted(str(name) for name in record if name not in self._MEMORY_FIELDS)
         if unknown or "content" not in record:
             problem = f"unknown field(s) {unknown}" if unknown else "no 'content'"
             raise InvalidArgumentError(f"record {position} has {problem}; a record takes "
@@ -10945,7 +11170,7 @@ class Memory:
             name = f"{slugify(key)}-{self._ids.new_id()}"
         else:
             name = f"{kind}-{self._ids.new_id()}"
-        vector = self._embed_texts([_embedding_text(title, content)])
+        vector = self._embed_texts([_embedding_text(title, content)]) if self._embed is not None else None
         if vector is not None:
             self._catch_up_embeddings()
         draft = RevisionDraft(project=self.project, space=space, kind=kind, name=name, title=title,
@@ -10953,8 +11178,9 @@ class Memory:
                               vector=vector[0] if vector else None, vector_model=self.embedding_model,
                               artifacts=artifacts, edges=edges)
         record, _created = self._backend.write_revision(draft)
-        self._changed(str(record.kref))
-        return str(record.kref)
+        kref = str(record.kref)
+        self._changed(kref)
+        return kref
 
     def _screen(self, value: Any, field: str) -> Any:
         """``value`` under this memory's credential policy (see ``screen_for_store``)."""

@@ -707,7 +707,7 @@ def cell(entry: dict, metric: str) -> str:
 
 
 def table(figures: dict, sizes: list[int], systems: list[str], phases: set, cold_runs: int) -> list[tuple[str, object]]:
-    width = max(12, *(len(system) + 2 for system in systems))
+    width = max([12, *(len(system) + 2 for system in systems)])
     rows = []
     for size in sizes:
         key = str(size)

@@ -71,6 +71,55 @@ def test_remember_many_stores_what_remember_would(tmp_path):
     assert many.recall("where do I live", limit=1)[0]["content"].startswith("Actually I moved to Munich")
 
 
+def _tables(path: str) -> list[str]:
+    """Every row of a store (the recall snapshot and the meta rows about it aside), as SQL text."""
+    with sqlite3.connect(path) as conn:
+        return [line for line in conn.iterdump() if "recall_snapshot" not in line and 'INSERT INTO "meta"' not in line]
+
+
+class _SameId:
+    """An id factory that always hands out the same id (every new name is then taken but the first)."""
+
+    def new_id(self) -> str:
+        return "same"
+
+
+def test_remember_many_leaves_the_same_rows_as_a_remember_loop(tmp_path):
+    """remember_many holds a new item's rows and inserts them together: the tables must come out exactly as
+    a remember() loop leaves them (ids, names taken by an earlier process, threads, tags, the change log)."""
+    records = [f"{WORDS[n % 12]} note {n}" for n in range(30)]
+    records += [{"content": f"turn {n} about {WORDS[n % 5]}", "space": "chat", "kind": "message",
+                 "metadata": {"speaker": "Ann" if n % 2 else "Bo", "session": n % 3}} for n in range(12)]
+    records += [{"content": "tagged harbor", "tags": ["a", "b", "a"], "evidence_level": "unverified"},
+                {"content": "sourced harbor", "source": "https://example.com/a"},
+                {"content": "with a file", "artifacts": [{"name": "doc", "location": "/tmp/doc.txt"}]},
+                {"content": "keyed harbor", "key": "k1"}, {"content": "keyed harbor again", "key": "k1"},
+                {"content": "I live in Berlin."}, {"content": "I live in Munich now.", "stack": True},
+                f"{WORDS[0]} note 0", "the password is hunter2-secret!"]
+    stores = {}
+    for name in ("loop", "many"):
+        path = str(tmp_path / f"{name}.db")
+        # the second process's sequential ids collide with the first's names; the third's with its own
+        for ids in (km.SequentialIds(), km.SequentialIds(), _SameId()):
+            memory = km.Memory(path=path, ids=ids, clock=km.ManualClock(tick=0.5))
+            memory.recall("harbor")          # an index in memory, kept up to date by the writes
+            if name == "loop":
+                krefs = []
+                for record in records:
+                    arguments = {"content": record} if isinstance(record, str) else dict(record)
+                    krefs.append(memory.remember(arguments.pop("content"), **arguments))
+            else:
+                krefs = memory.remember_many(records[:25]) + memory.remember_many(records[25:])
+            hits = [hit["kref"] for hit in memory.recall("harbor turn note", limit=50)]
+            memory.close()
+            stores.setdefault(name, []).append((krefs, hits))
+        stores[name].append(_tables(path))
+    assert stores["many"] == stores["loop"]
+    assert any("-2.memory" in kref for kref in stores["many"][1][0])      # a taken name was noticed
+    assert any("memory-same-3.memory" in kref for kref in stores["many"][2][0])
+    assert any("FOLLOWS" in line for line in stores["many"][3])
+
+
 def test_a_failing_record_leaves_nothing_of_the_batch(tmp_path):
     memory = km.Memory(path=str(tmp_path / "m.db"), credentials="refuse")
     memory.remember("kept from before the batch")
