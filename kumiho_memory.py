@@ -8970,10 +8970,21 @@ def belief_relations(text: str) -> frozenset[str]:
 # -- query-time expansion: a question in other words than the memory ------------------------------------------
 
 def _relation_terms(pattern: str) -> tuple[str, ...]:
-    """The index terms a belief relation's pattern spells out ("lives?|moved|relocat\\w*" -> live, move, reloc)."""
+    """The index terms a belief relation's pattern spells out ("lives?|moved|relocat\\w*" -> live, move, reloc),
+    at most ``RELATION_EXPANSION_MAX`` whole words."""
     words = re.sub(r"\\w\*", "ed", pattern)              # relocat\w* -> relocated -> reloc
     words = re.sub(r"\\b|\(\?:|\)|\\d\+|\?", " ", words)
-    return tuple(dict.fromkeys(term for alternative in words.split("|") for term in tokenize(alternative)))
+    terms = dict.fromkeys(term for alternative in words.split("|") for term in tokenize(alternative)
+                          if len(term) >= 3 and term.isalpha() and term not in _NUMBER_TERMS and term != "ing")
+    return tuple(terms)[:RELATION_EXPANSION_MAX]
+
+
+# A relation's pattern also spells out values and word endings ("two|three|...", "(?:ed|ing)", job titles):
+# a query is expanded by its first words only, whole words that name the relation, never numbers or endings.
+RELATION_EXPANSION_MAX = 10
+_NUMBER_TERMS = frozenset(stem(word) for word in (
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty").split())
 
 
 _RELATION_TERMS = {name: _relation_terms(pattern) for name, pattern in BELIEF_RELATIONS.items()}
