@@ -1267,28 +1267,148 @@ class _TermPostings:
         self.max_impact = 0.0
 
 
-class _TermTable(list):  # type: ignore[type-arg]
-    """Every term's postings; after a snapshot load each term is unpacked from the packed columns on first
-    use, so a fresh process pays only for the terms its queries read."""
+class _SnapshotSource(Protocol):
+    """Where an index read from a stored snapshot fetches what it reads on demand (``_SnapshotRows``): one
+    term's postings, or one block of the forward index, as checked bytes of the expected size."""
 
-    def __init__(self, packed: tuple[array.array, ...] | None = None) -> None:
-        super().__init__([None] * (len(packed[0]) - 1) if packed else [])
-        self._packed = packed       # (offsets, slots, impacts, live counts, max impacts)
+    cache: "_BoundedCache"
+
+    def postings(self, term_id: int, size: int) -> bytes: ...
+
+    def forward(self, block: int, size: int) -> bytes: ...
+
+    def part(self, name: str) -> bytes: ...
+
+    def many(self, table: str, sizes: Mapping[int, int]) -> dict[int, bytes]: ...
+
+
+class _BoundedCache:
+    """Values kept up to a budget of bytes, the least recently used dropped first. A value may also be held in
+    a slot of a list (``put(..., held_in=)``), read there without a lookup: that slot is emptied when the value
+    is dropped, and reading it does not count as a use (so such values leave in the order they came)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget, self.size = budget, 0
+        self._entries: dict[Any, tuple[Any, int, list[Any] | None, int]] = {}     # insertion order is use order
+
+    def get(self, key: Any) -> Any:
+        entries = self._entries
+        entry = entries.pop(key, None)
+        if entry is None:
+            return None
+        entries[key] = entry
+        return entry[0]
+
+    def put(self, key: Any, value: Any, size: int, held_in: tuple[list[Any], int] | None = None) -> None:
+        self.pop(key)
+        holder, position = held_in or (None, 0)
+        self._entries[key] = (value, size, holder, position)
+        if holder is not None:
+            holder[position] = value
+        self.size += size
+        while self.size > self.budget and len(self._entries) > 1:
+            self.pop(next(iter(self._entries)))
+
+    def pop(self, key: Any) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            self.size -= entry[1]
+            if entry[2] is not None:
+                entry[2][entry[3]] = None
+
+    def clear(self) -> None:
+        for key in list(self._entries):
+            self.pop(key)
+
+
+class _TermIds(Mapping[str, int]):
+    """A snapshot's ``{term: term id}``, looked up by bisection in the stored alphabetical order (a process
+    that only searches looks up a few terms, and never builds the dict); ``RecallIndex`` makes it a dict
+    before its first write."""
+
+    def __init__(self, names: Sequence[str], order: Sequence[int]) -> None:
+        self.names, self._order = names, order      # names by id; ids in the names' alphabetical order
+
+    def get(self, term: str, default: Any = None) -> Any:   # type: ignore[override]
+        names, order = self.names, self._order
+        low, high = 0, len(order)
+        while low < high:
+            middle = (low + high) // 2
+            if names[order[middle]] < term:
+                low = middle + 1
+            else:
+                high = middle
+        return order[low] if low < len(order) and names[order[low]] == term else default
+
+    def __getitem__(self, term: str) -> int:
+        found = self.get(term)
+        if found is None:
+            raise KeyError(term)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+class _TermTable(list):  # type: ignore[type-arg]
+    """Every term's postings. Read from a snapshot, a term's postings are fetched from the store on first use
+    and kept in the source's bounded cache; a term that is written to (``pinned``) stays in this list."""
+
+    def __init__(self, header: tuple[Sequence[int], Sequence[int], Sequence[float]], source: _SnapshotSource) -> None:
+        super().__init__([None] * len(header[0]))
+        self.header = header       # per term: postings stored, live postings, best impact
+        self._source = source
 
     def __getitem__(self, term_id: int) -> _TermPostings:   # type: ignore[override]
         postings = super().__getitem__(term_id)
         if postings is None:
-            offsets, slots, impacts, live, best = self._packed     # type: ignore[misc]
-            postings = _TermPostings()
-            start, end = offsets[term_id], offsets[term_id + 1]
-            postings.slots, postings.impacts = slots[start:end], impacts[start:end]
-            postings.live, postings.max_impact = live[term_id], best[term_id]
+            postings = self._source.cache.get(term_id)
+            if postings is None:
+                postings = self._fetch(term_id)
+        return postings
+
+    def prefetch(self, term_ids: Iterable[int]) -> None:
+        """Fetch in one statement the postings of ``term_ids`` not held yet (a query's terms)."""
+        counts = self.header[0]
+        wanted = {term_id: 12 * counts[term_id] for term_id in term_ids
+                  if term_id < len(counts) and list.__getitem__(self, term_id) is None
+                  and term_id not in self._source.cache._entries}
+        if len(wanted) > 1:
+            for term_id, data in self._source.many("recall_postings", wanted).items():
+                self._fetch(term_id, data)
+
+    def pinned(self, term_id: int) -> _TermPostings:
+        """A term's postings, kept in memory from now on (they are about to change)."""
+        postings = super().__getitem__(term_id)
+        if postings is None:
+            postings = self[term_id]
+            self._source.cache.pop(term_id)
             self[term_id] = postings
         return postings
+
+    def written(self) -> Iterator[tuple[int, _TermPostings]]:
+        """The terms held in memory (written to since the snapshot, or new): ``(term_id, postings)``."""
+        for term_id in range(len(self)):
+            postings = super().__getitem__(term_id)
+            if postings is not None:
+                yield term_id, postings
 
     def __iter__(self) -> Iterator[_TermPostings]:
         for term_id in range(len(self)):
             yield self[term_id]
+
+    def _fetch(self, term_id: int, data: bytes | None = None) -> _TermPostings:
+        counts, live, best = self.header
+        count = counts[term_id]
+        data = memoryview(self._source.postings(term_id, 12 * count) if data is None else data)
+        postings = _TermPostings()
+        postings.impacts, postings.slots = data[:8 * count].cast("d"), data[8 * count:].cast("i")
+        postings.live, postings.max_impact = live[term_id], best[term_id]
+        self._source.cache.put(term_id, postings, 12 * count + 200)
+        return postings
 
 
 def _packed(code: str, blob: bytes) -> array.array:
@@ -1337,11 +1457,15 @@ class RecallIndex:
     forward index. Cost grows with the postings a query must read, not with the store.
 
     Everything lives in ``array`` columns, so a large index costs little memory and no garbage-collector
-    time. The index holds no text; the store feeds it.
+    time. The index holds no text; the store feeds it. Read from a stored snapshot (``from_parts``), a term's
+    postings and the forward index of the slots it had are fetched on demand (``_SnapshotSource``) and kept
+    in a cache of at most ``CACHE_BYTES``; what is written after stays in memory.
     """
 
     TAIL_MERGE_MIN = 64
     UPDATE_ONLY_MAX = 16384
+    FORWARD_BLOCK = 32                  # slots per stored block of the forward index (a few KB)
+    CACHE_BYTES = 64 << 20              # postings and forward blocks fetched from a snapshot
 
     def __init__(self) -> None:
         self.term_ids: dict[str, int] = {}
@@ -1357,6 +1481,10 @@ class RecallIndex:
         self.reference_length = 0.0
         self.dead_slots = 0
         self._rebuilding = False
+        self._source: _SnapshotSource | None = None    # set by from_parts
+        self._stored_slots = 0           # slots whose forward entries are in the snapshot's blocks ...
+        self._stored_entries = 0         # ... and how many entries those hold (forward_terms holds the rest)
+        self._blocks: list[Any] = []     # per stored block: its entry while the source's cache keeps it
 
     def __getattr__(self, name: str) -> Any:
         # After a snapshot read, which slot a document holds is worked out on first use: a process that
@@ -1371,10 +1499,71 @@ class RecallIndex:
 
     def _thaw(self) -> None:
         """Columns read from a snapshot are views of its bytes: make them arrays before the first write."""
+        if isinstance(self.term_ids, _TermIds):
+            self.term_ids = {name: term_id for term_id, name in enumerate(self.term_ids.names)}
         for name, code in self._COLUMNS:
             column = getattr(self, name)
             if isinstance(column, memoryview):
                 setattr(self, name, _packed(code, column.tobytes()))
+
+    def _term_names(self) -> Mapping[int, str]:
+        """``{term_id: term}``."""
+        if isinstance(self.term_ids, _TermIds):
+            return dict(enumerate(self.term_ids.names))
+        return {term_id: term for term, term_id in self.term_ids.items()}
+
+    def _for_update(self, term_id: int) -> _TermPostings:
+        terms = self.terms
+        return terms.pinned(term_id) if isinstance(terms, _TermTable) else terms[term_id]
+
+    def _forward(self, slot: int) -> tuple[Sequence[int], Sequence[float], int, int]:
+        """Where a slot's forward entries are: ``(terms, tfs, start, end)``, sorted by term id."""
+        start, end = self.forward_offsets[slot], self.forward_offsets[slot + 1]
+        if slot >= self._stored_slots:
+            shift = self._stored_entries
+            return self.forward_terms, self.forward_tfs, start - shift, end - shift
+        block = slot // self.FORWARD_BLOCK
+        entry = self._blocks[block]                # the cache holds it here while it keeps it
+        if entry is None:
+            entry = self._fetch_block(block)
+        terms, tfs, low = entry
+        return terms, tfs, start - low, end - low
+
+    def _block_size(self, block: int) -> int:
+        """How many bytes a stored block of the forward index holds."""
+        first = block * self.FORWARD_BLOCK
+        last = min(first + self.FORWARD_BLOCK, self._stored_slots)
+        return 12 * (self.forward_offsets[last] - self.forward_offsets[first])
+
+    def _fetch_block(self, block: int, data: bytes | None = None) -> tuple[Sequence[int], Sequence[float], int]:
+        """A stored block of the forward index (fetched unless ``data`` is given) kept in the cache: its term
+        ids, tfs and the offset of its first entry."""
+        size = self._block_size(block)
+        source = self._source
+        view = memoryview(source.forward(block, size) if data is None else data)   # type: ignore[union-attr]
+        entry = (view[size * 2 // 3:].cast("i"), view[:size * 2 // 3].cast("d"),
+                 self.forward_offsets[block * self.FORWARD_BLOCK])
+        # Keyed ~block: a term's postings are keyed by its id (>= 0).
+        source.cache.put(~block, entry, size + 300, held_in=(self._blocks, block))   # type: ignore[union-attr]
+        return entry
+
+    def _prefetch(self, slots: Iterable[int]) -> None:
+        """Fetch in one statement the stored forward blocks of ``slots`` not in the cache yet (the slots
+        about to be scored exactly; one by one, each would cost a statement)."""
+        source = self._source
+        if source is None:
+            return
+        held, size, stored = self._blocks, self.FORWARD_BLOCK, self._stored_slots
+        wanted = {slot // size: 0 for slot in slots if slot < stored and held[slot // size] is None}
+        for block in wanted:
+            wanted[block] = self._block_size(block)
+        if len(wanted) > 1:
+            for block, data in source.many("recall_forward", wanted).items():
+                self._fetch_block(block, data)
+
+    def _forward_entries(self, slot: int) -> tuple[Sequence[int], Sequence[float]]:
+        terms, tfs, start, end = self._forward(slot)
+        return terms[start:end], tfs[start:end]
 
     def __contains__(self, doc_id: object) -> bool:
         return doc_id in self.doc_slot
@@ -1414,18 +1603,19 @@ class RecallIndex:
             entries.append((term_id, float(tf)))
         entries.sort()
         saturation, norm = self._saturation(length, short)      # the same for all of the document's terms
-        terms, forward_terms, forward_tfs = self.terms, self.forward_terms, self.forward_tfs
+        forward_terms, forward_tfs = self.forward_terms, self.forward_tfs
+        postings_of = self.terms.pinned if isinstance(self.terms, _TermTable) else self.terms.__getitem__
         for term_id, tf in entries:
             forward_terms.append(term_id)
             forward_tfs.append(tf)
-            postings = terms[term_id]
+            postings = postings_of(term_id)
             impact = tf * saturation / (tf + norm)
             postings.tail_slots.append(slot)
             postings.tail_impacts.append(impact)
             postings.live += 1
             if impact > postings.max_impact:
                 postings.max_impact = impact
-        self.forward_offsets.append(len(forward_terms))
+        self.forward_offsets.append(len(forward_terms) + self._stored_entries)
         self._maybe_reorganize()
 
     def remove(self, doc_id: int) -> None:
@@ -1436,8 +1626,8 @@ class RecallIndex:
             return
         self.slot_doc[slot] = -1
         self.total_length -= self.slot_length[slot]
-        for term_id in self.forward_terms[self.forward_offsets[slot]:self.forward_offsets[slot + 1]]:
-            self.terms[term_id].live -= 1
+        for term_id in self._forward_entries(slot)[0]:
+            self._for_update(term_id).live -= 1
         self.dead_slots += 1
         self._maybe_reorganize()
 
@@ -1453,19 +1643,16 @@ class RecallIndex:
 
     def rebuild(self, reference_length: float | None = None) -> None:
         """Rewrite every column from the live documents (compacting slots), and sort all postings."""
-        old_doc, old_length, old_short = self.slot_doc, self.slot_length, self.slot_short
-        old_offsets, old_terms, old_tfs = self.forward_offsets, self.forward_terms, self.forward_tfs
+        old = copy.copy(self)                  # its columns (and snapshot blocks) are read while rebuilding
         live_slots = sorted(self.doc_slot.values())
-        term_names = {term_id: term for term, term_id in self.term_ids.items()}
+        term_names = self._term_names()
         self.__init__()  # type: ignore[misc]
         self.reference_length = reference_length or 0.0
         self._rebuilding = True
         try:
             for slot in live_slots:
-                start, end = old_offsets[slot], old_offsets[slot + 1]
-                frequencies = {term_names[term_id]: tf
-                               for term_id, tf in zip(old_terms[start:end], old_tfs[start:end])}
-                self.add(old_doc[slot], frequencies, old_length[slot], short=old_short[slot])
+                frequencies = {term_names[term_id]: tf for term_id, tf in zip(*old._forward_entries(slot))}
+                self.add(old.slot_doc[slot], frequencies, old.slot_length[slot], short=old.slot_short[slot])
         finally:
             self._rebuilding = False
         self.compact()
@@ -1486,64 +1673,108 @@ class RecallIndex:
         return postings
 
     def compact(self) -> None:
-        """Sort every term's postings now (after a bulk load), so no query pays for it later."""
-        for postings in self.terms:
+        """Sort every term's postings now (after a bulk load), so no query pays for it later (a term still in
+        a snapshot is sorted there)."""
+        terms = self.terms
+        for postings in (postings for _, postings in terms.written()) if isinstance(terms, _TermTable) else terms:
             self._merged(postings, force=True)
 
     # -- snapshot -----------------------------------------------------------------------------------------
 
     _SCALARS = ("total_length", "reference_length", "dead_slots")
-    _COLUMNS = (("slot_doc", "q"), ("slot_length", "d"), ("slot_short", "d"), ("forward_offsets", "q"),
-                ("forward_terms", "i"), ("forward_tfs", "d"))
+    _COLUMNS = (("slot_doc", "q"), ("slot_length", "d"), ("slot_short", "d"), ("forward_offsets", "q"))
 
-    def snapshot_parts(self) -> dict[str, bytes]:
-        """The index as named byte strings (every posting list sorted first), for ``from_parts``."""
+    def snapshot_parts(self, kept: bool = False) -> tuple[dict[str, bytes], Iterator[tuple[int, bytes]],
+                                                          Iterator[tuple[int, bytes]]]:
+        """The index for ``from_parts``: named byte strings, each term's postings as a row ``(term_id,
+        impacts + slots)`` and the forward index as rows ``(block, tfs + term ids)`` of ``FORWARD_BLOCK``
+        slots. With ``kept`` (an index read from a snapshot that is still the stored one) only the rows that
+        changed since: the terms held in memory, and the blocks from the first slot added."""
         self.compact()
-        offsets, slots, impacts = array.array("q", [0]), array.array("i"), array.array("d")
-        live, best = array.array("q"), array.array("d")
-        for postings in self.terms:
-            slots.extend(postings.slots)
-            impacts.extend(postings.impacts)
-            offsets.append(len(slots))
-            live.append(postings.live)
-            best.append(postings.max_impact)
-        names = sorted(self.term_ids, key=self.term_ids.__getitem__)
-        parts = {"index.terms": json.dumps(names, ensure_ascii=False).encode(),
+        terms = self.terms
+        backed = isinstance(terms, _TermTable)
+        if kept != backed:
+            raise ValueError("only an index read from the stored snapshot keeps its rows")
+        # Per term: postings stored, live postings, best impact (a term still only in the snapshot: as read).
+        stored = terms.header if backed else ((), (), ())
+        added = len(terms) - len(stored[0])
+        counts, live, best = (array.array(code, column) + array.array(code, [0] * added)
+                              for code, column in zip("qqd", stored))
+        changed = list(terms.written() if backed else enumerate(terms))
+        for term_id, postings in changed:
+            counts[term_id], live[term_id], best[term_id] = len(postings.slots), postings.live, postings.max_impact
+        names = list(self.term_ids.names) if isinstance(self.term_ids, _TermIds) else \
+            sorted(self.term_ids, key=self.term_ids.__getitem__)
+        if any("\n" in name for name in names):
+            raise ValueError("an index term holds a line break")      # never: terms are runs of letters and digits
+        order = array.array("i", sorted(range(len(names)), key=names.__getitem__))
+        parts = {"index.terms": "\n".join(names).encode(), "index.term_order": order.tobytes(),
                  "index.scalars": json.dumps([getattr(self, name) for name in self._SCALARS]).encode(),
-                 "index.postings": b"".join(column.tobytes() for column in (offsets, live, best)),
-                 "index.slots": slots.tobytes(), "index.impacts": impacts.tobytes()}
+                 "index.postings": b"".join(column.tobytes() for column in (counts, live, best))}
         for name, _code in self._COLUMNS:
             parts[f"index.{name}"] = getattr(self, name).tobytes()
-        return parts
+        postings_rows = ((term_id, postings.impacts.tobytes() + postings.slots.tobytes())
+                         for term_id, postings in changed)
+        first_block = self._stored_slots // self.FORWARD_BLOCK if kept else 0
+        blocks = range(first_block, -(-len(self.slot_doc) // self.FORWARD_BLOCK))
+        return parts, postings_rows, ((block, self._block_bytes(block)) for block in blocks)
+
+    def stored(self) -> None:
+        """The snapshot now holds what ``snapshot_parts(kept=True)`` gave: forward entries are fetched from it
+        from now on (the blocks rewritten are fetched afresh)."""
+        if self._source is None:
+            return
+        blocks = -(-len(self.slot_doc) // self.FORWARD_BLOCK)
+        for block in range(self._stored_slots // self.FORWARD_BLOCK, len(self._blocks)):
+            self._source.cache.pop(~block)
+        self._blocks.extend([None] * (blocks - len(self._blocks)))
+        self._stored_slots, self._stored_entries = len(self.slot_doc), self.forward_offsets[-1]
+        self.forward_terms, self.forward_tfs = array.array("i"), array.array("d")
 
     @classmethod
-    def from_parts(cls, parts: Mapping[str, bytes]) -> "RecallIndex":
-        """An index from ``snapshot_parts``; raises ``ValueError`` (or ``KeyError``) when they do not fit."""
+    def from_parts(cls, parts: Mapping[str, bytes], source: _SnapshotSource) -> "RecallIndex":
+        """An index from ``snapshot_parts``, fetching postings and forward blocks from ``source`` on demand;
+        raises ``ValueError`` (or ``KeyError``, ``TypeError``) when the parts do not fit."""
         index = cls()
-        names = json.loads(parts["index.terms"])
+        text = parts["index.terms"].decode()
+        names = text.split("\n") if text else []
+        order = _view("i", parts["index.term_order"])
         count = len(names)
-        packed = parts["index.postings"]
-        offsets = _view("q", packed[:8 * (count + 1)])
-        live = _view("q", packed[8 * (count + 1):8 * (2 * count + 1)])
-        best = _view("d", packed[8 * (2 * count + 1):])
-        slots, impacts = _view("i", parts["index.slots"]), _view("d", parts["index.impacts"])
-        if not (len(offsets) == count + 1 and len(live) == len(best) == count
-                and offsets[-1] == len(slots) == len(impacts)):
+        header = parts["index.postings"]
+        counts, live = _view("q", header[:8 * count]), _view("q", header[8 * count:16 * count])
+        best = _view("d", header[16 * count:])
+        if not len(counts) == len(live) == len(best) == len(order) == count:
             raise ValueError("the index snapshot's postings do not fit its terms")
-        index.term_ids = {name: term_id for term_id, name in enumerate(names)}
-        index.terms = _TermTable((offsets, slots, impacts, live, best))
+        index.term_ids = _TermIds(names, order)
+        index.terms = _TermTable((counts, live, best), source)
         for name, code in cls._COLUMNS:
             setattr(index, name, _view(code, parts[f"index.{name}"]))
         for name, value in zip(cls._SCALARS, json.loads(parts["index.scalars"])):
             setattr(index, name, value)
         slot_count = len(index.slot_doc)
-        if not (len(index.slot_length) == len(index.slot_short) == slot_count == len(index.forward_offsets) - 1
-                and index.forward_offsets[-1] == len(index.forward_terms) == len(index.forward_tfs)):
+        if not (len(index.slot_length) == len(index.slot_short) == slot_count == len(index.forward_offsets) - 1):
             raise ValueError("the index snapshot's columns do not fit each other")
+        index._source, index._stored_slots, index._stored_entries = source, slot_count, index.forward_offsets[-1]
+        index._blocks = [None] * -(-slot_count // cls.FORWARD_BLOCK)
         del index.__dict__["doc_slot"]          # rebuilt on first use (__getattr__)
         if index.dead_slots != index.slot_doc.tolist().count(-1):
             raise ValueError("the index snapshot's dead slots do not add up")
         return index
+
+    def _block_bytes(self, block: int) -> bytes:
+        """One stored block of the forward index: its slots' tfs, then their term ids."""
+        first = block * self.FORWARD_BLOCK
+        last = min(first + self.FORWARD_BLOCK, len(self.slot_doc))
+        if first >= self._stored_slots:
+            shift = self._stored_entries
+            low, high = self.forward_offsets[first] - shift, self.forward_offsets[last] - shift
+            return self.forward_tfs[low:high].tobytes() + self.forward_terms[low:high].tobytes()
+        term_ids, tfs = array.array("i"), array.array("d")
+        for slot in range(first, last):
+            slot_terms, slot_tfs = self._forward_entries(slot)
+            term_ids.extend(slot_terms)
+            tfs.extend(slot_tfs)
+        return tfs.tobytes() + term_ids.tobytes()
 
     # -- search -------------------------------------------------------------------------------------------
 
@@ -1551,7 +1782,10 @@ class RecallIndex:
         """``{term_id: idf x query weight}`` for the query terms the index knows."""
         count = max(1, len(self))
         result = {}
-        for term in dict.fromkeys(terms):
+        terms = list(dict.fromkeys(terms))
+        if isinstance(self.terms, _TermTable):
+            self.terms.prefetch(term_id for term_id in map(self.term_ids.get, terms) if term_id is not None)
+        for term in terms:
             term_id = self.term_ids.get(term)
             if term_id is not None and self.terms[term_id].live > 0:
                 result[term_id] = bm25_idf(count, self.terms[term_id].live) * (weights or {}).get(term, 1.0)
@@ -1562,13 +1796,18 @@ class RecallIndex:
         slot = self.doc_slot.get(doc_id)
         if slot is None:
             return {}
-        names = {term_id: term for term, term_id in self.term_ids.items()} if slot is not None else {}
-        start, end = self.forward_offsets[slot], self.forward_offsets[slot + 1]
-        return {names[term_id]: tf for term_id, tf in zip(self.forward_terms[start:end], self.forward_tfs[start:end])}
+        names = self._term_names()
+        return {names[term_id]: tf for term_id, tf in zip(*self._forward_entries(slot))}
 
     def _exact(self, slot: int, weights: Mapping[int, float]) -> float:
-        start, end = self.forward_offsets[slot], self.forward_offsets[slot + 1]
-        terms, tfs = self.forward_terms, self.forward_tfs
+        if slot >= self._stored_slots:      # (all of them in an index built here: no call on the way)
+            shift = self._stored_entries
+            start, end = self.forward_offsets[slot] - shift, self.forward_offsets[slot + 1] - shift
+            terms, tfs = self.forward_terms, self.forward_tfs
+        else:
+            entry = self._blocks[slot // self.FORWARD_BLOCK] or self._fetch_block(slot // self.FORWARD_BLOCK)
+            terms, tfs, low = entry
+            start, end = self.forward_offsets[slot] - low, self.forward_offsets[slot + 1] - low
         saturation, norm = self._saturation(self.slot_length[slot], self.slot_short[slot])
         score = 0.0
         for term_id, weight in weights.items():
@@ -1613,6 +1852,7 @@ class RecallIndex:
                 pool.update(slot for slot in batch if slot in scores)
             touched.clear()
             leaders = heapq.nlargest(k, pool, key=get)
+            self._prefetch([slot for slot in leaders if slot not in exact])
             for slot in leaders:
                 if slot not in exact:
                     exact[slot] = self._exact(slot, weights)
@@ -1676,7 +1916,9 @@ class RecallIndex:
         hopeful = sorted((slot for slot, partial in scores.items() if partial >= cutoff),
                          key=scores.__getitem__, reverse=True)
         best: list[tuple[float, int]] = []
-        for slot in hopeful:
+        for position, slot in enumerate(hopeful):
+            if not position % 64:
+                self._prefetch([slot for slot in hopeful[position:position + 64] if slot not in exact])
             partial = scores[slot]
             if len(best) >= k:
                 if partial + missed < best[0][0]:
@@ -2271,7 +2513,11 @@ def _anchor_index(rules: Iterable[_ProviderRule]) -> tuple[re.Pattern[str], dict
     return _lazy_regex(pattern), table, quick
 
 
-_ANCHORS, _RULES_AT, _ANCHOR_QUICK = _anchor_index(_PROVIDER_RULES)
+@functools.lru_cache(maxsize=None)
+def _provider_anchors() -> tuple[re.Pattern[str], dict[str, tuple[_ProviderRule, ...]], tuple[re.Pattern[str], ...]]:
+    """``_anchor_index`` of the provider rules, worked out on first use (not at import: a process that only
+    recalls never screens a text)."""
+    return _anchor_index(_PROVIDER_RULES)
 
 
 def _secret_span(match: re.Match[str]) -> tuple[int, int]:
@@ -2279,12 +2525,12 @@ def _secret_span(match: re.Match[str]) -> tuple[int, int]:
 
 
 def _provider_tokens(text: str) -> Iterable[tuple[int, int, str, str]]:
-    at_start, after_fence, infix = _ANCHOR_QUICK
+    anchors, rules_at, (at_start, after_fence, infix) = _provider_anchors()
     if not (at_start.match(text) or after_fence.search(text) or infix.search(text)):
         return
-    for anchor_match in _ANCHORS.finditer(text):
+    for anchor_match in anchors.finditer(text):
         position = anchor_match.start()
-        for rule in _RULES_AT[anchor_match.group()]:
+        for rule in rules_at[anchor_match.group()]:
             start = position - rule.back
             if rule.back:
                 # An infix anchor: the token starts where the run of its lead characters does.
@@ -4150,6 +4396,7 @@ class _RecallState:
     def __init__(self, signals: RecallSignals) -> None:
         self.signals = signals
         self._lazy: dict[str, Any] = {}                 # snapshot parts not decoded yet (``__getattr__``)
+        self._projects: list[str] = []                  # the snapshot's projects, numbered
         self.index = RecallIndex()
         self.last_seq = 0
         self.data_version: int | None = None
@@ -4187,25 +4434,36 @@ class _RecallState:
                  ("doc_length", "d"))
     _INT_SETS = ("doc_message", "doc_deprecated", "superseded", "item_deprecated")
     _INT_GROUPS = ("item_docs", "current_by_space", "live_by_space", "contested")
-    # What a read-only process may never touch, decoded on first use (a third of a cold start's memory).
-    _LAZY_GROUPS = {"item_docs": list, "live_by_space": set}
-    _LAZY_MAPS = {"doc_item": "q", "item_space": "q", "doc_length": "d"}
+    # What a read-only process may never touch (or, the current sets, only one view of), read from the store
+    # and decoded on first use: most of what a cold start would otherwise hold.
+    _LAZY_GROUPS = {"item_docs": list, "live_by_space": set, "current_by_space": set, "current_by_project": set}
+    _LAZY_MAPS = {"doc_item": "q", "item_space": "q", "doc_length": "d", "doc_event": "d"}
 
     def __getattr__(self, name: str) -> Any:
         lazy = self.__dict__.get("_lazy")
         if lazy is None or name not in lazy:
             raise AttributeError(name)
-        packed = lazy.pop(name)
-        if name == "current_by_project":        # the union of its spaces' current sets
-            value: Any = {}
-            for space, project in self.space_project.items():
-                value.setdefault(project, set()).update(self.current_by_space.get(space, ()))
-        elif name in self._LAZY_GROUPS:
-            value = self._groups(packed, self._LAZY_GROUPS[name])
-        else:
-            value = self._map(packed, self._LAZY_MAPS[name])
+        fetch = lazy.pop(name)
+        try:                                     # fetched now, from the snapshot the rest was read from
+            if name in self._LAZY_MAPS:
+                value: Any = self._map(fetch(), self._LAZY_MAPS[name])
+            else:
+                value = self._groups(_packed("q", fetch()), self._LAZY_GROUPS[name])
+            if name == "current_by_project":     # keyed by the project's number in the snapshot
+                value = {self._projects[number]: members for number, members in value.items()}
+        except (ValueError, IndexError) as exc:
+            raise _SnapshotGone(str(exc), damaged=True) from exc
         setattr(self, name, value)
         return value
+
+    @staticmethod
+    def _group_bytes(table: Mapping[int, Iterable[int]]) -> bytes:
+        """``{key: members}`` as ``count, keys, sizes, members`` (see ``_groups``)."""
+        keys, sizes, flat = array.array("q", [len(table), *table]), array.array("q"), array.array("q")
+        for members in table.values():
+            sizes.append(len(members))           # type: ignore[arg-type]
+            flat.extend(members if isinstance(members, list) else sorted(members))
+        return keys.tobytes() + sizes.tobytes() + flat.tobytes()
 
     @staticmethod
     def _map(blob: bytes, code: str) -> dict[int, Any]:
@@ -4216,23 +4474,24 @@ class _RecallState:
         size = 8 * (len(blob) // width)
         return dict(zip(_packed("q", blob[:size]), _packed(code, blob[size:])))
 
-    def snapshot_parts(self) -> dict[str, bytes]:
+    def snapshot_parts(self, kept: bool = False) -> tuple[dict[str, bytes], Iterator[tuple[int, bytes]],
+                                                          Iterator[tuple[int, bytes]]]:
         """Everything recall keeps, as named byte strings (see ``from_parts``): fixed-width columns for
-        what grows with the store, JSON for the small or sparse rest."""
-        parts = self.index.snapshot_parts()
+        what grows with the store, JSON for the small or sparse rest; and the index's postings and forward
+        rows (``RecallIndex.snapshot_parts``)."""
+        parts, postings_rows, forward_rows = self.index.snapshot_parts(kept)
         for name, code in self._INT_MAPS:
             table = getattr(self, name)
             parts[name] = array.array("q", table).tobytes() + array.array(code, table.values()).tobytes()
         for name in self._INT_SETS:
             parts[name] = array.array("q", sorted(getattr(self, name))).tobytes()
         for name in self._INT_GROUPS:
-            table = getattr(self, name)
-            keys, sizes, flat = array.array("q", [len(table), *table]), array.array("q"), array.array("q")
-            for members in table.values():
-                sizes.append(len(members))
-                flat.extend(members if isinstance(members, list) else sorted(members))
-            parts[name] = keys.tobytes() + sizes.tobytes() + flat.tobytes()
-        small = {"spaces": [list(key) for key in sorted(self.space_ids, key=self.space_ids.__getitem__)],
+            parts[name] = self._group_bytes(getattr(self, name))
+        projects = sorted(self.current_by_project)
+        parts["current_by_project"] = self._group_bytes(
+            {number: self.current_by_project[project] for number, project in enumerate(projects)})
+        small = {"projects": projects,
+                 "spaces": [list(key) for key in sorted(self.space_ids, key=self.space_ids.__getitem__)],
                  "who": {str(doc): sorted(names) for doc, names in self.doc_who.items()},
                  "links": {str(doc): entries for doc, entries in self.links.items()},
                  "space_terms": {str(space): totals for space, totals in self.space_terms.items()},
@@ -4243,48 +4502,45 @@ class _RecallState:
         for vector in self.vectors.values():
             vectors.extend(vector)
         parts["vectors"] = vectors.tobytes()
-        return parts
+        return parts, postings_rows, forward_rows
 
     @classmethod
-    def from_parts(cls, signals: RecallSignals, parts: Mapping[str, bytes]) -> "_RecallState":
-        """A state from ``snapshot_parts``; raises ``ValueError``/``KeyError`` when the parts do not fit."""
+    def from_parts(cls, signals: RecallSignals, parts: Mapping[str, bytes], source: _SnapshotSource) -> "_RecallState":
+        """A state from ``snapshot_parts`` (the index's rows fetched from ``source`` on demand); raises
+        ``ValueError``/``KeyError`` when the parts do not fit."""
         state = cls(signals)
-        state.index = RecallIndex.from_parts(parts)
-        sizes = {}
+        state.index = RecallIndex.from_parts(parts, source)
+        # What a process that only reads never touches is read from the store on first use (a _SnapshotGone
+        # then when the snapshot was replaced or the part is damaged).
         for name, code in cls._INT_MAPS:
-            blob = parts[name]
-            sizes[name] = len(blob) // (8 + array.array(code).itemsize)
             if name in cls._LAZY_MAPS:
-                if len(blob) % (8 + array.array(code).itemsize):
-                    raise ValueError(f"recall snapshot part {name!r} is damaged")
                 del state.__dict__[name]
-                state._lazy[name] = blob       # type: ignore[assignment]
+                state._lazy[name] = functools.partial(source.part, name)
             else:
-                setattr(state, name, cls._map(blob, code))
+                setattr(state, name, cls._map(parts[name], code))
         for name in cls._INT_SETS:
             setattr(state, name, set(_packed("q", parts[name])))
         for name in cls._INT_GROUPS:
-            column = _packed("q", parts[name])
-            if name in cls._LAZY_GROUPS:     # decoded on first use (a process that only reads may never)
-                cls._groups(column, None)    # checked now all the same
+            if name in cls._LAZY_GROUPS:
                 del state.__dict__[name]
-                state._lazy[name] = column
+                state._lazy[name] = functools.partial(source.part, name)
             else:
-                setattr(state, name, cls._groups(column, set))
+                setattr(state, name, cls._groups(_packed("q", parts[name]), set))
         small = json.loads(parts["state"])
         state.space_ids = {(project, space): number for number, (project, space) in enumerate(small["spaces"])}
         state.space_project = {number: project for (project, _), number in state.space_ids.items()}
         state.doc_who = {int(doc): frozenset(names) for doc, names in small["who"].items()}
         state.links = {int(doc): [(other, kind) for other, kind in entries] for doc, entries in small["links"].items()}
         del state.__dict__["current_by_project"]
-        state._lazy["current_by_project"] = None
+        state._lazy["current_by_project"] = functools.partial(source.part, "current_by_project")
+        state._projects = small["projects"]
         state.space_terms = {int(space): totals for space, totals in small["space_terms"].items()}
         state.name_terms, state.last_seq = small["name_terms"], int(small["last_seq"])
         flat, start = _packed("f", parts["vectors"]), 0
         for doc, size in zip(small["vector_docs"], small["vector_sizes"]):
             state.vectors[doc] = flat[start:start + size]
             start += size
-        if start != len(flat) or sizes["doc_item"] != sizes["doc_length"]:
+        if start != len(flat):
             raise ValueError("the recall snapshot's parts do not fit each other")
         return state
 
@@ -4673,7 +4929,8 @@ class _RecallState:
                     if neighbour in eligible:
                         scores[neighbour] = scores.get(neighbour, 0.0) + signals.neighbour_spread * score
                         notes.setdefault(neighbour, {}).setdefault("neighbour_of", doc_id)
-        apply_who_and_when(scores, notes, query, signals, named, self.doc_who, self.doc_event)
+        events = self.doc_event if query.time_window is not None and signals.when else {}  # read when needed
+        apply_who_and_when(scores, notes, query, signals, named, self.doc_who, events)
         if query.occasions:
             found: dict[int, int | None] = {}
             cover_threads(scores, notes,
@@ -4785,24 +5042,104 @@ def _space_clause(column: str, space: str | None) -> tuple[str, list[Any]]:
     return f"({column} = ? OR ({column} >= ? AND {column} < ?))", [space, space + "/", space + "0"]
 
 
+class _SnapshotGone(Exception):
+    """An index read from the stored recall snapshot can no longer fetch from it: another process rewrote the
+    snapshot (``damaged`` False: read the new one), or a row read on demand is damaged (rebuild from the
+    tables). Either way the index is dropped and the recall runs again, never served from the old one."""
+
+    def __init__(self, message: str, *, damaged: bool) -> None:
+        super().__init__(message)
+        self.damaged = damaged
+
+
+class _SnapshotRows:
+    """What an index read from the stored snapshot fetches on demand (a ``_SnapshotSource``): a term's postings
+    (table ``recall_postings``) and blocks of the forward index (``recall_forward``), one row each with its
+    CRC-32 (started from the row's id, so a row moved to another id fails it too). Each fetch reads the
+    manifest in ``meta`` in the same statement and checks it is still the one the index was read with, so a
+    row of a snapshot another process wrote since is never mixed in."""
+
+    def __init__(self, connection: Callable[[], sqlite3.Connection], manifest: str, crcs: Mapping[str, Any],
+                 cache_bytes: int) -> None:
+        self._connection, self.manifest, self.crcs = connection, manifest, crcs
+        self.cache = _BoundedCache(cache_bytes)
+
+    def postings(self, term_id: int, size: int) -> bytes:
+        return self._row("recall_postings", term_id, size)
+
+    def forward(self, block: int, size: int) -> bytes:
+        return self._row("recall_forward", block, size)
+
+    def many(self, table: str, sizes: Mapping[int, int]) -> dict[int, bytes]:
+        """Several rows of ``table`` in one statement: ``{id: expected size}`` -> ``{id: bytes}``."""
+        marks = ",".join("?" * len(sizes))
+        rows = self._fetch(f"SELECT m.value, r.id, r.crc, r.data FROM meta m LEFT JOIN {table} r "
+                           f"ON r.id IN ({marks}) WHERE m.key = 'recall_snapshot'", *sizes, every=True)
+        found = {}
+        for key, crc, data in rows:
+            if isinstance(data, bytes) and len(data) == sizes.get(key) and zlib.crc32(data, key) == crc:
+                found[key] = data
+        if len(found) != len(sizes):
+            raise _SnapshotGone(f"a row of {table} is missing or damaged", damaged=True)
+        return found
+
+    def part(self, name: str) -> bytes:
+        """A named part of table ``recall_snapshot``, checked against the manifest's CRC-32."""
+        data = self._fetch("SELECT m.value, s.data FROM meta m LEFT JOIN recall_snapshot s ON s.name = ? "
+                           "WHERE m.key = 'recall_snapshot'", name)
+        if not isinstance(data, bytes) or zlib.crc32(data) != self.crcs.get(name):
+            raise _SnapshotGone(f"recall snapshot part {name!r} is missing or damaged", damaged=True)
+        return data
+
+    def _row(self, table: str, key: int, size: int) -> bytes:
+        row = self._fetch(f"SELECT m.value, r.crc, r.data FROM meta m LEFT JOIN {table} r ON r.id = ? "
+                          "WHERE m.key = 'recall_snapshot'", key)
+        if row is None or not isinstance(row[1], bytes) or len(row[1]) != size or zlib.crc32(row[1], key) != row[0]:
+            raise _SnapshotGone(f"a row of {table} is missing or damaged", damaged=True)
+        return row[1]
+
+    def _fetch(self, sql: str, *keys: Any, every: bool = False) -> Any:
+        """The columns after the manifest of ``sql``'s row (``every``: of all its rows), the manifest checked
+        in the same statement."""
+        conn = self._connection()
+        opened = not conn.in_transaction           # (recall reads inside a transaction already)
+        try:
+            if opened:
+                conn.execute("BEGIN")
+            try:
+                rows = conn.execute(sql, keys).fetchall()
+            finally:
+                if opened:
+                    conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if _busy(exc):
+                raise
+            raise _SnapshotGone(f"the recall snapshot cannot be read: {exc}", damaged=True) from exc
+        if not rows or rows[0][0] != self.manifest:
+            raise _SnapshotGone("the recall snapshot was rewritten by another process", damaged=False)
+        if every:
+            return [row[1:] for row in rows]
+        return rows[0][1] if len(rows[0]) == 2 else rows[0][1:]
+
+
 class _SnapshotParts(Mapping[str, bytes]):
     """A stored recall snapshot's parts, each read (and checked against its CRC-32) when it is used, so only
     one is in memory at a time beside what has been decoded."""
 
-    def __init__(self, conn: sqlite3.Connection, crcs: Mapping[str, Any]) -> None:
-        self._conn, self._crcs = conn, crcs
+    def __init__(self, rows: _SnapshotRows) -> None:
+        self.rows = rows
 
     def __getitem__(self, name: str) -> bytes:
-        row = self._conn.execute("SELECT data FROM recall_snapshot WHERE name = ?", (name,)).fetchone()
-        if row is None or zlib.crc32(row[0]) != self._crcs.get(name):
-            raise ValueError(f"recall snapshot part {name!r} is missing or damaged")
-        return bytes(row[0])
+        try:
+            return self.rows.part(name)
+        except _SnapshotGone as gone:
+            raise ValueError(str(gone)) from gone
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._crcs)
+        return iter(self.rows.crcs)
 
     def __len__(self) -> int:
-        return len(self._crcs)
+        return len(self.rows.crcs)
 
 
 class _PendingWrites:
@@ -4912,6 +5249,7 @@ class SQLiteGraph(GraphBackend):
         self._pending: _PendingWrites | None = None          # new memories held by an open bulk()
         self._snapshot_seq: int | None = None                # the change-log position of the stored snapshot
         self._snapshot_due = self._snapshot_unusable = False  # save one soon; the stored one failed its checks
+        self._snapshot_damaged = False                        # a row fetched on demand failed: do not read it
         self._page_index_checked = False
         self.signals = RecallSignals()
         self._conn: sqlite3.Connection | None = None
@@ -5168,7 +5506,7 @@ class SQLiteGraph(GraphBackend):
                 self._recall.sync(self._connection())
             finally:
                 self._connection().execute("COMMIT")
-        except sqlite3.Error:
+        except (sqlite3.Error, _SnapshotGone):
             self._recall = None
 
     CHANGE_LOG_KEEP = 100_000     # a process further behind than this rebuilds its recall index instead
@@ -5762,6 +6100,21 @@ class SQLiteGraph(GraphBackend):
 
     def search(self, query: RecallQuery) -> list[ScoredRevision]:
         """Score revisions with the in-memory recall index (built on first use, kept in step after)."""
+        for attempt in range(3):
+            try:
+                return self._search(query)
+            except _SnapshotGone as gone:
+                self._snapshot_gone(gone, attempt)
+        return self._search(query)              # built from the tables: nothing left to fetch
+
+    def _snapshot_gone(self, gone: _SnapshotGone, attempt: int = 0) -> None:
+        """Drop an index whose stored snapshot moved or is damaged: the next use reads the new one, or (damaged,
+        or moved again) builds from the tables."""
+        self._recall = None
+        if gone.damaged or attempt:
+            self._snapshot_damaged = self._snapshot_unusable = True
+
+    def _search(self, query: RecallQuery) -> list[ScoredRevision]:
         with self._read() as conn:
             state = self._recall_state(conn)
             space_ids = state.spaces_for(query.project, query.spaces)
@@ -5867,35 +6220,49 @@ class SQLiteGraph(GraphBackend):
     # -- the recall snapshot ------------------------------------------------------------------------------
     #
     # A fresh process would otherwise rebuild the recall index from every revision's terms (seconds at
-    # 100,000 memories). The index and its per-revision signals are kept in the table ``recall_snapshot``
-    # as named columns of fixed-width numbers (``_RecallState.snapshot_parts``), with a manifest in
-    # ``meta``: the change-log position they reflect, the signals they were built with, and a CRC-32 of
-    # every part. A process reads the snapshot, checks it, and replays the change log from there, so it finds
-    # what a rebuild finds (scored with the average length frozen at build time, as any long-lived process
-    # is); a damaged, foreign or too old snapshot is ignored and rebuilt. The
-    # snapshot is rewritten in one transaction (a kill mid-way keeps the old one) after a rebuild and, at
-    # close, when the log has moved on by a share of the store.
+    # 100,000 memories). The index and its per-revision signals are kept in the store, with a manifest in
+    # ``meta``: the change-log position they reflect, the signals they were built with, a generation that
+    # every rewrite moves on, and a CRC-32 of every part. Three tables (format 3):
+    #
+    #   table            rows                                             read
+    #   ---------------  -----------------------------------------------  --------------------------------------
+    #   recall_snapshot  named parts: fixed-width columns per slot, term  at the first recall (the rest on
+    #                    and revision (``_RecallState.snapshot_parts``)   first use), CRCs in the manifest
+    #   recall_postings  one per term: impacts then slots, best first     for each query term, on demand
+    #   recall_forward   one per FORWARD_BLOCK slots: tfs then term ids   for each candidate scored exactly
+    #
+    # The two row tables carry a CRC-32 per row, and every fetch reads the manifest in the same statement:
+    # a row of a snapshot written since by another process is never mixed in (the index is dropped and
+    # the recall runs again from the new one), and a damaged row drops it for a rebuild from the tables
+    # (``_SnapshotGone``). What was fetched is kept in a cache of at most ``RecallIndex.CACHE_BYTES``, so a
+    # process that only reads holds the query's terms, not the store. It replays the change log from the
+    # snapshot's position, so it finds what a rebuild finds (scored with the average length frozen at build
+    # time, as any long-lived process is); a damaged, foreign, too old or other-format snapshot is ignored
+    # and rebuilt. The snapshot is written in one transaction (a kill mid-way keeps the old one) after a
+    # rebuild and, at close, when the log has moved on by a share of the store; a process whose index was
+    # read from the stored snapshot rewrites only the term rows and forward blocks that changed.
 
-    RECALL_SNAPSHOT_FORMAT = 2
+    RECALL_SNAPSHOT_FORMAT = 3
     RECALL_SNAPSHOT_MIN_DOCS = 2000       # smaller stores rebuild in milliseconds: no snapshot
     RECALL_SNAPSHOT_REFRESH = 0.02        # rewrite at close once this share of the store changed since
 
     def _signals_fingerprint(self, signals: RecallSignals | None = None) -> str:
         return canonical_json(dataclasses.asdict(signals or self.signals))
 
-    def _snapshot_manifest(self, conn: sqlite3.Connection) -> dict[str, Any] | None:
+    def _snapshot_manifest(self, conn: sqlite3.Connection) -> tuple[dict[str, Any] | None, str | None]:
+        """The stored manifest, parsed (None when missing or not an object), and its text."""
         row = conn.execute("SELECT value FROM meta WHERE key = 'recall_snapshot'").fetchone()
         try:
             manifest = json.loads(row[0]) if row else None
         except ValueError:
-            return None
-        return manifest if isinstance(manifest, dict) else None
+            return None, row[0]
+        return (manifest if isinstance(manifest, dict) else None), (row[0] if row else None)
 
     def _snapshot_state(self, conn: sqlite3.Connection) -> _RecallState | None:
         """The recall state from the store's snapshot, or None when there is no usable one."""
-        if self.in_memory:
+        if self.in_memory or self._snapshot_damaged:
             return None
-        manifest = self._snapshot_manifest(conn)
+        manifest, text = self._snapshot_manifest(conn)
         if (manifest is None or manifest.get("format") != self.RECALL_SNAPSHOT_FORMAT
                 or manifest.get("signals") != self._signals_fingerprint()
                 or not isinstance(manifest.get("crc"), dict) or not isinstance(manifest.get("seq"), int)):
@@ -5907,8 +6274,9 @@ class SQLiteGraph(GraphBackend):
         self._snapshot_unusable = True            # until it has passed every check below
 
         try:
-            state = _RecallState.from_parts(self.signals, _SnapshotParts(conn, crcs))
-        except (ValueError, KeyError, IndexError, TypeError, OverflowError, sqlite3.Error):
+            rows = _SnapshotRows(self._connection, text, crcs, RecallIndex.CACHE_BYTES)  # type: ignore[arg-type]
+            state = _RecallState.from_parts(self.signals, _SnapshotParts(rows), rows)
+        except (ValueError, KeyError, IndexError, TypeError, OverflowError, sqlite3.Error, _SnapshotGone):
             return None
         if state.last_seq != manifest["seq"]:
             return None
@@ -5917,7 +6285,7 @@ class SQLiteGraph(GraphBackend):
 
     def _snapshot_stale(self, state: _RecallState) -> bool:
         """Whether the stored snapshot lags ``state`` by enough to be worth rewriting."""
-        size = len(state.doc_item)
+        size = len(state.index)                  # (what doc_item holds, without decoding it)
         if size < self.RECALL_SNAPSHOT_MIN_DOCS:
             return False
         return self._snapshot_seq is None or state.last_seq - self._snapshot_seq >= max(
@@ -5929,8 +6297,13 @@ class SQLiteGraph(GraphBackend):
         whether a snapshot was written."""
         if self.in_memory:
             return False
-        with self._read() as conn:
-            state = self._recall_state(conn)
+        for attempt in range(3):
+            try:
+                with self._read() as conn:
+                    state = self._recall_state(conn)
+                break
+            except _SnapshotGone as gone:
+                self._snapshot_gone(gone, attempt)
         if self._snapshot_due or self._snapshot_stale(state):
             return self.save_recall_snapshot(wait=True)
         return False
@@ -5967,27 +6340,65 @@ class SQLiteGraph(GraphBackend):
                 return False
             try:
                 state.sync(conn)            # the newest position, read under the write lock
-                manifest = self._snapshot_manifest(conn)
+                manifest, text = self._snapshot_manifest(conn)
                 if not replace and manifest is not None and manifest.get("format") == self.RECALL_SNAPSHOT_FORMAT and \
                         manifest.get("signals") == self._signals_fingerprint(state.signals) and \
                         isinstance(manifest.get("seq"), int) and manifest["seq"] >= state.last_seq:
                     conn.execute("ROLLBACK")
                     return False             # another process stored one at least as new
-                parts = state.snapshot_parts()
-                conn.execute("CREATE TABLE IF NOT EXISTS recall_snapshot (name TEXT PRIMARY KEY, data BLOB NOT NULL)")
-                conn.execute("DELETE FROM recall_snapshot")
-                conn.executemany("INSERT INTO recall_snapshot VALUES (?, ?)", parts.items())
-                manifest = {"format": self.RECALL_SNAPSHOT_FORMAT, "seq": state.last_seq, "written_by": __version__,
-                            "signals": self._signals_fingerprint(state.signals),   # what it was built with
-                            "crc": {name: zlib.crc32(data) for name, data in parts.items()}}
-                conn.execute("INSERT OR REPLACE INTO meta VALUES ('recall_snapshot', ?)", (canonical_json(manifest),))
+                written = self._write_snapshot(conn, state, manifest, text)
+                if written is None:          # read from a snapshot another process has replaced since:
+                    conn.execute("ROLLBACK")
+                    self._recall = None      # the next recall reads that one
+                    return False
                 conn.execute("COMMIT")
-            except sqlite3.Error:
+            except (sqlite3.Error, _SnapshotGone) as exc:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
+                if isinstance(exc, _SnapshotGone):
+                    self._snapshot_gone(exc)
                 return False
+            source = state.index._source
+            if isinstance(source, _SnapshotRows):
+                source.manifest = written
+                state.index.stored()
+            self._snapshot_damaged = False
             self._snapshot_seq, self._snapshot_due, self._snapshot_unusable = state.last_seq, False, False
             return True
+
+    def _write_snapshot(self, conn: sqlite3.Connection, state: _RecallState, manifest: dict[str, Any] | None,
+                        text: str | None) -> str | None:
+        """Write ``state`` as the stored snapshot inside the open write transaction; returns the new manifest's
+        text, or None when ``state`` was read from a snapshot that is no longer the stored one. An index read
+        from the stored snapshot rewrites only the rows that changed since; any other writes every row."""
+        source = state.index._source
+        kept = isinstance(source, _SnapshotRows)
+        if kept and source.manifest != text:             # type: ignore[union-attr]
+            return None
+        parts, postings_rows, forward_rows = state.snapshot_parts(kept)
+        for table in ("recall_snapshot (name TEXT PRIMARY KEY, data BLOB NOT NULL)",
+                      "recall_postings (id INTEGER PRIMARY KEY, crc INTEGER NOT NULL, data BLOB NOT NULL)",
+                      "recall_forward (id INTEGER PRIMARY KEY, crc INTEGER NOT NULL, data BLOB NOT NULL)"):
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {table}")
+        if kept:
+            forward_rows = iter(list(forward_rows))      # its last stored block is read before it is replaced
+        else:
+            conn.execute("DELETE FROM recall_postings")
+            conn.execute("DELETE FROM recall_forward")
+        conn.executemany("INSERT OR REPLACE INTO recall_postings VALUES (?, ?, ?)",
+                         ((term_id, zlib.crc32(data, term_id), data) for term_id, data in postings_rows))
+        conn.executemany("INSERT OR REPLACE INTO recall_forward VALUES (?, ?, ?)",
+                         ((block, zlib.crc32(data, block), data) for block, data in forward_rows))
+        conn.execute("DELETE FROM recall_snapshot")
+        conn.executemany("INSERT INTO recall_snapshot VALUES (?, ?)", parts.items())
+        generation = (manifest or {}).get("generation")
+        written = canonical_json({
+            "format": self.RECALL_SNAPSHOT_FORMAT, "seq": state.last_seq, "written_by": __version__,
+            "generation": generation + 1 if isinstance(generation, int) else 1,   # every rewrite reads as new
+            "signals": self._signals_fingerprint(state.signals),   # what it was built with
+            "crc": {name: zlib.crc32(data) for name, data in parts.items()}})
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('recall_snapshot', ?)", (written,))
+        return written
 
     def _current_at(self, conn: sqlite3.Connection, project: str, moment: float, state: _RecallState,
                     space_ids: set[int]) -> set[int]:
@@ -8987,7 +9398,11 @@ _NUMBER_TERMS = frozenset(stem(word) for word in (
     "seventeen eighteen nineteen twenty").split())
 
 
-_RELATION_TERMS = {name: _relation_terms(pattern) for name, pattern in BELIEF_RELATIONS.items()}
+@functools.lru_cache(maxsize=None)
+def _relation_terms_of(name: str) -> tuple[str, ...]:
+    """``_relation_terms`` of a belief relation's pattern (none for an unknown name), on first use."""
+    pattern = BELIEF_RELATIONS.get(name)
+    return _relation_terms(pattern) if pattern is not None else ()
 
 
 def query_expansions(query: str) -> tuple[str, ...]:
@@ -8998,7 +9413,7 @@ def query_expansions(query: str) -> tuple[str, ...]:
     text = query.casefold()
     found: dict[str, None] = {}
     for name in sorted(belief_relations(text)):
-        found.update(dict.fromkeys(_RELATION_TERMS.get(name, ())))
+        found.update(dict.fromkeys(_relation_terms_of(name)))
     for word in _WORD.findall(text):
         if word in STOPWORDS or len(word) < 5:
             continue

@@ -41,7 +41,8 @@ COLD START (``figures["cold_start"][size]``): the stores built above (ours, the 
   saved once with save()) are opened by a FRESH python process that runs one query, the first of the query
   set, and exits. "Cold" means a fresh process with a warm OS file cache: the files were just written and
   dropping the page cache is not possible here. Each child runs --cold-runs times (3), the systems
-  interleaved, after one untimed import of each system's module (so a stale .pyc is not timed); each figure
+  interleaved, after one untimed import of each system's module (so a stale .pyc is not timed; that child runs
+  without PYTHONDONTWRITEBYTECODE, so the bytecode cache is written even where the variable is set); each figure
   is the median over the runs (``runs`` holds them all). Before them, one more child per system is the first
   process to open the store after the build; it is kept apart as ``first_open_after_build`` (a store may do
   one-time work there, such as writing a persisted index that the build left out).
@@ -634,8 +635,10 @@ def stores_phase(size: int, args: argparse.Namespace, phases: set, warm_ours: di
             query = queries(args.seed, 1)[0]
             ready = [system for system in COLD_SYSTEMS if "skipped" not in built[system]
                      and "error" not in built[system]]
-            for system in ready:                        # untimed: a stale .pyc is compiled here, not timed
-                subprocess.run([sys.executable, "-c", COLD_WARMUP[system]], stdout=subprocess.DEVNULL)
+            writes_bytecode = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+            for system in ready:                        # untimed: a stale .pyc is compiled (and written) here
+                subprocess.run([sys.executable, "-c", COLD_WARMUP[system]], stdout=subprocess.DEVNULL,
+                               env=writes_bytecode)
             runs: dict = {system: [] for system in ready}
             for number in range(args.cold_runs + 1):  # run 0: the first process to open the store after the build
                 for system in ready:

@@ -286,7 +286,7 @@ def test_a_damaged_snapshot_is_rebuilt_never_served(tmp_path, small_snapshots):
     memory.remember_many(texts)
     expected = {word: recalled(memory, word) for word in WORDS}
     memory.close()
-    for part in ("index.impacts", "doc_item", "state", "index.terms"):
+    for part in ("index.postings", "index.forward_offsets", "doc_item", "state", "index.terms"):
         with sqlite3.connect(path) as conn:
             data = bytearray(conn.execute("SELECT data FROM recall_snapshot WHERE name = ?", (part,)).fetchone()[0])
             data[len(data) // 2] ^= 0xFF
@@ -302,6 +302,121 @@ def test_a_damaged_snapshot_is_rebuilt_never_served(tmp_path, small_snapshots):
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE meta SET value = '{not json' WHERE key = 'recall_snapshot'")
     assert {word: recalled(km.Memory(path=path), word) for word in WORDS} == expected
+
+
+def term_id(path: str, word: str) -> int:
+    with sqlite3.connect(path) as conn:
+        names = conn.execute("SELECT data FROM recall_snapshot WHERE name = 'index.terms'").fetchone()[0]
+    names = names.decode().split("\n")            # one term a line, by term id
+    return names.index(km.stem(word))
+
+
+@pytest.mark.parametrize("damage", ["flip a postings byte", "drop a postings row", "flip a forward byte",
+                                    "forward row from elsewhere", "drop the postings table"])
+def test_a_damaged_row_read_on_demand_is_rebuilt_never_served(tmp_path, small_snapshots, damage):
+    """Postings and forward blocks are fetched when a query needs them, so the damage is found mid-query: that
+    query and every later one are answered from a rebuild, and the snapshot is stored again."""
+    path = str(tmp_path / "m.db")
+    memory = km.Memory(path=path)
+    texts = [" ".join(random.Random(n).sample(WORDS, 5)) for n in range(600)]     # blocks of one size
+    krefs = memory.remember_many(texts)
+    pairs = [f"{one} {other}" for one in WORDS for other in WORDS if one < other]   # scored from the forward index
+    expected = {query: [hit["kref"] for hit in memory.recall(query, limit=5)] for query in WORDS + pairs}
+    memory.close()
+    table, key = ("recall_postings", term_id(path, "harbor")) if "postings" in damage else ("recall_forward", 2)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM recall_forward").fetchone()[0] >= 4   # 32 slots a block
+        if damage.startswith("flip"):
+            data = bytearray(conn.execute(f"SELECT data FROM {table} WHERE id = ?", (key,)).fetchone()[0])
+            data[len(data) // 3] ^= 0x10
+            conn.execute(f"UPDATE {table} SET data = ? WHERE id = ?", (bytes(data), key))
+        elif damage.startswith("drop a"):
+            conn.execute(f"DELETE FROM {table} WHERE id = ?", (key,))
+        elif damage.startswith("forward row"):         # a whole row of the right size and CRC, but block 1's
+            conn.execute("UPDATE recall_forward SET (crc, data) = (SELECT crc, data FROM recall_forward WHERE id = 1) "
+                         "WHERE id = 2")
+        else:
+            conn.execute("DROP TABLE recall_postings")
+    reopened = km.Memory(path=path)
+    assert {query: [hit["kref"] for hit in reopened.recall(query, limit=5)] for query in expected} == expected
+    reopened.forget(krefs[70])              # unindexing it reads its slot's forward entries: block 2
+    truth = {str(km.Kref.parse(kref).item_kref()): {"text": text, "live": n != 70}
+             for n, (kref, text) in enumerate(zip(krefs, texts))}
+    assert {word: recalled(reopened, word) for word in WORDS} == {word: brute_force(truth, word) for word in WORDS}
+    assert reopened.backend._recall.index._source is None          # rebuilt from the tables
+    reopened.close()
+    fresh = km.Memory(path=path)
+    assert {word: recalled(fresh, word) for word in WORDS} == {word: brute_force(truth, word) for word in WORDS}
+    assert fresh.backend._recall.index._source is not None         # the stored one is whole again
+    fresh.close()
+
+
+@pytest.mark.parametrize("rewrite", ["save", "rebuild"])
+def test_a_snapshot_rewritten_by_another_process_between_two_queries(tmp_path, small_snapshots, rewrite):
+    """A reader fetches postings on demand from the snapshot it started from; another process writes and stores
+    a new snapshot (its changed rows only, or every row renumbered by a rebuild); the reader's next query,
+    on words it has not fetched yet, must see the new writes and none of the other snapshot's rows."""
+    path = str(tmp_path / "m.db")
+    first = WORDS[:6]
+    writer = km.Memory(path=path)
+    texts = [" ".join(random.Random(n).choices(first, k=4)) for n in range(400)]
+    writer.remember_many(texts)
+    writer.recall("harbor")                       # builds the index and stores the snapshot
+    writer.close()
+    reader = km.Memory(path=path)
+    truth = {km.Kref.parse(hit["kref"]).item_kref().__str__(): {"text": hit["content"], "live": True}
+             for hit in reader.recall(" ".join(first), limit=1000)}
+    assert len(truth) == 400 and reader.backend._recall.index._source is not None
+    reader.backend._recall.index._source.cache.clear()     # nothing fetched yet, as in a fresh reader
+    generation = manifest(path)["generation"]
+    run = child("""
+        import sys, random, kumiho_memory as km
+        km.SQLiteGraph.RECALL_SNAPSHOT_MIN_DOCS = 1
+        m = km.Memory(path=sys.argv[1])
+        m.recall("harbor")
+        words = sys.argv[3:]
+        for n in range(300):
+            kref = m.remember(" ".join(random.Random(1000 + n).choices(words, k=4)))
+            print(kref, flush=True)
+        if sys.argv[2] == "save":
+            assert m.backend.save_recall_snapshot(wait=True)
+        else:
+            m.backend.rebuild_recall_index()
+        m.close()
+    """, path, rewrite, *WORDS[4:])
+    assert run.returncode == 0, run.stderr
+    for n, kref in enumerate(run.stdout.split()):
+        truth[km.Kref.parse(kref).item_kref().__str__()] = {
+            "text": " ".join(random.Random(1000 + n).choices(WORDS[4:], k=4)), "live": True}
+    assert manifest(path)["generation"] > generation
+    for word in WORDS:
+        assert recalled(reader, word) == brute_force(truth, word), (rewrite, word)
+    assert reader.backend._snapshot_seq == manifest(path)["seq"]    # it noticed, and read the new snapshot
+    kref = reader.remember("harbor lantern copper ember")        # and the reader can still write and store
+    truth[km.Kref.parse(kref).item_kref().__str__()] = {"text": "harbor lantern copper ember", "live": True}
+    assert reader.backend.save_recall_snapshot(wait=True)       # only the rows that changed
+    reader.close()
+    fresh = km.Memory(path=path)
+    for word in WORDS:
+        assert recalled(fresh, word) == brute_force(truth, word), (rewrite, word)
+    assert fresh.backend._recall.index._source is not None
+
+
+def test_a_process_over_the_snapshot_keeps_a_bounded_cache(tmp_path, small_snapshots, monkeypatch):
+    """Postings and forward blocks fetched from the snapshot are kept up to a budget, the least recently used
+    dropped first; dropped ones are fetched again and give the same results."""
+    path = str(tmp_path / "m.db")
+    memory = km.Memory(path=path)
+    memory.remember_many([" ".join(random.Random(n).choices(WORDS, k=6)) for n in range(1500)])
+    expected = {word: recalled(memory, word) for word in WORDS}
+    memory.close()
+    monkeypatch.setattr(km.RecallIndex, "CACHE_BYTES", 20_000)
+    small = km.Memory(path=path)
+    for _ in range(2):
+        assert {word: recalled(small, word) for word in WORDS} == expected
+        cache = small.backend._recall.index._source.cache
+        assert 0 < cache.size <= 20_000 + max(entry[1] for entry in cache._entries.values())
+    small.close()
 
 
 def test_a_kill_while_the_snapshot_is_written_keeps_the_store_whole(tmp_path, small_snapshots):
@@ -488,6 +603,31 @@ def test_a_nested_batch_that_fails_keeps_nothing_of_its_own(tmp_path):
                 raise RuntimeError("inner block fails")
     assert [hit["content"] for hit in memory.recall("harbor", limit=10)] == ["outer record harbor"]
     assert len(km.Memory(path=str(tmp_path / "m.db")).items()) == 1
+
+
+def test_a_snapshot_of_another_format_is_rebuilt_never_misread(tmp_path, small_snapshots):
+    """A format-2 snapshot (every column in one part, no row tables) or one that claims a newer format: its
+    parts are never read, the index is rebuilt and stored in this format, the old parts gone."""
+    path = str(tmp_path / "m.db")
+    memory = km.Memory(path=path)
+    memory.remember_many([" ".join(random.Random(n).choices(WORDS, k=5)) for n in range(300)])
+    expected = {word: recalled(memory, word) for word in WORDS}
+    memory.close()
+    for claimed in (2, km.SQLiteGraph.RECALL_SNAPSHOT_FORMAT + 1):
+        with sqlite3.connect(path) as conn:
+            old = manifest(path)
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'recall_snapshot'",
+                         (km.canonical_json({**old, "format": claimed}),))
+            conn.execute("INSERT INTO recall_snapshot VALUES ('index.impacts', x'00')")    # as format 2 had
+            conn.execute("DROP TABLE recall_postings")
+        reopened = km.Memory(path=path)
+        assert {word: recalled(reopened, word) for word in WORDS} == expected, claimed
+        assert reopened.backend._recall.index._source is None
+        reopened.close()
+        assert manifest(path)["format"] == km.SQLiteGraph.RECALL_SNAPSHOT_FORMAT
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("SELECT count(*) FROM recall_snapshot WHERE name = 'index.impacts'").fetchone() == (0,)
+            assert conn.execute("SELECT count(*) FROM recall_postings").fetchone()[0] > 0
 
 
 def test_a_snapshot_is_labelled_with_the_signals_it_was_built_with(tmp_path, small_snapshots):
