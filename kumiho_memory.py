@@ -1497,6 +1497,9 @@ class RecallIndex:
     def __len__(self) -> int:
         return len(self.slot_doc) - self.dead_slots      # every dead slot was once a live one
 
+    def __contains__(self, doc_id: object) -> bool:
+        return doc_id in self.doc_slot
+
     def _thaw(self) -> None:
         """Columns read from a snapshot are views of its bytes: make them arrays before the first write."""
         if isinstance(self.term_ids, _TermIds):
@@ -1565,16 +1568,7 @@ class RecallIndex:
         terms, tfs, start, end = self._forward(slot)
         return terms[start:end], tfs[start:end]
 
-    def __contains__(self, doc_id: object) -> bool:
-        return doc_id in self.doc_slot
-
     # -- maintenance --------------------------------------------------------------------------------------
-
-    def _saturation(self, length: float, short: float) -> tuple[float, float]:
-        """A document's BM25 constants ``(k1 + 1, k1 * (1 - b + b * length / reference))``: a term's impact
-        is ``tf * first / (tf + second)``."""
-        k1, b = bm25_profile(short)
-        return k1 + 1.0, k1 * (1.0 - b + b * length / self.reference_length)
 
     def add(self, doc_id: int, term_frequencies: Mapping[str, float], length: float, *,
             short: float = 0.0) -> None:
@@ -1631,16 +1625,6 @@ class RecallIndex:
         self.dead_slots += 1
         self._maybe_reorganize()
 
-    def _maybe_reorganize(self) -> None:
-        """Re-freeze the average length after a 25% drift, and drop dead slots once they outnumber live ones."""
-        if self._rebuilding:
-            return
-        live = len(self)
-        average = self.total_length / live if live else 0.0
-        drifted = bool(average) and not 0.8 <= average / self.reference_length <= 1.25
-        if drifted or self.dead_slots > max(1024, live):
-            self.rebuild(reference_length=average or self.reference_length)
-
     def rebuild(self, reference_length: float | None = None) -> None:
         """Rewrite every column from the live documents (compacting slots), and sort all postings."""
         old = copy.copy(self)                  # its columns (and snapshot blocks) are read while rebuilding
@@ -1657,6 +1641,29 @@ class RecallIndex:
             self._rebuilding = False
         self.compact()
 
+    def compact(self) -> None:
+        """Sort every term's postings now (after a bulk load), so no query pays for it later (a term still in
+        a snapshot is sorted there)."""
+        terms = self.terms
+        for postings in (postings for _, postings in terms.written()) if isinstance(terms, _TermTable) else terms:
+            self._merged(postings, force=True)
+
+    def _saturation(self, length: float, short: float) -> tuple[float, float]:
+        """A document's BM25 constants ``(k1 + 1, k1 * (1 - b + b * length / reference))``: a term's impact
+        is ``tf * first / (tf + second)``."""
+        k1, b = bm25_profile(short)
+        return k1 + 1.0, k1 * (1.0 - b + b * length / self.reference_length)
+
+    def _maybe_reorganize(self) -> None:
+        """Re-freeze the average length after a 25% drift, and drop dead slots once they outnumber live ones."""
+        if self._rebuilding:
+            return
+        live = len(self)
+        average = self.total_length / live if live else 0.0
+        drifted = bool(average) and not 0.8 <= average / self.reference_length <= 1.25
+        if drifted or self.dead_slots > max(1024, live):
+            self.rebuild(reference_length=average or self.reference_length)
+
     def _merged(self, postings: _TermPostings, force: bool = False) -> _TermPostings:
         """Fold a long tail into the sorted part (dropping dead slots) once it is worth it."""
         tail = len(postings.tail_slots)
@@ -1671,13 +1678,6 @@ class RecallIndex:
             postings.tail_slots, postings.tail_impacts = array.array("i"), array.array("d")
             postings.max_impact = postings.impacts[0] if pairs else 0.0
         return postings
-
-    def compact(self) -> None:
-        """Sort every term's postings now (after a bulk load), so no query pays for it later (a term still in
-        a snapshot is sorted there)."""
-        terms = self.terms
-        for postings in (postings for _, postings in terms.written()) if isinstance(terms, _TermTable) else terms:
-            self._merged(postings, force=True)
 
     # -- snapshot -----------------------------------------------------------------------------------------
 
@@ -1799,24 +1799,6 @@ class RecallIndex:
         names = self._term_names()
         return {names[term_id]: tf for term_id, tf in zip(*self._forward_entries(slot))}
 
-    def _exact(self, slot: int, weights: Mapping[int, float]) -> float:
-        if slot >= self._stored_slots:      # (all of them in an index built here: no call on the way)
-            shift = self._stored_entries
-            start, end = self.forward_offsets[slot] - shift, self.forward_offsets[slot + 1] - shift
-            terms, tfs = self.forward_terms, self.forward_tfs
-        else:
-            entry = self._blocks[slot // self.FORWARD_BLOCK] or self._fetch_block(slot // self.FORWARD_BLOCK)
-            terms, tfs, low = entry
-            start, end = self.forward_offsets[slot] - low, self.forward_offsets[slot + 1] - low
-        saturation, norm = self._saturation(self.slot_length[slot], self.slot_short[slot])
-        score = 0.0
-        for term_id, weight in weights.items():
-            position = bisect.bisect_left(terms, term_id, start, end)
-            if position < end and terms[position] == term_id:
-                tf = tfs[position]
-                score += weight * tf * saturation / (tf + norm)
-        return score
-
     def exact_score(self, doc_id: int, weights: Mapping[int, float]) -> float:
         """A document's full BM25 score for ``{term_id: weight}`` (0 when not indexed)."""
         slot = self.doc_slot.get(doc_id)
@@ -1905,6 +1887,24 @@ class RecallIndex:
             touched.append(list(scores))
             threshold = max(threshold, raise_threshold())
         return self._finish_exactly(weights, k, scores, exact, threshold, missed, cut)
+
+    def _exact(self, slot: int, weights: Mapping[int, float]) -> float:
+        if slot >= self._stored_slots:      # (all of them in an index built here: no call on the way)
+            shift = self._stored_entries
+            start, end = self.forward_offsets[slot] - shift, self.forward_offsets[slot + 1] - shift
+            terms, tfs = self.forward_terms, self.forward_tfs
+        else:
+            entry = self._blocks[slot // self.FORWARD_BLOCK] or self._fetch_block(slot // self.FORWARD_BLOCK)
+            terms, tfs, low = entry
+            start, end = self.forward_offsets[slot] - low, self.forward_offsets[slot + 1] - low
+        saturation, norm = self._saturation(self.slot_length[slot], self.slot_short[slot])
+        score = 0.0
+        for term_id, weight in weights.items():
+            position = bisect.bisect_left(terms, term_id, start, end)
+            if position < end and terms[position] == term_id:
+                tf = tfs[position]
+                score += weight * tf * saturation / (tf + norm)
+        return score
 
     def _finish_exactly(self, weights: Mapping[int, float], k: int, scores: Mapping[int, float],
                         exact: dict[int, float], threshold: float, missed: float,
@@ -4456,24 +4456,6 @@ class _RecallState:
         setattr(self, name, value)
         return value
 
-    @staticmethod
-    def _group_bytes(table: Mapping[int, Iterable[int]]) -> bytes:
-        """``{key: members}`` as ``count, keys, sizes, members`` (see ``_groups``)."""
-        keys, sizes, flat = array.array("q", [len(table), *table]), array.array("q"), array.array("q")
-        for members in table.values():
-            sizes.append(len(members))           # type: ignore[arg-type]
-            flat.extend(members if isinstance(members, list) else sorted(members))
-        return keys.tobytes() + sizes.tobytes() + flat.tobytes()
-
-    @staticmethod
-    def _map(blob: bytes, code: str) -> dict[int, Any]:
-        """Decode ``keys + values`` (see ``snapshot_parts``) into a dict."""
-        width = 8 + array.array(code).itemsize
-        if len(blob) % width:
-            raise ValueError("a recall snapshot map is damaged")
-        size = 8 * (len(blob) // width)
-        return dict(zip(_packed("q", blob[:size]), _packed(code, blob[size:])))
-
     def snapshot_parts(self, kept: bool = False) -> tuple[dict[str, bytes], Iterator[tuple[int, bytes]],
                                                           Iterator[tuple[int, bytes]]]:
         """Everything recall keeps, as named byte strings (see ``from_parts``): fixed-width columns for
@@ -4545,6 +4527,24 @@ class _RecallState:
         return state
 
     @staticmethod
+    def _group_bytes(table: Mapping[int, Iterable[int]]) -> bytes:
+        """``{key: members}`` as ``count, keys, sizes, members`` (see ``_groups``)."""
+        keys, sizes, flat = array.array("q", [len(table), *table]), array.array("q"), array.array("q")
+        for members in table.values():
+            sizes.append(len(members))           # type: ignore[arg-type]
+            flat.extend(members if isinstance(members, list) else sorted(members))
+        return keys.tobytes() + sizes.tobytes() + flat.tobytes()
+
+    @staticmethod
+    def _map(blob: bytes, code: str) -> dict[int, Any]:
+        """Decode ``keys + values`` (see ``snapshot_parts``) into a dict."""
+        width = 8 + array.array(code).itemsize
+        if len(blob) % width:
+            raise ValueError("a recall snapshot map is damaged")
+        size = 8 * (len(blob) // width)
+        return dict(zip(_packed("q", blob[:size]), _packed(code, blob[size:])))
+
+    @staticmethod
     def _groups(column: array.array, kind: type | None) -> dict[int, Any]:
         """Decode ``count, keys, sizes, members`` (see ``snapshot_parts``) into ``{key: kind(members)}``
         (``kind`` None: only check the layout)."""
@@ -4588,39 +4588,6 @@ class _RecallState:
         if rows:
             self.last_seq = rows[-1][0]
             self.refresh(conn, sorted({item_id for _, item_id in rows}))
-
-    @staticmethod
-    def _chunks(values: Sequence[int], size: int = 500) -> Iterator[Sequence[int]]:
-        for start in range(0, len(values), size):
-            yield values[start:start + size]
-
-    def _forget_docs(self, doc_ids: Iterable[int]) -> None:
-        for doc_id in doc_ids:
-            self.index.remove(doc_id)
-            space = self.item_space.get(self.doc_item.get(doc_id))   # type: ignore[arg-type]
-            if space is not None:
-                self.current_by_space.get(space, set()).discard(doc_id)
-                self.live_by_space.get(space, set()).discard(doc_id)
-                self.current_by_project.get(self.space_project[space], set()).discard(doc_id)
-            previous, following = self.thread_prev.pop(doc_id, None), self.thread_next.pop(doc_id, None)
-            if previous is not None and self.thread_next.get(previous) == doc_id:
-                del self.thread_next[previous]
-            if following is not None and self.thread_prev.get(following) == doc_id:
-                del self.thread_prev[following]
-            event = self.doc_event.get(doc_id)
-            if space is not None and event is not None and event >= self.space_newest.get(space, math.inf):
-                self._newest_stale.add(space)     # its newest event may be gone: worked out again after
-            length = self.doc_length.pop(doc_id, None)
-            if space is not None and length is not None:
-                self.space_terms[space][0] -= length
-                self.space_terms[space][1] -= 1
-            for table in (self.doc_item, self.doc_event, self.doc_who, self.links):
-                table.pop(doc_id, None)
-            self.doc_message.discard(doc_id)
-            self.doc_deprecated.discard(doc_id)
-            self.vectors.pop(doc_id, None)
-            self.contested.pop(doc_id, None)
-            self.superseded.discard(doc_id)
 
     def refresh(self, conn: sqlite3.Connection, item_ids: Sequence[int], *, bulk: bool = False) -> None:
         """Reload the given items' revisions, flags, edges and index entries from the tables."""
@@ -4717,6 +4684,39 @@ class _RecallState:
                 else:
                     self.space_newest.pop(space, None)
             self._newest_stale.clear()
+
+    @staticmethod
+    def _chunks(values: Sequence[int], size: int = 500) -> Iterator[Sequence[int]]:
+        for start in range(0, len(values), size):
+            yield values[start:start + size]
+
+    def _forget_docs(self, doc_ids: Iterable[int]) -> None:
+        for doc_id in doc_ids:
+            self.index.remove(doc_id)
+            space = self.item_space.get(self.doc_item.get(doc_id))   # type: ignore[arg-type]
+            if space is not None:
+                self.current_by_space.get(space, set()).discard(doc_id)
+                self.live_by_space.get(space, set()).discard(doc_id)
+                self.current_by_project.get(self.space_project[space], set()).discard(doc_id)
+            previous, following = self.thread_prev.pop(doc_id, None), self.thread_next.pop(doc_id, None)
+            if previous is not None and self.thread_next.get(previous) == doc_id:
+                del self.thread_next[previous]
+            if following is not None and self.thread_prev.get(following) == doc_id:
+                del self.thread_prev[following]
+            event = self.doc_event.get(doc_id)
+            if space is not None and event is not None and event >= self.space_newest.get(space, math.inf):
+                self._newest_stale.add(space)     # its newest event may be gone: worked out again after
+            length = self.doc_length.pop(doc_id, None)
+            if space is not None and length is not None:
+                self.space_terms[space][0] -= length
+                self.space_terms[space][1] -= 1
+            for table in (self.doc_item, self.doc_event, self.doc_who, self.links):
+                table.pop(doc_id, None)
+            self.doc_message.discard(doc_id)
+            self.doc_deprecated.discard(doc_id)
+            self.vectors.pop(doc_id, None)
+            self.contested.pop(doc_id, None)
+            self.superseded.discard(doc_id)
 
     def _shortness(self, doc_id: int) -> float:
         """The shortness a revision is indexed with: its space's, fixed when the space is first indexed."""
@@ -4876,35 +4876,6 @@ class _RecallState:
 
     THREAD_WALK = 200            # how far back a thread's opening message is looked for
 
-    def _thread_start(self, doc_id: int, found: dict[int, int | None]) -> int | None:
-        """The first message of ``doc_id``'s thread (None when it is further back than ``THREAD_WALK``);
-        ``found`` remembers every message walked over."""
-        path, current = [], doc_id
-        while current not in found and len(path) < self.THREAD_WALK:
-            path.append(current)
-            previous = self.thread_prev.get(current)
-            if previous is None:
-                found[current] = current
-                break
-            current = previous
-        start = found.get(current)
-        for walked in path:
-            found[walked] = start
-        return start
-
-    @staticmethod
-    def _fuse(lexical: list[tuple[int, float]], semantic: list[tuple[int, float]],
-              weight: float) -> list[tuple[int, float]]:
-        """Weighted sum of the two channels, each scaled so its best candidate is 1; best first."""
-        lexical_top = lexical[0][1] if lexical else 1.0
-        semantic_top = semantic[0][1] if semantic and semantic[0][1] > 0 else 1.0
-        fused: dict[int, float] = {}
-        for doc_id, score in lexical:
-            fused[doc_id] = (1.0 - weight) * score / lexical_top
-        for doc_id, score in semantic:
-            fused[doc_id] = fused.get(doc_id, 0.0) + weight * max(score, 0.0) / semantic_top
-        return sorted(fused.items(), key=lambda pair: -pair[1])
-
     def candidates(self, query: RecallQuery, eligible: Container[int]) -> list[tuple[int, float, dict[str, Any]]]:
         """Score ``eligible`` revisions for a query: words first, then the signals. Best first."""
         signals = self.signals
@@ -4953,6 +4924,35 @@ class _RecallState:
             if challengers:
                 notes.setdefault(doc_id, {})["contested_by_ids"] = sorted(challengers)
         return [(doc_id, score, notes.get(doc_id, {})) for doc_id, score in ranked]
+
+    def _thread_start(self, doc_id: int, found: dict[int, int | None]) -> int | None:
+        """The first message of ``doc_id``'s thread (None when it is further back than ``THREAD_WALK``);
+        ``found`` remembers every message walked over."""
+        path, current = [], doc_id
+        while current not in found and len(path) < self.THREAD_WALK:
+            path.append(current)
+            previous = self.thread_prev.get(current)
+            if previous is None:
+                found[current] = current
+                break
+            current = previous
+        start = found.get(current)
+        for walked in path:
+            found[walked] = start
+        return start
+
+    @staticmethod
+    def _fuse(lexical: list[tuple[int, float]], semantic: list[tuple[int, float]],
+              weight: float) -> list[tuple[int, float]]:
+        """Weighted sum of the two channels, each scaled so its best candidate is 1; best first."""
+        lexical_top = lexical[0][1] if lexical else 1.0
+        semantic_top = semantic[0][1] if semantic and semantic[0][1] > 0 else 1.0
+        fused: dict[int, float] = {}
+        for doc_id, score in lexical:
+            fused[doc_id] = (1.0 - weight) * score / lexical_top
+        for doc_id, score in semantic:
+            fused[doc_id] = fused.get(doc_id, 0.0) + weight * max(score, 0.0) / semantic_top
+        return sorted(fused.items(), key=lambda pair: -pair[1])
 
 
 SCHEMA_VERSION = 1
@@ -5280,6 +5280,58 @@ class SQLiteGraph(GraphBackend):
             finally:
                 self._pending = outer
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Make every write inside the block one transaction: all of it is stored, or (when the block raises)
+        none of it. Reads inside the block see its writes; other threads wait until it ends, other processes
+        see it at once when it commits. Batches nest (the outermost one commits)."""
+        with self._lock:
+            conn = self._connection()
+            if self._batch_depth:            # a batch inside a batch is a savepoint: it fails as a whole too
+                self._flush_pending(conn)
+                conn.execute("SAVEPOINT batch")
+                mark, self._batch_depth = len(self._new_spaces), self._batch_depth + 1
+                try:
+                    yield
+                    self._flush_pending(conn)
+                    conn.execute("RELEASE batch")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK TO batch")
+                        conn.execute("RELEASE batch")
+                    if self._pending is not None:
+                        self._pending.discard()
+                    del self._new_spaces[mark:]
+                    self._recall = None      # it may have indexed writes that no longer exist
+                    raise
+                finally:
+                    self._batch_depth -= 1
+                return
+            try:
+                self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
+            except sqlite3.Error as exc:
+                raise self._store_error(exc) from exc
+            self._batch_depth, self._batch_dirty, self._scrub_after_batch = 1, False, False
+            try:
+                yield
+                self._flush_pending(conn)
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                if self._pending is not None:
+                    self._pending.discard()
+                self._recall = None          # it may have indexed writes that no longer exist
+                self._new_spaces.clear()
+                if isinstance(exc, sqlite3.Error):
+                    raise self._store_error(exc) from exc
+                raise
+            finally:
+                self._batch_depth = 0
+            self._after_commit()
+            if self._scrub_after_batch:      # a forget in the batch: its bytes leave the WAL now
+                self._scrub()
+
     def _disk_is_full(self) -> bool:
         """Whether the store's file system has no room left (SQLite reports some full disks as I/O errors)."""
         if self.in_memory or not hasattr(os, "statvfs"):
@@ -5434,58 +5486,6 @@ class SQLiteGraph(GraphBackend):
                 raise
             self._after_commit()
 
-    @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
-        """Make every write inside the block one transaction: all of it is stored, or (when the block raises)
-        none of it. Reads inside the block see its writes; other threads wait until it ends, other processes
-        see it at once when it commits. Batches nest (the outermost one commits)."""
-        with self._lock:
-            conn = self._connection()
-            if self._batch_depth:            # a batch inside a batch is a savepoint: it fails as a whole too
-                self._flush_pending(conn)
-                conn.execute("SAVEPOINT batch")
-                mark, self._batch_depth = len(self._new_spaces), self._batch_depth + 1
-                try:
-                    yield
-                    self._flush_pending(conn)
-                    conn.execute("RELEASE batch")
-                except BaseException:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK TO batch")
-                        conn.execute("RELEASE batch")
-                    if self._pending is not None:
-                        self._pending.discard()
-                    del self._new_spaces[mark:]
-                    self._recall = None      # it may have indexed writes that no longer exist
-                    raise
-                finally:
-                    self._batch_depth -= 1
-                return
-            try:
-                self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
-            except sqlite3.Error as exc:
-                raise self._store_error(exc) from exc
-            self._batch_depth, self._batch_dirty, self._scrub_after_batch = 1, False, False
-            try:
-                yield
-                self._flush_pending(conn)
-                conn.execute("COMMIT")
-            except BaseException as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                if self._pending is not None:
-                    self._pending.discard()
-                self._recall = None          # it may have indexed writes that no longer exist
-                self._new_spaces.clear()
-                if isinstance(exc, sqlite3.Error):
-                    raise self._store_error(exc) from exc
-                raise
-            finally:
-                self._batch_depth = 0
-            self._after_commit()
-            if self._scrub_after_batch:      # a forget in the batch: its bytes leave the WAL now
-                self._scrub()
-
     def _flush_pending(self, conn: sqlite3.Connection) -> None:
         if self._pending is not None and self._pending.held:
             try:
@@ -5510,6 +5510,23 @@ class SQLiteGraph(GraphBackend):
             self._recall = None
 
     CHANGE_LOG_KEEP = 100_000     # a process further behind than this rebuilds its recall index instead
+
+    def close(self) -> None:
+        """Checkpoint the WAL into the main file and close; closing twice is harmless. The checkpoint is
+        best effort: it waits at most a second for another connection (the next writer or closer folds the
+        WAL in), so closing never hangs on a reader someone left open."""
+        with self._lock:
+            if self._conn is None:
+                return
+            if self._recall is not None and (self._snapshot_due or self._snapshot_stale(self._recall)):
+                with contextlib.suppress(KumihoMemoryError):
+                    self.save_recall_snapshot()
+            with contextlib.suppress(sqlite3.Error):
+                if not self.in_memory:
+                    self._conn.execute("PRAGMA busy_timeout = 1000")
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._conn.close()
+            self._conn = None
 
     @classmethod
     def _log_change(cls, conn: sqlite3.Connection, *item_ids: int) -> None:
@@ -5547,23 +5564,6 @@ class SQLiteGraph(GraphBackend):
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("COMMIT")
 
-    def close(self) -> None:
-        """Checkpoint the WAL into the main file and close; closing twice is harmless. The checkpoint is
-        best effort: it waits at most a second for another connection (the next writer or closer folds the
-        WAL in), so closing never hangs on a reader someone left open."""
-        with self._lock:
-            if self._conn is None:
-                return
-            if self._recall is not None and (self._snapshot_due or self._snapshot_stale(self._recall)):
-                with contextlib.suppress(KumihoMemoryError):
-                    self.save_recall_snapshot()
-            with contextlib.suppress(sqlite3.Error):
-                if not self.in_memory:
-                    self._conn.execute("PRAGMA busy_timeout = 1000")
-                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            self._conn.close()
-            self._conn = None
-
     def _now(self) -> str:
         return format_instant(self._clock.now())
 
@@ -5588,41 +5588,6 @@ class SQLiteGraph(GraphBackend):
         return EdgeRecord(source, target, edge_type, json.loads(metadata), created_at)
 
     # -- resolution ---------------------------------------------------------------------------------------
-
-    def _item_row(self, conn: sqlite3.Connection, kref: Kref) -> Sequence[Any]:
-        row = conn.execute(_ITEM_SELECT + " WHERE project = ? AND space = ? AND name = ? AND kind = ?",
-                           (kref.project, kref.space, kref.name, kref.kind)).fetchone()
-        if row is None:
-            raise NotFoundError(f"no such item: {kref.item_kref()}")
-        return row
-
-    def _revision_id(self, conn: sqlite3.Connection, kref: Kref) -> int:
-        item_row = self._item_row(conn, kref)
-        item_id, head_id = item_row[0], item_row[10]
-        if kref.revision is not None:
-            row = conn.execute("SELECT id FROM revisions WHERE item_id = ? AND number = ?",
-                               (item_id, kref.revision)).fetchone()
-            found = row[0] if row else None
-        elif kref.tag in (None, LATEST_TAG):
-            if kref.time is None:
-                found = head_id
-            else:
-                row = conn.execute(
-                    "SELECT id FROM revisions WHERE item_id = ? AND created_at <= ? ORDER BY number DESC "
-                    "LIMIT 1", (item_id, format_instant(kref.time))).fetchone()
-                found = row[0] if row else None
-        elif kref.time is None:
-            row = conn.execute("SELECT revision_id FROM tags WHERE item_id = ? AND tag = ?",
-                               (item_id, kref.tag)).fetchone()
-            found = row[0] if row else None
-        else:
-            row = conn.execute(
-                "SELECT revision_id FROM tag_events WHERE item_id = ? AND tag = ? AND at <= ? "
-                "ORDER BY at DESC, id DESC LIMIT 1", (item_id, kref.tag, format_instant(kref.time))).fetchone()
-            found = row[0] if row else None
-        if found is None:
-            raise NotFoundError(f"no revision for {kref}")
-        return found
 
     def resolve(self, kref: Kref) -> RevisionRecord:
         """Return the revision an item kref selects."""
@@ -5677,18 +5642,6 @@ class SQLiteGraph(GraphBackend):
             rows = {row[0]: row for row in conn.execute(_ITEM_SELECT + f" WHERE id IN ({marks})", ids)}
         return [self._item_from_row(rows[item_id]) for item_id in ids if item_id in rows], total
 
-    def _ensure_page_index(self) -> None:
-        if self._page_index_checked:
-            return
-        with self._read() as conn:
-            present = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'items_by_created'"
-                                   ).fetchone()
-        if not present:
-            with contextlib.suppress(StoreError):        # a read-only file pages without it, just slower
-                with self._write() as conn:
-                    conn.execute("CREATE INDEX IF NOT EXISTS items_by_created ON items (project, created_at)")
-        self._page_index_checked = True
-
     def item_by_key(self, project: str, space: str, key: str) -> ItemRecord | None:
         """The item holding ``key`` in ``project``/``space``, or None."""
         with self._read() as conn:
@@ -5705,32 +5658,54 @@ class SQLiteGraph(GraphBackend):
             records = self._revisions_by_ids(conn, ids)
             return [records[revision_id] for revision_id in ids]
 
-    # -- writing revisions --------------------------------------------------------------------------------
+    def _item_row(self, conn: sqlite3.Connection, kref: Kref) -> Sequence[Any]:
+        row = conn.execute(_ITEM_SELECT + " WHERE project = ? AND space = ? AND name = ? AND kind = ?",
+                           (kref.project, kref.space, kref.name, kref.kind)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no such item: {kref.item_kref()}")
+        return row
 
-    def _ensure_spaces(self, conn: sqlite3.Connection, project: str, space: str, now: str) -> None:
-        if (project, space) in self._known_spaces or (project, space) in self._new_spaces:
+    def _revision_id(self, conn: sqlite3.Connection, kref: Kref) -> int:
+        item_row = self._item_row(conn, kref)
+        item_id, head_id = item_row[0], item_row[10]
+        if kref.revision is not None:
+            row = conn.execute("SELECT id FROM revisions WHERE item_id = ? AND number = ?",
+                               (item_id, kref.revision)).fetchone()
+            found = row[0] if row else None
+        elif kref.tag in (None, LATEST_TAG):
+            if kref.time is None:
+                found = head_id
+            else:
+                row = conn.execute(
+                    "SELECT id FROM revisions WHERE item_id = ? AND created_at <= ? ORDER BY number DESC "
+                    "LIMIT 1", (item_id, format_instant(kref.time))).fetchone()
+                found = row[0] if row else None
+        elif kref.time is None:
+            row = conn.execute("SELECT revision_id FROM tags WHERE item_id = ? AND tag = ?",
+                               (item_id, kref.tag)).fetchone()
+            found = row[0] if row else None
+        else:
+            row = conn.execute(
+                "SELECT revision_id FROM tag_events WHERE item_id = ? AND tag = ? AND at <= ? "
+                "ORDER BY at DESC, id DESC LIMIT 1", (item_id, kref.tag, format_instant(kref.time))).fetchone()
+            found = row[0] if row else None
+        if found is None:
+            raise NotFoundError(f"no revision for {kref}")
+        return found
+
+    def _ensure_page_index(self) -> None:
+        if self._page_index_checked:
             return
-        parts = space.split("/") if space else []
-        for depth in range(len(parts) + 1):
-            conn.execute("INSERT OR IGNORE INTO spaces VALUES (?, ?, ?)", (project, "/".join(parts[:depth]), now))
-        self._new_spaces.append((project, space))     # known once the transaction commits (_after_commit)
+        with self._read() as conn:
+            present = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'items_by_created'"
+                                   ).fetchone()
+        if not present:
+            with contextlib.suppress(StoreError):        # a read-only file pages without it, just slower
+                with self._write() as conn:
+                    conn.execute("CREATE INDEX IF NOT EXISTS items_by_created ON items (project, created_at)")
+        self._page_index_checked = True
 
-    def _create_item(self, conn: sqlite3.Connection, draft: RevisionDraft, now: str) -> tuple[int, str]:
-        """A new item for ``draft``: its row id and name (the draft's, suffixed when that is taken)."""
-        self._ensure_spaces(conn, draft.project, draft.space, now)
-        for attempt in itertools.count(1):
-            name = draft.name if attempt == 1 else f"{draft.name}-{attempt}"
-            try:
-                cursor = conn.execute(
-                    "INSERT INTO items (project, space, name, kind, key, metadata, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, '{}', ?)", (draft.project, draft.space, name, draft.kind, draft.key, now))
-            except sqlite3.IntegrityError:
-                if conn.execute("SELECT 1 FROM items WHERE project = ? AND space = ? AND name = ? AND kind = ?",
-                                (draft.project, draft.space, name, draft.kind)).fetchone() is None:
-                    raise                  # not the name: another constraint (a key held elsewhere)
-                continue
-            return int(cursor.lastrowid), name
-        raise AssertionError("unreachable")  # pragma: no cover
+    # -- writing revisions --------------------------------------------------------------------------------
 
     def write_revision(self, draft: RevisionDraft) -> tuple[RevisionRecord, bool]:
         """Write a revision per ``draft`` in one transaction (see ``RevisionDraft``)."""
@@ -5800,6 +5775,31 @@ class SQLiteGraph(GraphBackend):
                 kref=Kref.trusted(draft.project, draft.space, name, draft.kind, 1), number=1, title=draft.title,
                 content=draft.content, metadata=json.loads(metadata_json), created_at=created_at, deprecated=False,
                 tags=tuple(sorted({*tags, LATEST_TAG}))), True
+
+    def _ensure_spaces(self, conn: sqlite3.Connection, project: str, space: str, now: str) -> None:
+        if (project, space) in self._known_spaces or (project, space) in self._new_spaces:
+            return
+        parts = space.split("/") if space else []
+        for depth in range(len(parts) + 1):
+            conn.execute("INSERT OR IGNORE INTO spaces VALUES (?, ?, ?)", (project, "/".join(parts[:depth]), now))
+        self._new_spaces.append((project, space))     # known once the transaction commits (_after_commit)
+
+    def _create_item(self, conn: sqlite3.Connection, draft: RevisionDraft, now: str) -> tuple[int, str]:
+        """A new item for ``draft``: its row id and name (the draft's, suffixed when that is taken)."""
+        self._ensure_spaces(conn, draft.project, draft.space, now)
+        for attempt in itertools.count(1):
+            name = draft.name if attempt == 1 else f"{draft.name}-{attempt}"
+            try:
+                cursor = conn.execute(
+                    "INSERT INTO items (project, space, name, kind, key, metadata, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, '{}', ?)", (draft.project, draft.space, name, draft.kind, draft.key, now))
+            except sqlite3.IntegrityError:
+                if conn.execute("SELECT 1 FROM items WHERE project = ? AND space = ? AND name = ? AND kind = ?",
+                                (draft.project, draft.space, name, draft.kind)).fetchone() is None:
+                    raise                  # not the name: another constraint (a key held elsewhere)
+                continue
+            return int(cursor.lastrowid), name
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _held_new_item(self, pending: _PendingWrites, draft: RevisionDraft, text_hash: str) -> RevisionRecord:
         """``write_revision`` of a new item inside ``bulk``: the same rows, held in ``pending`` (the name is
@@ -5882,21 +5882,6 @@ class SQLiteGraph(GraphBackend):
 
     # -- tags ---------------------------------------------------------------------------------------------
 
-    def _record_tag_event(self, conn: sqlite3.Connection, item_id: int, tag: str, revision_id: int | None,
-                          now: str) -> None:
-        last = conn.execute("SELECT max(at) FROM tag_events WHERE item_id = ? AND tag = ?",
-                            (item_id, tag)).fetchone()[0]
-        conn.execute("INSERT INTO tag_events (item_id, tag, revision_id, at) VALUES (?, ?, ?, ?)",
-                     (item_id, tag, revision_id, max(now, last) if last else now))
-
-    def _move_tag(self, conn: sqlite3.Connection, item_id: int, tag: str, revision_id: int, now: str) -> None:
-        row = conn.execute("SELECT revision_id FROM tags WHERE item_id = ? AND tag = ?", (item_id, tag)).fetchone()
-        if row and row[0] == revision_id:
-            return
-        conn.execute("INSERT OR REPLACE INTO tags (item_id, tag, revision_id) VALUES (?, ?, ?)",
-                     (item_id, tag, revision_id))
-        self._record_tag_event(conn, item_id, tag, revision_id, now)
-
     def set_tag(self, revision: Kref, tag: str) -> RevisionRecord:
         """Point ``tag`` at a revision, recording the move."""
         with self._write() as conn:
@@ -5917,6 +5902,21 @@ class SQLiteGraph(GraphBackend):
                 self._record_tag_event(conn, item_id, tag, None, self._now())
                 self._log_change(conn, item_id)
             return bool(removed)
+
+    def _record_tag_event(self, conn: sqlite3.Connection, item_id: int, tag: str, revision_id: int | None,
+                          now: str) -> None:
+        last = conn.execute("SELECT max(at) FROM tag_events WHERE item_id = ? AND tag = ?",
+                            (item_id, tag)).fetchone()[0]
+        conn.execute("INSERT INTO tag_events (item_id, tag, revision_id, at) VALUES (?, ?, ?, ?)",
+                     (item_id, tag, revision_id, max(now, last) if last else now))
+
+    def _move_tag(self, conn: sqlite3.Connection, item_id: int, tag: str, revision_id: int, now: str) -> None:
+        row = conn.execute("SELECT revision_id FROM tags WHERE item_id = ? AND tag = ?", (item_id, tag)).fetchone()
+        if row and row[0] == revision_id:
+            return
+        conn.execute("INSERT OR REPLACE INTO tags (item_id, tag, revision_id) VALUES (?, ?, ?)",
+                     (item_id, tag, revision_id))
+        self._record_tag_event(conn, item_id, tag, revision_id, now)
 
     # -- edges --------------------------------------------------------------------------------------------
 
@@ -6009,6 +6009,22 @@ class SQLiteGraph(GraphBackend):
         return {"kref": str(kref), "items": int(kref.is_bare_item), "revisions": len(revision_ids),
                 "edges": edge_count, "scrubbed": self._scrub()}
 
+    def update_metadata(self, revision: Kref, updates: Mapping[str, Any]) -> RevisionRecord:
+        """Merge ``updates`` into the revision's metadata in one transaction (``None`` removes a key)."""
+        with self._write() as conn:
+            revision_id = self._revision_id(conn, revision)
+            item_id, raw = conn.execute("SELECT item_id, metadata FROM revisions WHERE id = ?",
+                                        (revision_id,)).fetchone()
+            metadata = json.loads(raw)
+            for key, value in updates.items():
+                if value is None:
+                    metadata.pop(key, None)
+                else:
+                    metadata[key] = value
+            conn.execute("UPDATE revisions SET metadata = ? WHERE id = ?", (canonical_json(metadata), revision_id))
+            self._log_change(conn, item_id)
+            return self._revision_by_id(conn, revision_id)
+
     def _scrub(self) -> bool:
         """Move every WAL frame into the main file and truncate the WAL, so freed bytes leave the disk."""
         if self.in_memory:
@@ -6029,22 +6045,6 @@ class SQLiteGraph(GraphBackend):
                     return True
                 time.sleep(0.05)
         return False
-
-    def update_metadata(self, revision: Kref, updates: Mapping[str, Any]) -> RevisionRecord:
-        """Merge ``updates`` into the revision's metadata in one transaction (``None`` removes a key)."""
-        with self._write() as conn:
-            revision_id = self._revision_id(conn, revision)
-            item_id, raw = conn.execute("SELECT item_id, metadata FROM revisions WHERE id = ?",
-                                        (revision_id,)).fetchone()
-            metadata = json.loads(raw)
-            for key, value in updates.items():
-                if value is None:
-                    metadata.pop(key, None)
-                else:
-                    metadata[key] = value
-            conn.execute("UPDATE revisions SET metadata = ? WHERE id = ?", (canonical_json(metadata), revision_id))
-            self._log_change(conn, item_id)
-            return self._revision_by_id(conn, revision_id)
 
     # -- artifacts ----------------------------------------------------------------------------------------
 
@@ -6079,6 +6079,26 @@ class SQLiteGraph(GraphBackend):
 
     # -- the lexical index --------------------------------------------------------------------------------
 
+    def search(self, query: RecallQuery) -> list[ScoredRevision]:
+        """Score revisions with the in-memory recall index (built on first use, kept in step after)."""
+        for attempt in range(3):
+            try:
+                return self._search(query)
+            except _SnapshotGone as gone:
+                self._snapshot_gone(gone, attempt)
+        return self._search(query)              # built from the tables: nothing left to fetch
+
+    def change_token(self, project: str | None = None) -> int:
+        """The newest entry of the change log that can change a recall: it moves with every write of a
+        memory, from this or another process (bookkeeping items, ``SYSTEM_KINDS``, do not move it; one log
+        serves every project)."""
+        marks = ",".join("?" * len(SYSTEM_KINDS))
+        with self._read() as conn:
+            row = conn.execute(f"SELECT c.seq FROM changes c LEFT JOIN items i ON i.id = c.item_id "
+                               f"WHERE i.kind IS NULL OR i.kind NOT IN ({marks}) ORDER BY c.seq DESC LIMIT 1",
+                               sorted(SYSTEM_KINDS)).fetchone()
+        return row[0] if row else 0
+
     @staticmethod
     def _term_counts(title: str, content: str, kind: str) -> tuple[dict[str, int], int]:
         """A revision's index terms ``{term: count}`` and how many there are."""
@@ -6097,15 +6117,6 @@ class SQLiteGraph(GraphBackend):
     def _unindex(self, conn: sqlite3.Connection, revision_ids: Sequence[int]) -> None:
         for revision_id in revision_ids:
             conn.execute("DELETE FROM doc_terms WHERE revision_id = ?", (revision_id,))
-
-    def search(self, query: RecallQuery) -> list[ScoredRevision]:
-        """Score revisions with the in-memory recall index (built on first use, kept in step after)."""
-        for attempt in range(3):
-            try:
-                return self._search(query)
-            except _SnapshotGone as gone:
-                self._snapshot_gone(gone, attempt)
-        return self._search(query)              # built from the tables: nothing left to fetch
 
     def _snapshot_gone(self, gone: _SnapshotGone, attempt: int = 0) -> None:
         """Drop an index whose stored snapshot moved or is damaged: the next use reads the new one, or (damaged,
@@ -6187,17 +6198,6 @@ class SQLiteGraph(GraphBackend):
                     return keep[:wanted], {doc_id: records[doc_id] for doc_id, _, _ in keep[:wanted]}
         return keep, {doc_id: records[doc_id] for doc_id, _, _ in keep}
 
-    def change_token(self, project: str | None = None) -> int:
-        """The newest entry of the change log that can change a recall: it moves with every write of a
-        memory, from this or another process (bookkeeping items, ``SYSTEM_KINDS``, do not move it; one log
-        serves every project)."""
-        marks = ",".join("?" * len(SYSTEM_KINDS))
-        with self._read() as conn:
-            row = conn.execute(f"SELECT c.seq FROM changes c LEFT JOIN items i ON i.id = c.item_id "
-                               f"WHERE i.kind IS NULL OR i.kind NOT IN ({marks}) ORDER BY c.seq DESC LIMIT 1",
-                               sorted(SYSTEM_KINDS)).fetchone()
-        return row[0] if row else 0
-
     def _recall_state(self, conn: sqlite3.Connection) -> _RecallState:
         """The recall index: read from the store's snapshot (or built from the tables when there is none, or
         it is damaged or too old) on first use, and caught up with every process's writes after."""
@@ -6245,51 +6245,6 @@ class SQLiteGraph(GraphBackend):
     RECALL_SNAPSHOT_FORMAT = 3
     RECALL_SNAPSHOT_MIN_DOCS = 2000       # smaller stores rebuild in milliseconds: no snapshot
     RECALL_SNAPSHOT_REFRESH = 0.02        # rewrite at close once this share of the store changed since
-
-    def _signals_fingerprint(self, signals: RecallSignals | None = None) -> str:
-        return canonical_json(dataclasses.asdict(signals or self.signals))
-
-    def _snapshot_manifest(self, conn: sqlite3.Connection) -> tuple[dict[str, Any] | None, str | None]:
-        """The stored manifest, parsed (None when missing or not an object), and its text."""
-        row = conn.execute("SELECT value FROM meta WHERE key = 'recall_snapshot'").fetchone()
-        try:
-            manifest = json.loads(row[0]) if row else None
-        except ValueError:
-            return None, row[0]
-        return (manifest if isinstance(manifest, dict) else None), (row[0] if row else None)
-
-    def _snapshot_state(self, conn: sqlite3.Connection) -> _RecallState | None:
-        """The recall state from the store's snapshot, or None when there is no usable one."""
-        if self.in_memory or self._snapshot_damaged:
-            return None
-        manifest, text = self._snapshot_manifest(conn)
-        if (manifest is None or manifest.get("format") != self.RECALL_SNAPSHOT_FORMAT
-                or manifest.get("signals") != self._signals_fingerprint()
-                or not isinstance(manifest.get("crc"), dict) or not isinstance(manifest.get("seq"), int)):
-            return None
-        first = conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
-        if first is not None and first > manifest["seq"] + 1:
-            return None                      # the change log no longer reaches back to it
-        crcs: dict[str, Any] = manifest["crc"]
-        self._snapshot_unusable = True            # until it has passed every check below
-
-        try:
-            rows = _SnapshotRows(self._connection, text, crcs, RecallIndex.CACHE_BYTES)  # type: ignore[arg-type]
-            state = _RecallState.from_parts(self.signals, _SnapshotParts(rows), rows)
-        except (ValueError, KeyError, IndexError, TypeError, OverflowError, sqlite3.Error, _SnapshotGone):
-            return None
-        if state.last_seq != manifest["seq"]:
-            return None
-        self._snapshot_seq, self._snapshot_unusable = state.last_seq, False
-        return state
-
-    def _snapshot_stale(self, state: _RecallState) -> bool:
-        """Whether the stored snapshot lags ``state`` by enough to be worth rewriting."""
-        size = len(state.index)                  # (what doc_item holds, without decoding it)
-        if size < self.RECALL_SNAPSHOT_MIN_DOCS:
-            return False
-        return self._snapshot_seq is None or state.last_seq - self._snapshot_seq >= max(
-            1000, self.RECALL_SNAPSHOT_REFRESH * size)
 
     def warm_recall_index(self) -> bool:
         """Bring the stored recall index up to date now (read it or build it, replay the change log, store it
@@ -6365,6 +6320,51 @@ class SQLiteGraph(GraphBackend):
             self._snapshot_damaged = False
             self._snapshot_seq, self._snapshot_due, self._snapshot_unusable = state.last_seq, False, False
             return True
+
+    def _signals_fingerprint(self, signals: RecallSignals | None = None) -> str:
+        return canonical_json(dataclasses.asdict(signals or self.signals))
+
+    def _snapshot_manifest(self, conn: sqlite3.Connection) -> tuple[dict[str, Any] | None, str | None]:
+        """The stored manifest, parsed (None when missing or not an object), and its text."""
+        row = conn.execute("SELECT value FROM meta WHERE key = 'recall_snapshot'").fetchone()
+        try:
+            manifest = json.loads(row[0]) if row else None
+        except ValueError:
+            return None, row[0]
+        return (manifest if isinstance(manifest, dict) else None), (row[0] if row else None)
+
+    def _snapshot_state(self, conn: sqlite3.Connection) -> _RecallState | None:
+        """The recall state from the store's snapshot, or None when there is no usable one."""
+        if self.in_memory or self._snapshot_damaged:
+            return None
+        manifest, text = self._snapshot_manifest(conn)
+        if (manifest is None or manifest.get("format") != self.RECALL_SNAPSHOT_FORMAT
+                or manifest.get("signals") != self._signals_fingerprint()
+                or not isinstance(manifest.get("crc"), dict) or not isinstance(manifest.get("seq"), int)):
+            return None
+        first = conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
+        if first is not None and first > manifest["seq"] + 1:
+            return None                      # the change log no longer reaches back to it
+        crcs: dict[str, Any] = manifest["crc"]
+        self._snapshot_unusable = True            # until it has passed every check below
+
+        try:
+            rows = _SnapshotRows(self._connection, text, crcs, RecallIndex.CACHE_BYTES)  # type: ignore[arg-type]
+            state = _RecallState.from_parts(self.signals, _SnapshotParts(rows), rows)
+        except (ValueError, KeyError, IndexError, TypeError, OverflowError, sqlite3.Error, _SnapshotGone):
+            return None
+        if state.last_seq != manifest["seq"]:
+            return None
+        self._snapshot_seq, self._snapshot_unusable = state.last_seq, False
+        return state
+
+    def _snapshot_stale(self, state: _RecallState) -> bool:
+        """Whether the stored snapshot lags ``state`` by enough to be worth rewriting."""
+        size = len(state.index)                  # (what doc_item holds, without decoding it)
+        if size < self.RECALL_SNAPSHOT_MIN_DOCS:
+            return False
+        return self._snapshot_seq is None or state.last_seq - self._snapshot_seq >= max(
+            1000, self.RECALL_SNAPSHOT_REFRESH * size)
 
     def _write_snapshot(self, conn: sqlite3.Connection, state: _RecallState, manifest: dict[str, Any] | None,
                         text: str | None) -> str | None:
@@ -6859,21 +6859,6 @@ class _KumihoCandidates:
             keep_events(self.index, query.events, scores, notes, eligible)
         return scores, notes
 
-    def _thread_opening(self) -> Callable[[int], int | None]:
-        """A message candidate's thread opening, as far as the candidates show it: the earliest candidate of
-        the same space and thread (the server's search returns only what matched the query)."""
-        first: dict[tuple[str, str], int] = {}
-        for doc_id, record in enumerate(self.records):       # doc ids follow time
-            if is_message(record.metadata):
-                first.setdefault((record.kref.space, thread_key(record.metadata)), doc_id)
-
-        def opening(doc_id: int) -> int | None:
-            record = self.records[doc_id]
-            if not is_message(record.metadata):
-                return None
-            return first.get((record.kref.space, thread_key(record.metadata)))
-        return opening
-
     def admissible(self, doc_id: int, query: RecallQuery) -> bool:
         """Whether a candidate may be kept: candidates read in a batch were not checked for a SUPERSEDES from
         another item, so the ones that would be kept are checked here (their edges are read anyway)."""
@@ -6928,6 +6913,21 @@ class _KumihoCandidates:
         if challengers:
             signals["contested_by"] = challengers
         return ScoredRevision(self.records[doc_id], score, signals)
+
+    def _thread_opening(self) -> Callable[[int], int | None]:
+        """A message candidate's thread opening, as far as the candidates show it: the earliest candidate of
+        the same space and thread (the server's search returns only what matched the query)."""
+        first: dict[tuple[str, str], int] = {}
+        for doc_id, record in enumerate(self.records):       # doc ids follow time
+            if is_message(record.metadata):
+                first.setdefault((record.kref.space, thread_key(record.metadata)), doc_id)
+
+        def opening(doc_id: int) -> int | None:
+            record = self.records[doc_id]
+            if not is_message(record.metadata):
+                return None
+            return first.get((record.kref.space, thread_key(record.metadata)))
+        return opening
 
 
 class KumihoBackend(GraphBackend):
@@ -7006,6 +7006,17 @@ class KumihoBackend(GraphBackend):
 
     # -- the connection and the error mapping ---------------------------------------------------------------
 
+    def close(self) -> None:
+        """Close the channel (a client passed in is left open); later calls raise ``StoreClosedError``."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._own_client and self._client is not None:
+                with contextlib.suppress(Exception):
+                    self._client.close()
+            self._client = None
+
     def _connect(self) -> Any:
         if self._closed:
             raise StoreClosedError("this Kumiho backend is closed")
@@ -7082,17 +7093,6 @@ class KumihoBackend(GraphBackend):
             time.sleep(delay)
             delay = min(delay * 4, 1.0)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def close(self) -> None:
-        """Close the channel (a client passed in is left open); later calls raise ``StoreClosedError``."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            if self._own_client and self._client is not None:
-                with contextlib.suppress(Exception):
-                    self._client.close()
-            self._client = None
 
     # -- addresses ------------------------------------------------------------------------------------------
 
@@ -7207,6 +7207,30 @@ class KumihoBackend(GraphBackend):
 
     # -- reading ----------------------------------------------------------------------------------------------
 
+    def resolve(self, kref: Kref) -> RevisionRecord:
+        """Return the revision an item kref selects (latest, ``r=``, ``t=``, ``t=`` at ``time=``)."""
+        item = self._get_item(kref)
+        return self._record(self._resolve_pb(kref, item), item.deprecated)
+
+    def item(self, kref: Kref) -> ItemRecord:
+        """Return the item a kref is in."""
+        return self._item_record(self._get_item(kref))
+
+    def items(self, project: str, *, space: str | None = None, kind: str | None = None,
+              include_deprecated: bool = False) -> list[ItemRecord]:
+        """List items of ``project`` in ``space`` (and below), of ``kind``, live unless asked otherwise."""
+        return [self._item_record(item) for _, item in self._items_pb(project, space, kind, include_deprecated)]
+
+    def item_by_key(self, project: str, space: str, key: str) -> ItemRecord | None:
+        """The item holding ``key`` in ``project``/``space``, or None."""
+        item = self._item_by_key_pb(project, space, key)
+        return None if item is None else self._item_record(item)
+
+    def revisions(self, item: Kref) -> list[RevisionRecord]:
+        """Every revision of an item, oldest first."""
+        item_pb = self._get_item(item)
+        return [self._record(rev, item_pb.deprecated) for rev in self._revisions_pb(item_pb.kref.uri)]
+
     def _get_item(self, kref: Kref) -> Any:
         self._connect()
         try:
@@ -7264,11 +7288,6 @@ class KumihoBackend(GraphBackend):
         except NotFoundError:
             raise NotFoundError(f"no revision for {kref}") from None
 
-    def resolve(self, kref: Kref) -> RevisionRecord:
-        """Return the revision an item kref selects (latest, ``r=``, ``t=``, ``t=`` at ``time=``)."""
-        item = self._get_item(kref)
-        return self._record(self._resolve_pb(kref, item), item.deprecated)
-
     def _revision_count(self, item: Any) -> tuple[int, int | None]:
         """(highest number ever issued, latest number or None)."""
         uri = item.kref.uri
@@ -7288,10 +7307,6 @@ class KumihoBackend(GraphBackend):
                           metadata=self._json_field(metadata, _KM_META, {}),
                           created_at=self._created(metadata, item.created_at),
                           deprecated=bool(item.deprecated), revision_count=count, latest_revision=latest)
-
-    def item(self, kref: Kref) -> ItemRecord:
-        """Return the item a kref is in."""
-        return self._item_record(self._get_item(kref))
 
     def _spaces_under(self, project: str, space: str | None) -> list[Any]:
         """``(path, SpaceResponse)`` of a space and all below it, or [] when it does not exist."""
@@ -7326,11 +7341,6 @@ class KumihoBackend(GraphBackend):
         rows.sort(key=lambda row: (self._kref_of(row[1].kref.uri).space, row[1].item_name, row[1].kind))
         return rows
 
-    def items(self, project: str, *, space: str | None = None, kind: str | None = None,
-              include_deprecated: bool = False) -> list[ItemRecord]:
-        """List items of ``project`` in ``space`` (and below), of ``kind``, live unless asked otherwise."""
-        return [self._item_record(item) for _, item in self._items_pb(project, space, kind, include_deprecated)]
-
     def _key_attribute(self, key: str) -> str:
         return f"{_KM}key.{_digest(key)}"
 
@@ -7350,90 +7360,7 @@ class KumihoBackend(GraphBackend):
             return None
         return item if item.metadata.get(_KM_KEY) == key else None
 
-    def item_by_key(self, project: str, space: str, key: str) -> ItemRecord | None:
-        """The item holding ``key`` in ``project``/``space``, or None."""
-        item = self._item_by_key_pb(project, space, key)
-        return None if item is None else self._item_record(item)
-
-    def revisions(self, item: Kref) -> list[RevisionRecord]:
-        """Every revision of an item, oldest first."""
-        item_pb = self._get_item(item)
-        return [self._record(rev, item_pb.deprecated) for rev in self._revisions_pb(item_pb.kref.uri)]
-
     # -- writing ----------------------------------------------------------------------------------------------
-
-    def _encode_revision(self, title: str, content: str, metadata: Mapping[str, Any], *,
-                         vector: Sequence[float] | None = None, vector_model: str = "",
-                         created_at: str | None = None) -> dict[str, str]:
-        encoded = {"title": title, "content": content, _KM_META: canonical_json(dict(metadata)),
-                   _KM_HASH: content_hash(content)}
-        if vector is not None:
-            encoded[_KM_VECTOR] = array.array("f", vector).tobytes().hex()
-            encoded[_KM_VECTOR_MODEL] = vector_model
-        if created_at is not None:
-            encoded[_KM_CREATED] = created_at
-        return encoded
-
-    def _set_attribute(self, uri: str, key: str, value: str) -> None:
-        self._call("SetAttribute", self._pb.SetAttributeRequest(kref=self._pb_kref(uri), key=key, value=value))
-
-    def _delete_attribute(self, uri: str, key: str) -> None:
-        with contextlib.suppress(NotFoundError):
-            self._call("DeleteAttribute", self._pb.DeleteAttributeRequest(kref=self._pb_kref(uri), key=key))
-
-    def _create_item(self, project: str, space: str, name: str, kind: str) -> Any:
-        for attempt in itertools.count(1):
-            candidate = name if attempt == 1 else f"{name}-{attempt}"
-            try:
-                return self._call("CreateItem", self._pb.CreateItemRequest(
-                    parent_path=self._space_path(project, space), item_name=candidate, kind=kind, exists_error=True),
-                    idempotent=False)
-            except ConflictError:
-                continue
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _create_revision(self, item_uri: str, encoded: Mapping[str, str], number: int = 0) -> Any:
-        """Create a revision exactly once: a reply lost after the server applied the write (a dropped
-        connection) is not retried blindly; the item's revisions are read for this write's id first."""
-        text = f"{encoded.get('title', '')}\n{encoded.get('content', '')}"
-        write_id = self._ids.new_id() + self._ids.new_id()
-        request = self._pb.CreateRevisionRequest(
-            item_kref=self._pb_kref(item_uri), metadata={**encoded, _KM_WRITE: write_id}, number=number,
-            exists_error=number > 0, embedding_text=text[:8000])
-        delay = 0.05
-        for attempt in range(self._retries + 1):
-            try:
-                return self._call("CreateRevision", request, idempotent=False, retries=0,
-                                  metadata=(("x-idempotency-key", write_id),))
-            except GraphServiceError as error:
-                if not error.transient or attempt == self._retries:
-                    raise
-            time.sleep(delay)
-            delay = min(delay * 4, 1.0)
-            with contextlib.suppress(GraphServiceError):
-                applied = [rev for rev in self._revisions_pb(item_uri) if rev.metadata.get(_KM_WRITE) == write_id]
-                if applied:
-                    return applied[0]
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _log_tag(self, item_uri: str, tag: str, number: int | None, moment: _dt.datetime) -> None:
-        """Append a tag move to the item's history (what ``export`` and imported ``time=`` lookups read);
-        ``moment`` is read just before the server made the move."""
-        item = self._get_item(self._kref_of(item_uri))
-        events = self._tag_events(item)
-        now = format_instant(moment)
-        last = max((event[2] for event in events if event[0] == tag), default=None)
-        events.append([tag, number, max(now, last) if last else now])
-        self._set_attribute(item_uri, _KM_TAGS, canonical_json(events))
-
-    def _tag(self, rev: Any, tag: str, *, log: bool = True) -> bool:
-        if tag in rev.tags:
-            return False
-        moment = self._clock.now()
-        self._call("TagRevision", self._pb.TagRevisionRequest(kref=rev.kref, tag=tag))
-        if log:
-            self._log_tag(rev.item_kref.uri, tag, rev.number, moment)
-        return True
 
     def write_revision(self, draft: RevisionDraft) -> tuple[RevisionRecord, bool]:
         """Write a revision per ``draft`` (see ``RevisionDraft``); a failure part-way undoes what it wrote."""
@@ -7520,21 +7447,6 @@ class KumihoBackend(GraphBackend):
         self._announce(draft.project, draft.kind)
         return self._record(rev, item.deprecated), True
 
-    def _thread_attribute(self, metadata: Mapping[str, Any]) -> str:
-        return f"{_KM}thread.{_digest(thread_key(metadata))}"
-
-    def _thread(self, draft: RevisionDraft, rev: Any) -> None:
-        """Link a new message to the previous message of its thread (FOLLOWS), then point the thread at it."""
-        space_uri = self._space_kref(draft.project, draft.space)
-        key = self._thread_attribute(draft.metadata)
-        previous = self._call("GetAttribute", self._pb.GetAttributeRequest(kref=self._pb_kref(space_uri), key=key))
-        if previous.exists and previous.value:
-            with contextlib.suppress(NotFoundError):
-                self._call("CreateEdge", self._pb.CreateEdgeRequest(
-                    source_revision_kref=rev.kref, target_revision_kref=self._pb_kref(previous.value),
-                    edge_type=FOLLOWS, metadata={}, exists_error=False))
-        self._set_attribute(space_uri, key, rev.kref.uri)
-
     def set_tag(self, revision: Kref, tag: str) -> RevisionRecord:
         """Point ``tag`` at a revision (the server moves it off any other revision of the item)."""
         item = self._get_item(revision)
@@ -7559,19 +7471,95 @@ class KumihoBackend(GraphBackend):
         self._announce(revision.project)
         return True
 
-    # -- edges ------------------------------------------------------------------------------------------------
+    def _encode_revision(self, title: str, content: str, metadata: Mapping[str, Any], *,
+                         vector: Sequence[float] | None = None, vector_model: str = "",
+                         created_at: str | None = None) -> dict[str, str]:
+        encoded = {"title": title, "content": content, _KM_META: canonical_json(dict(metadata)),
+                   _KM_HASH: content_hash(content)}
+        if vector is not None:
+            encoded[_KM_VECTOR] = array.array("f", vector).tobytes().hex()
+            encoded[_KM_VECTOR_MODEL] = vector_model
+        if created_at is not None:
+            encoded[_KM_CREATED] = created_at
+        return encoded
 
-    def _edges_pb(self, rev_uri: str, direction: str = "both", edge_type: str | None = None) -> list[Any]:
-        code = {"outgoing": self._pb.OUTGOING, "incoming": self._pb.INCOMING, "both": self._pb.BOTH}[direction]
-        found, cursor = [], ""
-        while True:
-            response = self._call("GetEdges", self._pb.GetEdgesRequest(
-                kref=self._pb_kref(rev_uri), edge_type_filter=edge_type or "", direction=code,
-                pagination=self._pb.PaginationRequest(page_size=500, cursor=cursor)))
-            found.extend(response.edges)
-            cursor = response.pagination.next_cursor if response.HasField("pagination") else ""
-            if not cursor:
-                return found
+    def _set_attribute(self, uri: str, key: str, value: str) -> None:
+        self._call("SetAttribute", self._pb.SetAttributeRequest(kref=self._pb_kref(uri), key=key, value=value))
+
+    def _delete_attribute(self, uri: str, key: str) -> None:
+        with contextlib.suppress(NotFoundError):
+            self._call("DeleteAttribute", self._pb.DeleteAttributeRequest(kref=self._pb_kref(uri), key=key))
+
+    def _create_item(self, project: str, space: str, name: str, kind: str) -> Any:
+        for attempt in itertools.count(1):
+            candidate = name if attempt == 1 else f"{name}-{attempt}"
+            try:
+                return self._call("CreateItem", self._pb.CreateItemRequest(
+                    parent_path=self._space_path(project, space), item_name=candidate, kind=kind, exists_error=True),
+                    idempotent=False)
+            except ConflictError:
+                continue
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _create_revision(self, item_uri: str, encoded: Mapping[str, str], number: int = 0) -> Any:
+        """Create a revision exactly once: a reply lost after the server applied the write (a dropped
+        connection) is not retried blindly; the item's revisions are read for this write's id first."""
+        text = f"{encoded.get('title', '')}\n{encoded.get('content', '')}"
+        write_id = self._ids.new_id() + self._ids.new_id()
+        request = self._pb.CreateRevisionRequest(
+            item_kref=self._pb_kref(item_uri), metadata={**encoded, _KM_WRITE: write_id}, number=number,
+            exists_error=number > 0, embedding_text=text[:8000])
+        delay = 0.05
+        for attempt in range(self._retries + 1):
+            try:
+                return self._call("CreateRevision", request, idempotent=False, retries=0,
+                                  metadata=(("x-idempotency-key", write_id),))
+            except GraphServiceError as error:
+                if not error.transient or attempt == self._retries:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 4, 1.0)
+            with contextlib.suppress(GraphServiceError):
+                applied = [rev for rev in self._revisions_pb(item_uri) if rev.metadata.get(_KM_WRITE) == write_id]
+                if applied:
+                    return applied[0]
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _log_tag(self, item_uri: str, tag: str, number: int | None, moment: _dt.datetime) -> None:
+        """Append a tag move to the item's history (what ``export`` and imported ``time=`` lookups read);
+        ``moment`` is read just before the server made the move."""
+        item = self._get_item(self._kref_of(item_uri))
+        events = self._tag_events(item)
+        now = format_instant(moment)
+        last = max((event[2] for event in events if event[0] == tag), default=None)
+        events.append([tag, number, max(now, last) if last else now])
+        self._set_attribute(item_uri, _KM_TAGS, canonical_json(events))
+
+    def _tag(self, rev: Any, tag: str, *, log: bool = True) -> bool:
+        if tag in rev.tags:
+            return False
+        moment = self._clock.now()
+        self._call("TagRevision", self._pb.TagRevisionRequest(kref=rev.kref, tag=tag))
+        if log:
+            self._log_tag(rev.item_kref.uri, tag, rev.number, moment)
+        return True
+
+    def _thread_attribute(self, metadata: Mapping[str, Any]) -> str:
+        return f"{_KM}thread.{_digest(thread_key(metadata))}"
+
+    def _thread(self, draft: RevisionDraft, rev: Any) -> None:
+        """Link a new message to the previous message of its thread (FOLLOWS), then point the thread at it."""
+        space_uri = self._space_kref(draft.project, draft.space)
+        key = self._thread_attribute(draft.metadata)
+        previous = self._call("GetAttribute", self._pb.GetAttributeRequest(kref=self._pb_kref(space_uri), key=key))
+        if previous.exists and previous.value:
+            with contextlib.suppress(NotFoundError):
+                self._call("CreateEdge", self._pb.CreateEdgeRequest(
+                    source_revision_kref=rev.kref, target_revision_kref=self._pb_kref(previous.value),
+                    edge_type=FOLLOWS, metadata={}, exists_error=False))
+        self._set_attribute(space_uri, key, rev.kref.uri)
+
+    # -- edges ------------------------------------------------------------------------------------------------
 
     def update_metadata(self, revision: Kref, updates: Mapping[str, Any]) -> RevisionRecord:
         """Merge ``updates`` into the revision's metadata with the server's UpdateRevisionMetadata."""
@@ -7599,19 +7587,6 @@ class KumihoBackend(GraphBackend):
         self._announce(source.project)
         return edge
 
-    def _put_edge(self, source_uri: str, target_uri: str, edge_type: str, encoded: Mapping[str, str]) -> EdgeRecord:
-        try:
-            self._call("CreateEdge", self._pb.CreateEdgeRequest(
-                source_revision_kref=self._pb_kref(source_uri), target_revision_kref=self._pb_kref(target_uri),
-                edge_type=edge_type, metadata=dict(encoded), exists_error=False))
-        except ConflictError:
-            pass                                          # ALREADY_EXISTS: the edge is there; read it below
-        for edge in self._edges_pb(source_uri, "outgoing", edge_type):
-            if edge.target_kref.uri == target_uri:
-                return self._edge_record(edge)
-        raise GraphServiceError(f"Kumiho server {self.address}: the edge {source_uri} -{edge_type}-> {target_uri} "
-                                f"was accepted but cannot be read back", transient=True)
-
     def edges(self, kref: Kref, *, direction: str = "both", edge_type: str | None = None) -> list[EdgeRecord]:
         """Edges touching one revision, or every revision of the item for a bare item kref."""
         item = self._get_item(kref)
@@ -7624,6 +7599,31 @@ class KumihoBackend(GraphBackend):
             for edge in self._edges_pb(uri, direction, edge_type):
                 seen.setdefault((edge.source_kref.uri, edge.target_kref.uri, edge.edge_type), self._edge_record(edge))
         return sorted(seen.values(), key=lambda e: (e.created_at, str(e.source_kref), str(e.target_kref), e.edge_type))
+
+    def _edges_pb(self, rev_uri: str, direction: str = "both", edge_type: str | None = None) -> list[Any]:
+        code = {"outgoing": self._pb.OUTGOING, "incoming": self._pb.INCOMING, "both": self._pb.BOTH}[direction]
+        found, cursor = [], ""
+        while True:
+            response = self._call("GetEdges", self._pb.GetEdgesRequest(
+                kref=self._pb_kref(rev_uri), edge_type_filter=edge_type or "", direction=code,
+                pagination=self._pb.PaginationRequest(page_size=500, cursor=cursor)))
+            found.extend(response.edges)
+            cursor = response.pagination.next_cursor if response.HasField("pagination") else ""
+            if not cursor:
+                return found
+
+    def _put_edge(self, source_uri: str, target_uri: str, edge_type: str, encoded: Mapping[str, str]) -> EdgeRecord:
+        try:
+            self._call("CreateEdge", self._pb.CreateEdgeRequest(
+                source_revision_kref=self._pb_kref(source_uri), target_revision_kref=self._pb_kref(target_uri),
+                edge_type=edge_type, metadata=dict(encoded), exists_error=False))
+        except ConflictError:
+            pass                                          # ALREADY_EXISTS: the edge is there; read it below
+        for edge in self._edges_pb(source_uri, "outgoing", edge_type):
+            if edge.target_kref.uri == target_uri:
+                return self._edge_record(edge)
+        raise GraphServiceError(f"Kumiho server {self.address}: the edge {source_uri} -{edge_type}-> {target_uri} "
+                                f"was accepted but cannot be read back", transient=True)
 
     # -- deprecation and forgetting -----------------------------------------------------------------------------
 
@@ -7640,17 +7640,6 @@ class KumihoBackend(GraphBackend):
         events.append([None if rev is None else rev.number, bool(deprecated), format_instant(moment)])
         self._set_attribute(item.kref.uri, _KM_DEPRECATIONS, canonical_json(events))
         self._announce(kref.project, kref.kind)
-
-    def _deprecated_then(self, item: Any, number: int | None, stamp: str, now_flag: bool) -> bool:
-        """Whether the item (``number`` None) or one revision was deprecated at ``stamp``: from the history
-        this backend keeps, else (deprecated by another client, no history) today's flag."""
-        events = self._json_field(item.metadata, _KM_DEPRECATIONS, [])
-        mine = [event for event in (events if isinstance(events, list) else [])
-                if isinstance(event, list) and len(event) == 3 and event[0] == number]
-        if not mine:
-            return now_flag
-        past = [event for event in mine if isinstance(event[2], str) and event[2] <= stamp]
-        return bool(past[-1][1]) if past else False
 
     def forget(self, kref: Kref) -> dict[str, Any]:
         """Erase an item or a revision with the server's forced deletes (its edges, tags and artifacts go
@@ -7679,6 +7668,17 @@ class KumihoBackend(GraphBackend):
         return {"kref": str(kref), "items": int(kref.is_bare_item), "revisions": len(revs), "edges": len(edges),
                 "scrubbed": None}
 
+    def _deprecated_then(self, item: Any, number: int | None, stamp: str, now_flag: bool) -> bool:
+        """Whether the item (``number`` None) or one revision was deprecated at ``stamp``: from the history
+        this backend keeps, else (deprecated by another client, no history) today's flag."""
+        events = self._json_field(item.metadata, _KM_DEPRECATIONS, [])
+        mine = [event for event in (events if isinstance(events, list) else [])
+                if isinstance(event, list) and len(event) == 3 and event[0] == number]
+        if not mine:
+            return now_flag
+        past = [event for event in mine if isinstance(event[2], str) and event[2] <= stamp]
+        return bool(past[-1][1]) if past else False
+
     def _repair_threads(self, kref: Kref, revs: Sequence[Any]) -> None:
         """A thread whose last message is forgotten continues from the message before it."""
         gone = {rev.kref.uri for rev in revs}
@@ -7700,20 +7700,6 @@ class KumihoBackend(GraphBackend):
 
     # -- artifacts ----------------------------------------------------------------------------------------------
 
-    def _put_artifact(self, rev_uri: str, name: str, location: str, metadata: Mapping[str, Any],
-                      created_at: str | None = None) -> Any:
-        encoded = {_KM_META: canonical_json(dict(metadata))}
-        if created_at is not None:
-            encoded[_KM_CREATED] = created_at
-        request = self._pb.CreateArtifactRequest(revision_kref=self._pb_kref(rev_uri), name=name, location=location,
-                                                 exists_error=True, metadata=encoded)
-        try:
-            return self._call("CreateArtifact", request, idempotent=False)
-        except ConflictError:
-            self._call("DeleteArtifact", self._pb.DeleteArtifactRequest(kref=self._pb_kref(f"{rev_uri}&a={name}"),
-                                                                         force=True))
-            return self._call("CreateArtifact", request, idempotent=False)
-
     def add_artifact(self, revision: Kref, name: str, location: str,
                      metadata: Mapping[str, Any]) -> ArtifactRecord:
         """Attach (or replace) the named artifact of a revision."""
@@ -7733,7 +7719,35 @@ class KumihoBackend(GraphBackend):
         events = self._tag_events(self._get_item(item.item_kref()))
         return [(str(tag), number if isinstance(number, int) else None, str(at)) for tag, number, at in events]
 
+    def _put_artifact(self, rev_uri: str, name: str, location: str, metadata: Mapping[str, Any],
+                      created_at: str | None = None) -> Any:
+        encoded = {_KM_META: canonical_json(dict(metadata))}
+        if created_at is not None:
+            encoded[_KM_CREATED] = created_at
+        request = self._pb.CreateArtifactRequest(revision_kref=self._pb_kref(rev_uri), name=name, location=location,
+                                                 exists_error=True, metadata=encoded)
+        try:
+            return self._call("CreateArtifact", request, idempotent=False)
+        except ConflictError:
+            self._call("DeleteArtifact", self._pb.DeleteArtifactRequest(kref=self._pb_kref(f"{rev_uri}&a={name}"),
+                                                                         force=True))
+            return self._call("CreateArtifact", request, idempotent=False)
+
     # -- recall -------------------------------------------------------------------------------------------------
+
+    def search(self, query: RecallQuery) -> list[ScoredRevision]:
+        """Gather candidates with the server's search, then rank them here: BM25 over the candidates' words,
+        the who/when boosts, edges lending score, the semantic channel when revisions carry embeddings, and
+        CONTRADICTS notes; so ``Memory.recall``'s evidence weights, siblings and filters work as on the
+        embedded engine. Word statistics come from the candidates (see the class notes)."""
+        if not query.terms and query.query_vector is None:
+            return []
+        found, keep, notes = self._ranked(query)
+        if query.admit is not None and len(keep) < (query.keep or query.pool) and \
+                len(found.records) >= max(self._search_pool, query.pool):
+            # the filter left too few of a full page of candidates: gather once more, as wide as recall goes
+            found, keep, notes = self._ranked(dataclasses.replace(query, pool=4 * MAX_RECALL_LIMIT))
+        return [found.result(doc_id, score, notes) for doc_id, score in keep]
 
     def _candidates(self, query: RecallQuery) -> list[tuple[Any, Any]]:
         """``(item, revision)`` pairs the server's search finds, one current revision per item (or every live
@@ -7866,20 +7880,6 @@ class KumihoBackend(GraphBackend):
                 if uri in wanted and not rev.deprecated and uri not in current:
                     current[uri] = rev
         return current
-
-    def search(self, query: RecallQuery) -> list[ScoredRevision]:
-        """Gather candidates with the server's search, then rank them here: BM25 over the candidates' words,
-        the who/when boosts, edges lending score, the semantic channel when revisions carry embeddings, and
-        CONTRADICTS notes; so ``Memory.recall``'s evidence weights, siblings and filters work as on the
-        embedded engine. Word statistics come from the candidates (see the class notes)."""
-        if not query.terms and query.query_vector is None:
-            return []
-        found, keep, notes = self._ranked(query)
-        if query.admit is not None and len(keep) < (query.keep or query.pool) and \
-                len(found.records) >= max(self._search_pool, query.pool):
-            # the filter left too few of a full page of candidates: gather once more, as wide as recall goes
-            found, keep, notes = self._ranked(dataclasses.replace(query, pool=4 * MAX_RECALL_LIMIT))
-        return [found.result(doc_id, score, notes) for doc_id, score in keep]
 
     def _ranked(self, query: RecallQuery
                 ) -> tuple["_KumihoCandidates", list[tuple[int, float]], dict[int, dict[str, Any]]]:
@@ -8060,15 +8060,6 @@ class _KumihoImportPlan:
         self.actions.append(write)
         return True
 
-    def _server_item(self, kref: Kref) -> Any | None:
-        text = str(kref)
-        if text not in self.items:
-            try:
-                self.items[text] = self.backend._get_item(kref)
-            except NotFoundError:
-                self.items[text] = None
-        return self.items[text]
-
     def item(self, record: dict[str, Any]) -> bool:
         backend = self.backend
         kref, key, metadata, last_number, created_at = _read_item(record)
@@ -8115,25 +8106,16 @@ class _KumihoImportPlan:
         self.actions.append(write)
         return True
 
-    finish: list[Callable[[], None]]
-
-    def _known_item(self, kref: Kref) -> None:
-        if str(kref.item_kref()) not in self.new_items and self._server_item(kref.item_kref()) is None:
-            raise NotFoundError(f"no such item: {kref.item_kref()}")
-
-    def _revision_known(self, kref: Kref) -> bool:
+    def _server_item(self, kref: Kref) -> Any | None:
         text = str(kref)
-        if text in self.revisions:
-            return True
-        item = self._server_item(kref.item_kref())
-        if item is None:
-            return False
-        try:
-            rev = self.backend._revision_pb(item.kref.uri, kref.revision)
-        except NotFoundError:
-            return False
-        self.revisions[text] = {"server": rev}
-        return True
+        if text not in self.items:
+            try:
+                self.items[text] = self.backend._get_item(kref)
+            except NotFoundError:
+                self.items[text] = None
+        return self.items[text]
+
+    finish: list[Callable[[], None]]
 
     def revision(self, record: dict[str, Any]) -> bool:
         backend = self.backend
@@ -8163,12 +8145,25 @@ class _KumihoImportPlan:
         self.actions.append(write)
         return True
 
-    messages: list[tuple[Kref, dict[str, Any], str]]
+    def _known_item(self, kref: Kref) -> None:
+        if str(kref.item_kref()) not in self.new_items and self._server_item(kref.item_kref()) is None:
+            raise NotFoundError(f"no such item: {kref.item_kref()}")
 
-    def _check_revision(self, kref: Kref) -> None:
-        self._known_item(kref)
-        if not self._revision_known(kref):
-            raise NotFoundError(f"no revision for {kref}")
+    def _revision_known(self, kref: Kref) -> bool:
+        text = str(kref)
+        if text in self.revisions:
+            return True
+        item = self._server_item(kref.item_kref())
+        if item is None:
+            return False
+        try:
+            rev = self.backend._revision_pb(item.kref.uri, kref.revision)
+        except NotFoundError:
+            return False
+        self.revisions[text] = {"server": rev}
+        return True
+
+    messages: list[tuple[Kref, dict[str, Any], str]]
 
     def artifact(self, record: dict[str, Any]) -> bool:
         backend = self.backend
@@ -8262,6 +8257,11 @@ class _KumihoImportPlan:
                 with contextlib.suppress(Exception):
                     backend._call("DeleteItem", backend._pb.DeleteItemRequest(kref=kref, force=True))
             raise
+
+    def _check_revision(self, kref: Kref) -> None:
+        self._known_item(kref)
+        if not self._revision_known(kref):
+            raise NotFoundError(f"no revision for {kref}")
 
     def _continue_threads(self) -> None:
         """Point each imported thread at its newest message (by time), so the next message follows it."""
@@ -10313,10 +10313,6 @@ class TransitionTable:
     def __len__(self) -> int:
         return sum(len(targets) for targets in self._edges.values())
 
-    def _decayed(self, count: float, last_seen: float, at: float) -> float:
-        days = max(0.0, at - last_seen) / _DAY_SECONDS
-        return count * math.exp(-self.decay_lambda * days)
-
     def observe(self, source: str, target: str, at: float, weight: float = 1.0) -> float:
         """Count one move ``source -> target`` at epoch ``at``; return the new effective count."""
         entry = self._edges.setdefault(source, {}).get(target)
@@ -10379,6 +10375,10 @@ class TransitionTable:
                     raise InvalidArgumentError(f"transition {source!r} -> {target!r} is not [count, last_seen]")
                 table._edges.setdefault(source, {})[target] = [float(pair[0]), float(pair[1])]
         return table
+
+    def _decayed(self, count: float, last_seen: float, at: float) -> float:
+        days = max(0.0, at - last_seen) / _DAY_SECONDS
+        return count * math.exp(-self.decay_lambda * days)
 
 
 def blend_probabilities(personal: Mapping[str, float], shared: Mapping[str, float], sessions: int,
@@ -10554,6 +10554,11 @@ class AnticipatoryRecall:
         return {**result, "context_was_prefetched": prefetched, "state": state,
                 "predictions": [{"state": name, "p": round(p, 4)} for name, p in predictions]}
 
+    def predict(self, state: str, *, agent: str | None = None, at: float | None = None) -> list[tuple[str, float]]:
+        """The ``top_n`` next states after ``state`` with ``p >= min_probability``: ``[(state, p)]``, most
+        likely first (ties by name). ``agent`` selects the personal table blended in."""
+        return self._ranked(state, agent, at, self.config.min_probability)[: self.config.top_n]
+
     def _key(self, query: str, limit: int, char_budget: int, options: Mapping[str, Any]) -> str | None:
         """The cache key of an engage call, or None when its result depends on the clock or the options
         are not plain JSON (then it is never prepared, and always recalled fresh)."""
@@ -10643,11 +10648,6 @@ class AnticipatoryRecall:
         self._dirty = True
         if key is not None:
             self._remember_cue(source, state, key, query, limit, char_budget, options, result, now)
-
-    def predict(self, state: str, *, agent: str | None = None, at: float | None = None) -> list[tuple[str, float]]:
-        """The ``top_n`` next states after ``state`` with ``p >= min_probability``: ``[(state, p)]``, most
-        likely first (ties by name). ``agent`` selects the personal table blended in."""
-        return self._ranked(state, agent, at, self.config.min_probability)[: self.config.top_n]
 
     def _forecast(self, state: str, agent: str | None, at: float
                   ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
@@ -10838,65 +10838,6 @@ class AnticipatoryRecall:
         return {"session_id": session_id, "engages": trace.engages, "transitions": trace.transitions,
                 "hits": trace.hits, "saved": saved}
 
-    def _now(self) -> float:
-        return self._clock.now().timestamp()
-
-    def _ensure_loaded(self) -> None:
-        """Load the saved tables on first use. Unreadable tables are a lost cache, not a broken memory:
-        learning starts over (``last_error`` says why) and the next save replaces them."""
-        with self._lock:
-            if self._loaded:
-                return
-            held = self._backend.item_by_key(self._memory.project, PREFETCH_SYSTEM_SPACE, PREFETCH_STATE_KEY)
-            if held is not None and held.latest_revision is not None:
-                record = self._backend.resolve(held.kref)
-                try:
-                    self._restore(json.loads(record.content))
-                except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                    self._global = TransitionTable(self.config.decay_lambda)
-                    self._personal, self._cues, self._other_grains = {}, {}, {}
-                    self._stats["errors"] += 1
-                    self._last_error = f"load: the tables in {record.kref} are unreadable ({exc}); starting over"
-            self._loaded = True
-
-    def _restore(self, document: Any) -> None:
-        if not isinstance(document, dict) or document.get("format") != PREFETCH_STATE_FORMAT:
-            raise ValueError(f"expected format {PREFETCH_STATE_FORMAT}")
-        grains = document["grains"]
-        if not isinstance(grains, dict):
-            raise ValueError("grains is not an object")
-        decay = self.config.decay_lambda
-        for grain, tables in grains.items():
-            if grain != self.config.grain:
-                self._other_grains[grain] = tables
-                continue
-            self._global = TransitionTable.from_json(tables["global"], decay)
-            self._personal = {name: TransitionTable.from_json(table, decay)
-                              for name, table in tables["personal"].items()}
-            self._cues = {}
-            for source, targets in tables["cues"].items():
-                for target, cues in targets.items():
-                    bucket = self._cues.setdefault((source, target), {})
-                    for query, limit, char_budget, options, count, seen, tokens in cues:
-                        if not isinstance(query, str) or not isinstance(options, dict):
-                            raise ValueError("a cue is [query, limit, char_budget, options, count, seen, tokens]")
-                        bucket[canonical_json([query, limit, char_budget, options])] = _Cue(
-                            query, int(limit), int(char_budget), options, float(count), float(seen), int(tokens))
-
-    def _document(self) -> dict[str, Any]:
-        now = self._now()
-        for table in [self._global, *self._personal.values()]:
-            table.prune(now)
-        cues: dict[str, dict[str, list[Any]]] = {}
-        for (source, target), bucket in sorted(self._cues.items()):
-            if self._global.effective(source, target, now) > 0:
-                cues.setdefault(source, {})[target] = [cue.to_json() for cue in bucket.values()]
-        grains = dict(self._other_grains)
-        grains[self.config.grain] = {"global": self._global.to_json(), "cues": cues,
-                                     "personal": {name: table.to_json()
-                                                  for name, table in sorted(self._personal.items())}}
-        return {"format": PREFETCH_STATE_FORMAT, "grains": grains}
-
     def save(self) -> bool:
         """Write the tables to the store now (a new revision of ``_system/prefetch-state`` when they changed).
 
@@ -10968,6 +10909,65 @@ class AnticipatoryRecall:
     def closed(self) -> bool:
         """True after ``close()``."""
         return self._closed
+
+    def _now(self) -> float:
+        return self._clock.now().timestamp()
+
+    def _ensure_loaded(self) -> None:
+        """Load the saved tables on first use. Unreadable tables are a lost cache, not a broken memory:
+        learning starts over (``last_error`` says why) and the next save replaces them."""
+        with self._lock:
+            if self._loaded:
+                return
+            held = self._backend.item_by_key(self._memory.project, PREFETCH_SYSTEM_SPACE, PREFETCH_STATE_KEY)
+            if held is not None and held.latest_revision is not None:
+                record = self._backend.resolve(held.kref)
+                try:
+                    self._restore(json.loads(record.content))
+                except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                    self._global = TransitionTable(self.config.decay_lambda)
+                    self._personal, self._cues, self._other_grains = {}, {}, {}
+                    self._stats["errors"] += 1
+                    self._last_error = f"load: the tables in {record.kref} are unreadable ({exc}); starting over"
+            self._loaded = True
+
+    def _restore(self, document: Any) -> None:
+        if not isinstance(document, dict) or document.get("format") != PREFETCH_STATE_FORMAT:
+            raise ValueError(f"expected format {PREFETCH_STATE_FORMAT}")
+        grains = document["grains"]
+        if not isinstance(grains, dict):
+            raise ValueError("grains is not an object")
+        decay = self.config.decay_lambda
+        for grain, tables in grains.items():
+            if grain != self.config.grain:
+                self._other_grains[grain] = tables
+                continue
+            self._global = TransitionTable.from_json(tables["global"], decay)
+            self._personal = {name: TransitionTable.from_json(table, decay)
+                              for name, table in tables["personal"].items()}
+            self._cues = {}
+            for source, targets in tables["cues"].items():
+                for target, cues in targets.items():
+                    bucket = self._cues.setdefault((source, target), {})
+                    for query, limit, char_budget, options, count, seen, tokens in cues:
+                        if not isinstance(query, str) or not isinstance(options, dict):
+                            raise ValueError("a cue is [query, limit, char_budget, options, count, seen, tokens]")
+                        bucket[canonical_json([query, limit, char_budget, options])] = _Cue(
+                            query, int(limit), int(char_budget), options, float(count), float(seen), int(tokens))
+
+    def _document(self) -> dict[str, Any]:
+        now = self._now()
+        for table in [self._global, *self._personal.values()]:
+            table.prune(now)
+        cues: dict[str, dict[str, list[Any]]] = {}
+        for (source, target), bucket in sorted(self._cues.items()):
+            if self._global.effective(source, target, now) > 0:
+                cues.setdefault(source, {})[target] = [cue.to_json() for cue in bucket.values()]
+        grains = dict(self._other_grains)
+        grains[self.config.grain] = {"global": self._global.to_json(), "cues": cues,
+                                     "personal": {name: table.to_json()
+                                                  for name, table in sorted(self._personal.items())}}
+        return {"format": PREFETCH_STATE_FORMAT, "grains": grains}
 
 
 # ==========================================================================================================
@@ -11306,11 +11306,6 @@ class Memory:
         """The anticipatory-recall engine, or None when this memory was opened without ``prefetch``."""
         return self._prefetch
 
-    def _changed(self, kref: str | None) -> None:
-        """Tell the prefetcher what a write touched (None: not one item)."""
-        if self._prefetch is not None:
-            self._prefetch.on_change(kref)
-
     def __enter__(self) -> "Memory":
         return self
 
@@ -11320,6 +11315,11 @@ class Memory:
     def __repr__(self) -> str:
         where = getattr(self._backend, "path", None) or getattr(self._backend, "address", type(self._backend).__name__)
         return f"Memory({where!r}, project={self.project!r})"
+
+    def _changed(self, kref: str | None) -> None:
+        """Tell the prefetcher what a write touched (None: not one item)."""
+        if self._prefetch is not None:
+            self._prefetch.on_change(kref)
 
     def _own(self, text: Any, name: str = "kref") -> Kref:
         """Parse an item or revision kref of this memory's project.
@@ -11427,6 +11427,255 @@ class Memory:
     _MEMORY_FIELDS = ("content", "space", "title", "kind", "metadata", "tags", "item", "key", "evidence_level",
                       "source", "stack", "artifacts")
     _MEMORY_FIELD_SET = frozenset(_MEMORY_FIELDS)
+
+    def revise(self, target: str, content: str, *, space: str | None = None, **remember_options: Any) -> dict[str, Any]:
+        """Offer a new statement of a belief and let the store decide (AGM revision without an LLM).
+
+        Args:
+            target: an item kref, or a supersession key (then ``space`` names its space).
+            content: the new statement. remember_options: as for ``remember`` (title, metadata, source, ...).
+
+        Returns:
+            ``{"outcome": "vacuous" | "revised" | "created", "kref": ...}``: ``vacuous`` when the content is
+            equivalent (nothing written), ``revised`` when it restates or updates the target's belief (a new
+            revision with SUPERSEDES), ``created`` when it is a different belief (a new item), plus
+            ``contradicts`` when the target is official and the claim is not. With an item kref the target
+            decides: ``revised`` unless the statement is clearly another belief (another subject, identifier
+            or relation), and ``reason`` says which. When the rules cannot tell whether it is about the
+            target's subject (one of the two names none) and the memory has a judge (``Memory(llm=...)``), the
+            judge is asked: its "no" makes it ``created`` (``reason`` quotes it), and the outcome says
+            ``decided_by="judge"``; on a judge failure the target decides (``last_judge_error``).
+        """
+        for forbidden in ("item", "key", "stack"):
+            if forbidden in remember_options:
+                raise InvalidArgumentError(f"revise() takes the target, not {forbidden}=")
+        if isinstance(target, str) and target.startswith(KREF_SCHEME):
+            item_kref = self._own(target).item_kref()
+            held = self.get(str(item_kref))
+            return self._remember_decision(content, space=held["space"] if space is None else space,
+                                           item_kref=item_kref, key=None, **remember_options)
+        if space is None:
+            raise InvalidArgumentError("revise(key, ...) needs space= (keys are unique per space)")
+        return self._remember_decision(content, space=space, item_kref=None,
+                                       key=_checked_text(target, "key", limit=512),
+                                       **remember_options)
+
+    def backfill_embeddings(self, *, batch_size: int = 64, max_revisions: int | None = None) -> int:
+        """Embed stored revisions that have no vector yet (e.g. written while the embedder was down).
+
+        Returns:
+            How many revisions got a vector. Stops early (without raising) when the embedder fails.
+        """
+        if self._embed is None:
+            raise InvalidArgumentError("this Memory has no embedder")
+        done = 0
+        while max_revisions is None or done < max_revisions:
+            wanted = batch_size if max_revisions is None else min(batch_size, max_revisions - done)
+            pending = self._backend.revisions_without_vector(self.project, wanted)
+            if not pending:
+                break
+            vectors = self._embed_texts([_embedding_text(record.title, record.content) for record in pending])
+            if vectors is None:
+                break
+            for record, vector in zip(pending, vectors):
+                self._backend.set_vector(record.kref, self.embedding_model, vector)
+                self._changed(str(record.kref))
+            done += len(pending)
+        return done
+
+    def tag(self, kref: str, tag: str) -> dict[str, Any]:
+        """Point ``tag`` at the revision ``kref`` selects, moving it off any other revision of the item.
+
+        Every move is recorded, so ``?t=TAG&time=...`` resolves the tag as it stood at any past time.
+
+        Returns:
+            The tagged revision (as ``get`` returns it).
+
+        Raises:
+            InvalidArgumentError: bad tag, or ``latest`` (the store maintains it).
+            NotFoundError: no such revision.
+        """
+        parsed = self._own_target(kref)
+        checked = _checked_tags([tag])[0]
+        tagged = self._backend.set_tag(parsed, checked).to_dict()
+        self._changed(tagged["kref"])
+        return tagged
+
+    def untag(self, kref: str, tag: str) -> bool:
+        """Remove ``tag`` from the revision ``kref`` selects; False when that revision did not carry it."""
+        parsed = self._own_target(kref)
+        checked = _checked_tags([tag])[0]
+        removed = self._backend.remove_tag(parsed, checked)
+        self._changed(str(parsed))
+        return removed
+
+    def link(self, source_kref: str, target_kref: str, edge_type: str,
+             metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Create a typed edge between two revisions (an item kref means its latest revision).
+
+        ``edge_type`` is one of ``EDGE_TYPES`` or any name matching ``^[A-Z][A-Z0-9_]{0,49}$``. Linking the
+        same pair with the same type again returns the existing edge.
+
+        Returns:
+            ``{source_kref, target_kref, edge_type, metadata, created_at}``.
+        """
+        source, target = self._own_target(source_kref, "source"), self._own_target(target_kref, "target")
+        checked_type = validate_edge_type(edge_type)
+        edge = self._backend.add_edge(source, target, checked_type,
+                                      self._screen(_checked_metadata(metadata), "metadata")).to_dict()
+        self._changed(str(source))
+        self._changed(str(target))
+        return edge
+
+    def deprecate(self, kref: str, deprecated: bool = True) -> None:
+        """Soft-retire an item (bare item kref) or one revision; ``deprecated=False`` restores it.
+
+        Deprecated memories stay readable by ``get`` and ``history`` but ``recall`` skips them.
+        """
+        if not isinstance(deprecated, bool):
+            raise InvalidArgumentError("deprecated must be True or False")
+        self._backend.set_deprecated(self._own_target(kref), deprecated)
+        self._changed(kref)
+
+    def forget(self, kref: str) -> dict[str, Any]:
+        """Erase an item (bare item kref) or one revision, for good.
+
+        The revisions go with their edges, tags, artifacts and index entries; their bytes are overwritten
+        in the database and the WAL is checkpointed and truncated before this returns (``scrubbed`` is
+        False if another process's open read kept the WAL from being truncated; it is then truncated at the
+        next checkpoint). Revision numbers are never reused.
+
+        Returns:
+            ``{kref, items, revisions, edges, scrubbed}``.
+
+        Raises:
+            InvalidKrefError: malformed, or it names an artifact (``&a=``): forgetting never reaches more than
+            the address names, so give the revision or item. NotFoundError: nothing there.
+        """
+        forgotten = self._backend.forget(self._own_target(kref))
+        self._changed(kref)
+        return forgotten
+
+    def add_artifact(self, kref: str, name: str, location: str,
+                     metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Attach a named pointer (file path, URL) to a revision; address it as ``...?r=N&a=NAME``."""
+        checked_name = refuse_credentials_in(_check_pattern(name, ARTIFACT_PATTERN, "artifact name",
+                                                            InvalidArgumentError), "artifact name")
+        checked_location = self._screen(_checked_text(location, "location", limit=4096), "location")
+        return self._backend.add_artifact(self._own_target(kref), checked_name, checked_location,
+                                          self._screen(_checked_metadata(metadata), "metadata")).to_dict()
+
+    def set_evidence(self, kref: str, level: str, *, reason: str = "", source: str | None = None) -> str:
+        """Grade (or regrade) a belief explicitly: a new revision with the same content and the new
+        ``evidence_level`` (both carriers), so the history shows what was believed, when and why.
+
+        This is the operator's call: the only way to demote, and with ``level="official"`` the only way
+        besides ``remember(evidence_level="official")`` to grade a memory official.
+
+        Returns:
+            The new revision's kref.
+        """
+        evidence_tag(level)
+        current = self.get(kref)
+        newest = self.get(current["item_kref"])
+        if newest["kref"] != current["kref"]:
+            raise InvalidArgumentError(f"set_evidence regrades a belief's current revision; {current['kref']} is "
+                                       f"superseded by {newest['kref']}")
+        metadata = {**current["metadata"], "evidence_level": level}
+        if reason:
+            metadata["evidence_reason"] = self._screen(_checked_text(reason, "reason", limit=2000), "reason")
+        if source is not None:
+            source = metadata["source"] = self._screen(_checked_text(source, "source", limit=2000), "source")
+            metadata["sources"] = sorted(set(metadata.get("sources") or []) | {canonical_source(source)})
+        tags = tuple(t for t in current["tags"] if t not in (LATEST_TAG,) and not t.startswith(EVIDENCE_TAG_PREFIX))
+        metadata = self._screen(metadata, "metadata")     # a revision stored before screening is cleaned here
+        return self._write(content=self._screen(current["content"], "content"), space=current["space"],
+                           title=self._screen(current["title"], "title"),
+                           kind=current["kind"], metadata=metadata, tags=tags + (evidence_tag(level),),
+                           item_kref=Kref.parse(current["item_kref"]), key=None)
+
+    def update_metadata(self, kref: str, updates: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge ``updates`` into one revision's metadata (``None`` removes a key) and return the revision.
+
+        Enrichment, not revision: content, number and tags stay. The evidence carriers are refused here
+        (``evidence_level``, ``source``, ``sources``, ``confidence``: grades move only by ``set_evidence``
+        and the promotion rules), and so is ``event_date`` unless it is ISO 8601.
+
+        Raises:
+            InvalidArgumentError: bad kref or updates, or an evidence key; NotFoundError: no such revision.
+        """
+        parsed = self._own_target(kref, "kref")
+        if not isinstance(updates, Mapping) or not all(isinstance(key, str) for key in updates):
+            raise InvalidArgumentError("updates must be a JSON object with string keys")
+        checked = _checked_metadata({key: value for key, value in updates.items() if value is not None})
+        forbidden = sorted(set(updates) & EVIDENCE_METADATA_KEYS)
+        if forbidden:
+            raise InvalidArgumentError(f"update_metadata never changes evidence carriers: {forbidden}")
+        if isinstance(checked.get("event_date"), str):
+            parse_instant(checked["event_date"])
+        removed = [key for key, value in updates.items() if value is None]
+        checked = self._screen(checked, "metadata")
+        merged = {**checked, **dict.fromkeys(removed)}
+        target = self._backend.resolve(parsed)
+        _checked_metadata({**{key: value for key, value in target.metadata.items() if key not in removed},
+                           **checked})                   # the result must respect the metadata cap too
+        record = self._backend.update_metadata(target.kref, merged)
+        self._changed(str(record.kref))
+        return record.to_dict()
+
+    def set_space_attribute(self, space: str, name: str, value: str | None) -> str | None:
+        """Set (or with ``None`` remove) a named string attribute of a space, such as the ``space_class``
+        pin of the space profiler; returns the kref of the revision that holds it (None when removed)."""
+        return set_space_attribute(self, space, name, value)
+
+    def space_attribute(self, space: str, name: str) -> str | None:
+        """The value of a space attribute, or None when it is not set."""
+        return space_attribute(self, space, name)
+
+    def space_attributes(self, space: str) -> dict[str, str]:
+        """Every attribute set on a space, by name."""
+        return space_attributes(self, space)
+
+    def contradictions(self) -> list[dict[str, Any]]:
+        """Every CONTRADICTS pair in this project, for review (nothing is ever deleted here).
+
+        Returns:
+            ``[{source_kref, target_kref, edge_type, metadata, created_at, source, target}]`` where ``source``
+            and ``target`` are the two revisions as ``get`` returns them.
+        """
+        pairs, seen = [], set()
+        for item in self.items(include_deprecated=True):
+            for edge in self.edges(item["item_kref"], edge_type=CONTRADICTS):
+                key = (edge["source_kref"], edge["target_kref"])
+                if key in seen:
+                    continue
+                seen.add(key)
+                with contextlib.suppress(NotFoundError):
+                    pairs.append({**edge, "source": self.get(edge["source_kref"]),
+                                  "target": self.get(edge["target_kref"])})
+        return pairs
+
+    def analyze_impact(self, kref: str, *, max_depth: int = 8) -> list[dict[str, Any]]:
+        """Everything that transitively depends on a revision (incoming DEPENDS_ON and DERIVED_FROM edges).
+
+        Returns:
+            Breadth first: ``[{kref, depth, edge_type, via}]``.
+        """
+        start = str(Kref.parse(self.get(kref)["kref"]))
+        found, frontier = {}, [start]
+        for depth in range(1, max_depth + 1):
+            following = []
+            for node in frontier:
+                for edge in self.edges(node, direction="incoming"):
+                    if edge["edge_type"] in (DEPENDS_ON, DERIVED_FROM) and edge["source_kref"] not in found \
+                            and edge["source_kref"] != start:
+                        found[edge["source_kref"]] = {"kref": edge["source_kref"], "depth": depth,
+                                                      "edge_type": edge["edge_type"], "via": node}
+                        following.append(edge["source_kref"])
+            frontier = following
+            if not frontier:
+                break
+        return list(found.values())
 
     def _checked_record(self, position: int, record: str | Mapping[str, Any]) -> dict[str, Any]:
         """One record of ``remember_many``, checked as ``remember`` checks its arguments."""
@@ -11809,38 +12058,6 @@ class Memory:
                 self._changed(entry["kref"])
         return marked
 
-    def revise(self, target: str, content: str, *, space: str | None = None, **remember_options: Any) -> dict[str, Any]:
-        """Offer a new statement of a belief and let the store decide (AGM revision without an LLM).
-
-        Args:
-            target: an item kref, or a supersession key (then ``space`` names its space).
-            content: the new statement. remember_options: as for ``remember`` (title, metadata, source, ...).
-
-        Returns:
-            ``{"outcome": "vacuous" | "revised" | "created", "kref": ...}``: ``vacuous`` when the content is
-            equivalent (nothing written), ``revised`` when it restates or updates the target's belief (a new
-            revision with SUPERSEDES), ``created`` when it is a different belief (a new item), plus
-            ``contradicts`` when the target is official and the claim is not. With an item kref the target
-            decides: ``revised`` unless the statement is clearly another belief (another subject, identifier
-            or relation), and ``reason`` says which. When the rules cannot tell whether it is about the
-            target's subject (one of the two names none) and the memory has a judge (``Memory(llm=...)``), the
-            judge is asked: its "no" makes it ``created`` (``reason`` quotes it), and the outcome says
-            ``decided_by="judge"``; on a judge failure the target decides (``last_judge_error``).
-        """
-        for forbidden in ("item", "key", "stack"):
-            if forbidden in remember_options:
-                raise InvalidArgumentError(f"revise() takes the target, not {forbidden}=")
-        if isinstance(target, str) and target.startswith(KREF_SCHEME):
-            item_kref = self._own(target).item_kref()
-            held = self.get(str(item_kref))
-            return self._remember_decision(content, space=held["space"] if space is None else space,
-                                           item_kref=item_kref, key=None, **remember_options)
-        if space is None:
-            raise InvalidArgumentError("revise(key, ...) needs space= (keys are unique per space)")
-        return self._remember_decision(content, space=space, item_kref=None,
-                                       key=_checked_text(target, "key", limit=512),
-                                       **remember_options)
-
     def _remember_decision(self, content: str, *, space: str, item_kref: Kref | None, key: str | None,
                            title: str | None = None, kind: str = "memory", metadata: Mapping[str, Any] | None = None,
                            tags: Sequence[str] | None = None, evidence_level: str | None = None,
@@ -11883,223 +12100,6 @@ class Memory:
             self._vectors_pending = False
             if self.backfill_embeddings(max_revisions=32) == 32:
                 self._vectors_pending = True
-
-    def backfill_embeddings(self, *, batch_size: int = 64, max_revisions: int | None = None) -> int:
-        """Embed stored revisions that have no vector yet (e.g. written while the embedder was down).
-
-        Returns:
-            How many revisions got a vector. Stops early (without raising) when the embedder fails.
-        """
-        if self._embed is None:
-            raise InvalidArgumentError("this Memory has no embedder")
-        done = 0
-        while max_revisions is None or done < max_revisions:
-            wanted = batch_size if max_revisions is None else min(batch_size, max_revisions - done)
-            pending = self._backend.revisions_without_vector(self.project, wanted)
-            if not pending:
-                break
-            vectors = self._embed_texts([_embedding_text(record.title, record.content) for record in pending])
-            if vectors is None:
-                break
-            for record, vector in zip(pending, vectors):
-                self._backend.set_vector(record.kref, self.embedding_model, vector)
-                self._changed(str(record.kref))
-            done += len(pending)
-        return done
-
-    def tag(self, kref: str, tag: str) -> dict[str, Any]:
-        """Point ``tag`` at the revision ``kref`` selects, moving it off any other revision of the item.
-
-        Every move is recorded, so ``?t=TAG&time=...`` resolves the tag as it stood at any past time.
-
-        Returns:
-            The tagged revision (as ``get`` returns it).
-
-        Raises:
-            InvalidArgumentError: bad tag, or ``latest`` (the store maintains it).
-            NotFoundError: no such revision.
-        """
-        parsed = self._own_target(kref)
-        checked = _checked_tags([tag])[0]
-        tagged = self._backend.set_tag(parsed, checked).to_dict()
-        self._changed(tagged["kref"])
-        return tagged
-
-    def untag(self, kref: str, tag: str) -> bool:
-        """Remove ``tag`` from the revision ``kref`` selects; False when that revision did not carry it."""
-        parsed = self._own_target(kref)
-        checked = _checked_tags([tag])[0]
-        removed = self._backend.remove_tag(parsed, checked)
-        self._changed(str(parsed))
-        return removed
-
-    def link(self, source_kref: str, target_kref: str, edge_type: str,
-             metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Create a typed edge between two revisions (an item kref means its latest revision).
-
-        ``edge_type`` is one of ``EDGE_TYPES`` or any name matching ``^[A-Z][A-Z0-9_]{0,49}$``. Linking the
-        same pair with the same type again returns the existing edge.
-
-        Returns:
-            ``{source_kref, target_kref, edge_type, metadata, created_at}``.
-        """
-        source, target = self._own_target(source_kref, "source"), self._own_target(target_kref, "target")
-        checked_type = validate_edge_type(edge_type)
-        edge = self._backend.add_edge(source, target, checked_type,
-                                      self._screen(_checked_metadata(metadata), "metadata")).to_dict()
-        self._changed(str(source))
-        self._changed(str(target))
-        return edge
-
-    def deprecate(self, kref: str, deprecated: bool = True) -> None:
-        """Soft-retire an item (bare item kref) or one revision; ``deprecated=False`` restores it.
-
-        Deprecated memories stay readable by ``get`` and ``history`` but ``recall`` skips them.
-        """
-        if not isinstance(deprecated, bool):
-            raise InvalidArgumentError("deprecated must be True or False")
-        self._backend.set_deprecated(self._own_target(kref), deprecated)
-        self._changed(kref)
-
-    def forget(self, kref: str) -> dict[str, Any]:
-        """Erase an item (bare item kref) or one revision, for good.
-
-        The revisions go with their edges, tags, artifacts and index entries; their bytes are overwritten
-        in the database and the WAL is checkpointed and truncated before this returns (``scrubbed`` is
-        False if another process's open read kept the WAL from being truncated; it is then truncated at the
-        next checkpoint). Revision numbers are never reused.
-
-        Returns:
-            ``{kref, items, revisions, edges, scrubbed}``.
-
-        Raises:
-            InvalidKrefError: malformed, or it names an artifact (``&a=``): forgetting never reaches more than
-            the address names, so give the revision or item. NotFoundError: nothing there.
-        """
-        forgotten = self._backend.forget(self._own_target(kref))
-        self._changed(kref)
-        return forgotten
-
-    def add_artifact(self, kref: str, name: str, location: str,
-                     metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Attach a named pointer (file path, URL) to a revision; address it as ``...?r=N&a=NAME``."""
-        checked_name = refuse_credentials_in(_check_pattern(name, ARTIFACT_PATTERN, "artifact name",
-                                                            InvalidArgumentError), "artifact name")
-        checked_location = self._screen(_checked_text(location, "location", limit=4096), "location")
-        return self._backend.add_artifact(self._own_target(kref), checked_name, checked_location,
-                                          self._screen(_checked_metadata(metadata), "metadata")).to_dict()
-
-    def set_evidence(self, kref: str, level: str, *, reason: str = "", source: str | None = None) -> str:
-        """Grade (or regrade) a belief explicitly: a new revision with the same content and the new
-        ``evidence_level`` (both carriers), so the history shows what was believed, when and why.
-
-        This is the operator's call: the only way to demote, and with ``level="official"`` the only way
-        besides ``remember(evidence_level="official")`` to grade a memory official.
-
-        Returns:
-            The new revision's kref.
-        """
-        evidence_tag(level)
-        current = self.get(kref)
-        newest = self.get(current["item_kref"])
-        if newest["kref"] != current["kref"]:
-            raise InvalidArgumentError(f"set_evidence regrades a belief's current revision; {current['kref']} is "
-                                       f"superseded by {newest['kref']}")
-        metadata = {**current["metadata"], "evidence_level": level}
-        if reason:
-            metadata["evidence_reason"] = self._screen(_checked_text(reason, "reason", limit=2000), "reason")
-        if source is not None:
-            source = metadata["source"] = self._screen(_checked_text(source, "source", limit=2000), "source")
-            metadata["sources"] = sorted(set(metadata.get("sources") or []) | {canonical_source(source)})
-        tags = tuple(t for t in current["tags"] if t not in (LATEST_TAG,) and not t.startswith(EVIDENCE_TAG_PREFIX))
-        metadata = self._screen(metadata, "metadata")     # a revision stored before screening is cleaned here
-        return self._write(content=self._screen(current["content"], "content"), space=current["space"],
-                           title=self._screen(current["title"], "title"),
-                           kind=current["kind"], metadata=metadata, tags=tags + (evidence_tag(level),),
-                           item_kref=Kref.parse(current["item_kref"]), key=None)
-
-    def update_metadata(self, kref: str, updates: Mapping[str, Any]) -> dict[str, Any]:
-        """Merge ``updates`` into one revision's metadata (``None`` removes a key) and return the revision.
-
-        Enrichment, not revision: content, number and tags stay. The evidence carriers are refused here
-        (``evidence_level``, ``source``, ``sources``, ``confidence``: grades move only by ``set_evidence``
-        and the promotion rules), and so is ``event_date`` unless it is ISO 8601.
-
-        Raises:
-            InvalidArgumentError: bad kref or updates, or an evidence key; NotFoundError: no such revision.
-        """
-        parsed = self._own_target(kref, "kref")
-        if not isinstance(updates, Mapping) or not all(isinstance(key, str) for key in updates):
-            raise InvalidArgumentError("updates must be a JSON object with string keys")
-        checked = _checked_metadata({key: value for key, value in updates.items() if value is not None})
-        forbidden = sorted(set(updates) & EVIDENCE_METADATA_KEYS)
-        if forbidden:
-            raise InvalidArgumentError(f"update_metadata never changes evidence carriers: {forbidden}")
-        if isinstance(checked.get("event_date"), str):
-            parse_instant(checked["event_date"])
-        removed = [key for key, value in updates.items() if value is None]
-        checked = self._screen(checked, "metadata")
-        merged = {**checked, **dict.fromkeys(removed)}
-        target = self._backend.resolve(parsed)
-        _checked_metadata({**{key: value for key, value in target.metadata.items() if key not in removed},
-                           **checked})                   # the result must respect the metadata cap too
-        record = self._backend.update_metadata(target.kref, merged)
-        self._changed(str(record.kref))
-        return record.to_dict()
-
-    def set_space_attribute(self, space: str, name: str, value: str | None) -> str | None:
-        """Set (or with ``None`` remove) a named string attribute of a space, such as the ``space_class``
-        pin of the space profiler; returns the kref of the revision that holds it (None when removed)."""
-        return set_space_attribute(self, space, name, value)
-
-    def space_attribute(self, space: str, name: str) -> str | None:
-        """The value of a space attribute, or None when it is not set."""
-        return space_attribute(self, space, name)
-
-    def space_attributes(self, space: str) -> dict[str, str]:
-        """Every attribute set on a space, by name."""
-        return space_attributes(self, space)
-
-    def contradictions(self) -> list[dict[str, Any]]:
-        """Every CONTRADICTS pair in this project, for review (nothing is ever deleted here).
-
-        Returns:
-            ``[{source_kref, target_kref, edge_type, metadata, created_at, source, target}]`` where ``source``
-            and ``target`` are the two revisions as ``get`` returns them.
-        """
-        pairs, seen = [], set()
-        for item in self.items(include_deprecated=True):
-            for edge in self.edges(item["item_kref"], edge_type=CONTRADICTS):
-                key = (edge["source_kref"], edge["target_kref"])
-                if key in seen:
-                    continue
-                seen.add(key)
-                with contextlib.suppress(NotFoundError):
-                    pairs.append({**edge, "source": self.get(edge["source_kref"]),
-                                  "target": self.get(edge["target_kref"])})
-        return pairs
-
-    def analyze_impact(self, kref: str, *, max_depth: int = 8) -> list[dict[str, Any]]:
-        """Everything that transitively depends on a revision (incoming DEPENDS_ON and DERIVED_FROM edges).
-
-        Returns:
-            Breadth first: ``[{kref, depth, edge_type, via}]``.
-        """
-        start = str(Kref.parse(self.get(kref)["kref"]))
-        found, frontier = {}, [start]
-        for depth in range(1, max_depth + 1):
-            following = []
-            for node in frontier:
-                for edge in self.edges(node, direction="incoming"):
-                    if edge["edge_type"] in (DEPENDS_ON, DERIVED_FROM) and edge["source_kref"] not in found \
-                            and edge["source_kref"] != start:
-                        found[edge["source_kref"]] = {"kref": edge["source_kref"], "depth": depth,
-                                                      "edge_type": edge["edge_type"], "via": node}
-                        following.append(edge["source_kref"])
-            frontier = following
-            if not frontier:
-                break
-        return list(found.values())
 
     # -- reading ------------------------------------------------------------------------------------------
 
@@ -12251,6 +12251,62 @@ class Memory:
             return []
         return self._recall_rerank(plan, results, evidence_rank=evidence_rank, siblings=siblings)
 
+    def engage(self, query: str, *, session_id: str | None = None, agent: str | None = None, limit: int = 5,
+               char_budget: int = CONTEXT_CHAR_BUDGET, **recall_options: Any) -> dict[str, Any]:
+        """Recall and build the prompt context in one call.
+
+        Args:
+            query, limit, recall_options: as for ``recall``. char_budget: the context's length cap.
+            session_id: the session (or pipeline run) this call is a step of. With ``prefetch`` on, the
+                move from the session's previous step is learned, the next steps are predicted and their
+                context prepared in the background; a prepared result is served only when it is exactly
+                what this call would recall now.
+            agent: who is asking (an agent or user id): its own transitions are blended into predictions.
+
+        Returns:
+            ``{context, results, source_krefs, count, approx_tokens, context_was_prefetched, state,
+            predictions}``: ``approx_tokens`` = len/4; ``state`` = where the top result lives (at the
+            prefetch grain; None without a session or results); ``predictions`` = ``[{state, p}]`` for the
+            next step (empty without prefetching).
+        """
+        if self._prefetch is not None and session_id is not None:
+            return self._prefetch.engage(query, session_id=session_id, agent=agent, limit=limit,
+                                         char_budget=char_budget, **recall_options)
+        result = self.engage_fresh(query, limit=limit, char_budget=char_budget, **recall_options)
+        return {**result, "context_was_prefetched": False, "state": None, "predictions": []}
+
+    def engage_fresh(self, query: str, *, limit: int = 5, char_budget: int = CONTEXT_CHAR_BUDGET,
+                     **recall_options: Any) -> dict[str, Any]:
+        """``engage`` without prefetching: recall and render now, never served from (nor recorded in) the
+        prefetch cache. Prefetching calls it to prepare an engage; call it when you need what memory holds
+        this instant. Returns ``{context, results, source_krefs, count, approx_tokens}``."""
+        results = self.recall(query, limit=limit, **recall_options)
+        context = build_recalled_context(results, query, char_budget=char_budget)
+        return {"context": context, "results": results, "source_krefs": [r["kref"] for r in results],
+                "count": len(results), "approx_tokens": len(context) // 4}
+
+    def end_session(self, session_id: str) -> dict[str, Any]:
+        """Close a session's trace of engage steps and save what prefetching learned from it.
+
+        Returns:
+            ``{session_id, engages, transitions, hits, saved}`` (zeros without ``prefetch``).
+        """
+        if self._prefetch is None:
+            return {"session_id": _checked_text(session_id, "session_id", limit=512), "engages": 0,
+                    "transitions": 0, "hits": 0, "saved": False}
+        return self._prefetch.end_session(session_id)
+
+    def prefetch_stats(self) -> dict[str, Any]:
+        """Anticipatory-recall counters (``AnticipatoryRecall.stats``): hits, misses, hit_rate,
+        wasted_prefetches, tokens_spent, ...; ``{"enabled": False}`` without ``prefetch``."""
+        if self._prefetch is None:
+            return {"enabled": False}
+        return {"enabled": True, **self._prefetch.stats()}
+
+    def stats(self) -> dict[str, Any]:
+        """Counts for this project: ``items``, ``revisions``, ``edges``, ``spaces``, ``tags``, ..."""
+        return self._backend.stats(self.project)
+
     def _recall_plan(self, query: str, *, limit: int, space: str | None, space_paths: Sequence[str] | None,
                      memory_types: Sequence[str] | None, where: Mapping[str, Any] | None, prefer: Any,
                      prefer_max_boost: float, min_score: float | None, as_of: Any, include_superseded: bool,
@@ -12373,62 +12429,6 @@ class Memory:
                     result["sibling_revisions"] = select_siblings(
                         plan.query, others, embed=self._embed_texts if self._embed is not None else None)
         return results
-
-    def engage(self, query: str, *, session_id: str | None = None, agent: str | None = None, limit: int = 5,
-               char_budget: int = CONTEXT_CHAR_BUDGET, **recall_options: Any) -> dict[str, Any]:
-        """Recall and build the prompt context in one call.
-
-        Args:
-            query, limit, recall_options: as for ``recall``. char_budget: the context's length cap.
-            session_id: the session (or pipeline run) this call is a step of. With ``prefetch`` on, the
-                move from the session's previous step is learned, the next steps are predicted and their
-                context prepared in the background; a prepared result is served only when it is exactly
-                what this call would recall now.
-            agent: who is asking (an agent or user id): its own transitions are blended into predictions.
-
-        Returns:
-            ``{context, results, source_krefs, count, approx_tokens, context_was_prefetched, state,
-            predictions}``: ``approx_tokens`` = len/4; ``state`` = where the top result lives (at the
-            prefetch grain; None without a session or results); ``predictions`` = ``[{state, p}]`` for the
-            next step (empty without prefetching).
-        """
-        if self._prefetch is not None and session_id is not None:
-            return self._prefetch.engage(query, session_id=session_id, agent=agent, limit=limit,
-                                         char_budget=char_budget, **recall_options)
-        result = self.engage_fresh(query, limit=limit, char_budget=char_budget, **recall_options)
-        return {**result, "context_was_prefetched": False, "state": None, "predictions": []}
-
-    def engage_fresh(self, query: str, *, limit: int = 5, char_budget: int = CONTEXT_CHAR_BUDGET,
-                     **recall_options: Any) -> dict[str, Any]:
-        """``engage`` without prefetching: recall and render now, never served from (nor recorded in) the
-        prefetch cache. Prefetching calls it to prepare an engage; call it when you need what memory holds
-        this instant. Returns ``{context, results, source_krefs, count, approx_tokens}``."""
-        results = self.recall(query, limit=limit, **recall_options)
-        context = build_recalled_context(results, query, char_budget=char_budget)
-        return {"context": context, "results": results, "source_krefs": [r["kref"] for r in results],
-                "count": len(results), "approx_tokens": len(context) // 4}
-
-    def end_session(self, session_id: str) -> dict[str, Any]:
-        """Close a session's trace of engage steps and save what prefetching learned from it.
-
-        Returns:
-            ``{session_id, engages, transitions, hits, saved}`` (zeros without ``prefetch``).
-        """
-        if self._prefetch is None:
-            return {"session_id": _checked_text(session_id, "session_id", limit=512), "engages": 0,
-                    "transitions": 0, "hits": 0, "saved": False}
-        return self._prefetch.end_session(session_id)
-
-    def prefetch_stats(self) -> dict[str, Any]:
-        """Anticipatory-recall counters (``AnticipatoryRecall.stats``): hits, misses, hit_rate,
-        wasted_prefetches, tokens_spent, ...; ``{"enabled": False}`` without ``prefetch``."""
-        if self._prefetch is None:
-            return {"enabled": False}
-        return {"enabled": True, **self._prefetch.stats()}
-
-    def stats(self) -> dict[str, Any]:
-        """Counts for this project: ``items``, ``revisions``, ``edges``, ``spaces``, ``tags``, ..."""
-        return self._backend.stats(self.project)
 
     # -- export and import --------------------------------------------------------------------------------
 
@@ -13209,13 +13209,6 @@ class _SQLiteKeyspace:
             self.close()
             raise self._error(exc) from exc
 
-    def _error(self, exc: sqlite3.Error) -> StoreError:
-        where = "in-memory working memory" if self.path == ":memory:" else f"working memory in {self.path!r}"
-        if _busy(exc):
-            return StoreBusyError(f"{where} stayed locked by another process for {self._busy_timeout:g}s ({exc}); "
-                                  f"retry, or raise busy_timeout")
-        return StoreError(f"{where}: {exc}")
-
     @contextlib.contextmanager
     def transaction(self, *, write: bool) -> Iterator[tuple[sqlite3.Connection, float]]:
         """One transaction and the clock's reading for it; a write first purges expired keys."""
@@ -13241,16 +13234,6 @@ class _SQLiteKeyspace:
                 if isinstance(exc, sqlite3.Error):
                     raise self._error(exc) from exc
                 raise
-
-    @staticmethod
-    def _live(conn: sqlite3.Connection, key: str, now: float) -> tuple[str, float] | None:
-        row = conn.execute("SELECT value, expires_at FROM wm_keys WHERE key = ? AND expires_at > ?",
-                           (key, now)).fetchone()
-        return (row[0], row[1]) if row else None
-
-    @staticmethod
-    def _touch(conn: sqlite3.Connection, keys: Sequence[str], now: float, ttl: int) -> None:
-        conn.executemany("UPDATE wm_keys SET expires_at = ? WHERE key = ?", [(now + ttl, key) for key in keys])
 
     def append(self, list_key: str, hash_key: str, record: str, ttl: int) -> int:
         with self.transaction(write=True) as (conn, now):
@@ -13336,16 +13319,6 @@ class _SQLiteKeyspace:
         self._checkpoint()
         return row[0] if row else None
 
-    def _checkpoint(self) -> None:
-        """Fold the WAL into the file and truncate it, so deleted text leaves the WAL's bytes too (best effort:
-        a reader in another connection may keep the WAL; the next checkpoint then finishes the job)."""
-        if self.path == ":memory:":
-            return
-        with self._lock:
-            if self._conn is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-
     def scan(self, prefix: str, suffix: str) -> list[str]:
         # Every key starting with the prefix sorts in [prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)).
         upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
@@ -13397,6 +13370,33 @@ class _SQLiteKeyspace:
                         self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
                 self._conn.close()
                 self._conn = None
+
+    def _error(self, exc: sqlite3.Error) -> StoreError:
+        where = "in-memory working memory" if self.path == ":memory:" else f"working memory in {self.path!r}"
+        if _busy(exc):
+            return StoreBusyError(f"{where} stayed locked by another process for {self._busy_timeout:g}s ({exc}); "
+                                  f"retry, or raise busy_timeout")
+        return StoreError(f"{where}: {exc}")
+
+    @staticmethod
+    def _live(conn: sqlite3.Connection, key: str, now: float) -> tuple[str, float] | None:
+        row = conn.execute("SELECT value, expires_at FROM wm_keys WHERE key = ? AND expires_at > ?",
+                           (key, now)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    @staticmethod
+    def _touch(conn: sqlite3.Connection, keys: Sequence[str], now: float, ttl: int) -> None:
+        conn.executemany("UPDATE wm_keys SET expires_at = ? WHERE key = ?", [(now + ttl, key) for key in keys])
+
+    def _checkpoint(self) -> None:
+        """Fold the WAL into the file and truncate it, so deleted text leaves the WAL's bytes too (best effort:
+        a reader in another connection may keep the WAL; the next checkpoint then finishes the job)."""
+        if self.path == ":memory:":
+            return
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
 
 class InProcessBuffer(WorkingMemoryBuffer):
@@ -13540,17 +13540,6 @@ class _RedisCommands:
             text = text.replace(secret, "***")
         return text
 
-    def _current_client(self) -> Any:
-        if self._client is None:
-            raise StoreClosedError("this working-memory buffer is closed")
-        if self._sync:
-            return self._client
-        loop = asyncio.get_running_loop()
-        if self._loop is not None and self._loop is not loop and self._factory is not None:
-            self._client = self._factory()          # the old client's connections belong to the old loop
-        self._loop = loop
-        return self._client
-
     async def run(self, *commands: tuple[Any, ...], transaction: bool = False) -> list[Any]:
         """Run commands (in one MULTI/EXEC when ``transaction``) and return their replies.
 
@@ -13587,20 +13576,6 @@ class _RedisCommands:
                 raise ServiceError(f"Redis at {self.where} rejected {name} ({self.scrub(str(exc))})",
                                    transient=False) from exc
 
-    @staticmethod
-    def _run_sync(client: Any, commands: Sequence[tuple[Any, ...]], transaction: bool) -> list[Any]:
-        if len(commands) == 1 and not transaction:
-            return [client.execute_command(*commands[0])]
-        if not hasattr(client, "pipeline"):
-            return [client.execute_command(*command) for command in commands]
-        pipe = client.pipeline(transaction=transaction)
-        try:
-            for command in commands:
-                pipe.execute_command(*command)
-            return list(pipe.execute())
-        finally:
-            pipe.reset()
-
     async def close(self) -> None:
         """Close a client this buffer built (a caller's client stays open); harmless twice."""
         client, self._client = self._client, None
@@ -13614,6 +13589,31 @@ class _RedisCommands:
             closer = getattr(client, "aclose", None) or client.close
             with contextlib.suppress(self._errors.RedisError, OSError):
                 await closer()
+
+    def _current_client(self) -> Any:
+        if self._client is None:
+            raise StoreClosedError("this working-memory buffer is closed")
+        if self._sync:
+            return self._client
+        loop = asyncio.get_running_loop()
+        if self._loop is not None and self._loop is not loop and self._factory is not None:
+            self._client = self._factory()          # the old client's connections belong to the old loop
+        self._loop = loop
+        return self._client
+
+    @staticmethod
+    def _run_sync(client: Any, commands: Sequence[tuple[Any, ...]], transaction: bool) -> list[Any]:
+        if len(commands) == 1 and not transaction:
+            return [client.execute_command(*commands[0])]
+        if not hasattr(client, "pipeline"):
+            return [client.execute_command(*command) for command in commands]
+        pipe = client.pipeline(transaction=transaction)
+        try:
+            for command in commands:
+                pipe.execute_command(*command)
+            return list(pipe.execute())
+        finally:
+            pipe.reset()
 
 
 def _glob_escape(text: str) -> str:
@@ -13700,19 +13700,6 @@ class RedisMemoryBuffer(WorkingMemoryBuffer):
             raise InvalidArgumentError(f"bad Redis URL {where!r}: {_redact_url(message)}") from None
         self._commands = _RedisCommands(redis_module, built, factory, where, hidden)
 
-    @staticmethod
-    def _client_factory(url: str, options: dict[str, Any]) -> Callable[[], Any]:
-        """A closure that builds asyncio clients (it keeps the URL out of ``vars(buffer)``)."""
-        asyncio_redis = _require("redis.asyncio", extra="redis")
-        retry_module = _require("redis.asyncio.retry", extra="redis")
-        backoff = _require("redis.backoff", extra="redis")
-        # Our own single retry replaces redis-py's default backoff, so an outage is reported in ~50 ms.
-        options.setdefault("retry", retry_module.Retry(backoff.NoBackoff(), 0))
-        options.setdefault("socket_connect_timeout", 5.0)
-        options.setdefault("socket_timeout", 5.0)
-        options["decode_responses"] = True
-        return lambda: asyncio_redis.from_url(url, **options)
-
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> "RedisMemoryBuffer":
         """A buffer configured by ``KUMIHO_REDIS_URL``/``REDIS_URL`` and ``KUMIHO_WORKING_MEMORY_TTL``.
@@ -13730,6 +13717,19 @@ class RedisMemoryBuffer(WorkingMemoryBuffer):
     async def close(self) -> None:
         """Close the client this buffer built (a caller's client stays open); closing twice is harmless."""
         await self._commands.close()
+
+    @staticmethod
+    def _client_factory(url: str, options: dict[str, Any]) -> Callable[[], Any]:
+        """A closure that builds asyncio clients (it keeps the URL out of ``vars(buffer)``)."""
+        asyncio_redis = _require("redis.asyncio", extra="redis")
+        retry_module = _require("redis.asyncio.retry", extra="redis")
+        backoff = _require("redis.backoff", extra="redis")
+        # Our own single retry replaces redis-py's default backoff, so an outage is reported in ~50 ms.
+        options.setdefault("retry", retry_module.Retry(backoff.NoBackoff(), 0))
+        options.setdefault("socket_connect_timeout", 5.0)
+        options.setdefault("socket_timeout", 5.0)
+        options["decode_responses"] = True
+        return lambda: asyncio_redis.from_url(url, **options)
 
     async def _append(self, list_key: str, hash_key: str, record: str, ttl: int) -> int:
         replies = await self._commands.run(("RPUSH", list_key, record), ("EXPIRE", list_key, ttl),
@@ -14589,6 +14589,74 @@ class GraphAugmentedRecall:
             lambda query, **options: memory.recall(query, follow_edges=False, **options))  # type: ignore[union-attr]
         self.last_error: str | None = None
 
+    async def recall(self, query: str, *, limit: int = 5, space_paths: Sequence[str] | None = None,
+                     memory_types: Sequence[str] | None = None, max_total: int | None = None,
+                     max_hops: int | None = None, edge_types: Sequence[str] | None = None,
+                     query_time: str | float | _dt.datetime | None = None) -> list[dict[str, Any]]:
+        """Recall ``query`` from several angles, merge by kref (best score), then add the edge neighbours
+        of the top hits (``graph_augmented: True``, ``hop``); if the seeds have no such edges, a second
+        recall on their titles stands in for the walk. At most ``max_total`` (default ``3 x limit``)."""
+        try:
+            return await asyncio.wait_for(
+                self._recall(query, limit, space_paths, memory_types, max_total, max_hops, edge_types, query_time),
+                timeout=self.config.traversal_timeout)
+        except asyncio.TimeoutError as exc:
+            raise ServiceError(f"graph-augmented recall took longer than {self.config.traversal_timeout:g}s",
+                               transient=True) from exc
+
+    async def discover_edges(self, revision_kref: str, summary: str, *, max_queries: int = 5, max_edges: int = 3,
+                             min_score: float = 0.3, edge_type: str = REFERENCED,
+                             space_paths: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Find memories related to ``summary`` and link ``revision_kref`` to them.
+
+        Queries come from the LLM adapter (what this memory implies) or, without one, from the summary's
+        sentences. Each candidate's score is the share of its words found in the summary (0..1); those
+        below ``min_score`` and the memory's own item are dropped; the best ``max_edges`` get an edge with
+        metadata ``{reason, score, query}``.
+
+        Returns:
+            ``[{source, target, edge_type, query, score}]``.
+        """
+        if self.memory is None:
+            raise InvalidArgumentError("discover_edges needs memory=")
+        source = parse_item_kref(revision_kref)
+        summary = _checked_text(summary, "summary", limit=MAX_CONTENT_CHARS)
+        validate_edge_type(edge_type)
+        queries: list[str] = []
+        if self.adapter is not None:
+            prompt = (f"List up to {max_queries} short search queries for earlier memories this one relates to "
+                      f"(causes, dependencies, same topic). Reply with a JSON array of strings only.\n\n{summary}")
+            try:
+                reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}],
+                                           model=self.model,
+                                                max_tokens=256, json_mode="array")
+                queries = [q for q in parse_llm_json(reply, expect=list) if isinstance(q, str)
+                           and q.strip()][:max_queries]
+            except Exception as exc:  # the adapter is the caller's code: fall back to the summary's sentences
+                self.last_error = f"edge queries failed, used the summary's sentences: {type(exc).__name__}: {exc}"
+        if not queries:
+            sentences = [part.strip() for part in re.split(r"(?<=[.!?])\s+", summary) if len(part.strip()) > 12]
+            queries = (sentences or [summary])[:max_queries]
+        summary_terms = set(tokenize(summary))
+        own_item = str(source.item_kref())
+        best: dict[str, dict[str, Any]] = {}
+        for query in queries:
+            for hit in await _call(self.recall_fn, query, limit=3, space_paths=space_paths, memory_types=None):
+                if hit["item_kref"] == own_item:
+                    continue
+                terms = set(tokenize(hit.get("title", "") + " " + hit.get("content", "")))
+                score = round(len(terms & summary_terms) / len(terms), 4) if terms else 0.0
+                if score >= min_score and score > best.get(hit["kref"], {}).get("score", -1.0):
+                    best[hit["kref"]] = {"source": str(source), "target": hit["kref"], "edge_type": edge_type,
+                                         "query": query, "score": score}
+        chosen = sorted(best.values(), key=lambda edge: -edge["score"])[:max_edges]
+        for edge in chosen:
+            await asyncio.to_thread(self.memory.link, edge["source"], edge["target"], edge_type,
+                                    {"reason": "shares words with the new memory" if self.adapter is None
+                                     else "proposed by the edge discoverer", "score": edge["score"],
+                                     "query": edge["query"]})
+        return chosen
+
     async def _angles(self, query: str, hits: Sequence[Mapping[str, Any]]) -> list[str]:
         if not self.config.reformulate_queries or self.config.reformulate_max_angles <= 0:
             return []
@@ -14608,21 +14676,6 @@ class GraphAugmentedRecall:
             except Exception as exc:  # the adapter is the caller's code: any failure falls back to lexical angles
                 self.last_error = f"reformulation failed, used lexical angles: {type(exc).__name__}: {exc}"
         return lexical_angles(query, hits, self.config.reformulate_max_angles)
-
-    async def recall(self, query: str, *, limit: int = 5, space_paths: Sequence[str] | None = None,
-                     memory_types: Sequence[str] | None = None, max_total: int | None = None,
-                     max_hops: int | None = None, edge_types: Sequence[str] | None = None,
-                     query_time: str | float | _dt.datetime | None = None) -> list[dict[str, Any]]:
-        """Recall ``query`` from several angles, merge by kref (best score), then add the edge neighbours
-        of the top hits (``graph_augmented: True``, ``hop``); if the seeds have no such edges, a second
-        recall on their titles stands in for the walk. At most ``max_total`` (default ``3 x limit``)."""
-        try:
-            return await asyncio.wait_for(
-                self._recall(query, limit, space_paths, memory_types, max_total, max_hops, edge_types, query_time),
-                timeout=self.config.traversal_timeout)
-        except asyncio.TimeoutError as exc:
-            raise ServiceError(f"graph-augmented recall took longer than {self.config.traversal_timeout:g}s",
-                               transient=True) from exc
 
     async def _recall(self, query: str, limit: int, space_paths: Sequence[str] | None,
                       memory_types: Sequence[str] | None, max_total: int | None, max_hops: int | None,
@@ -14688,59 +14741,6 @@ class GraphAugmentedRecall:
                     next_frontier.append(found[other])
             frontier = next_frontier
         return list(found.values()), had_edges
-
-    async def discover_edges(self, revision_kref: str, summary: str, *, max_queries: int = 5, max_edges: int = 3,
-                             min_score: float = 0.3, edge_type: str = REFERENCED,
-                             space_paths: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """Find memories related to ``summary`` and link ``revision_kref`` to them.
-
-        Queries come from the LLM adapter (what this memory implies) or, without one, from the summary's
-        sentences. Each candidate's score is the share of its words found in the summary (0..1); those
-        below ``min_score`` and the memory's own item are dropped; the best ``max_edges`` get an edge with
-        metadata ``{reason, score, query}``.
-
-        Returns:
-            ``[{source, target, edge_type, query, score}]``.
-        """
-        if self.memory is None:
-            raise InvalidArgumentError("discover_edges needs memory=")
-        source = parse_item_kref(revision_kref)
-        summary = _checked_text(summary, "summary", limit=MAX_CONTENT_CHARS)
-        validate_edge_type(edge_type)
-        queries: list[str] = []
-        if self.adapter is not None:
-            prompt = (f"List up to {max_queries} short search queries for earlier memories this one relates to "
-                      f"(causes, dependencies, same topic). Reply with a JSON array of strings only.\n\n{summary}")
-            try:
-                reply = await adapter_chat(self.adapter, messages=[{"role": "user", "content": prompt}],
-                                           model=self.model,
-                                                max_tokens=256, json_mode="array")
-                queries = [q for q in parse_llm_json(reply, expect=list) if isinstance(q, str)
-                           and q.strip()][:max_queries]
-            except Exception as exc:  # the adapter is the caller's code: fall back to the summary's sentences
-                self.last_error = f"edge queries failed, used the summary's sentences: {type(exc).__name__}: {exc}"
-        if not queries:
-            sentences = [part.strip() for part in re.split(r"(?<=[.!?])\s+", summary) if len(part.strip()) > 12]
-            queries = (sentences or [summary])[:max_queries]
-        summary_terms = set(tokenize(summary))
-        own_item = str(source.item_kref())
-        best: dict[str, dict[str, Any]] = {}
-        for query in queries:
-            for hit in await _call(self.recall_fn, query, limit=3, space_paths=space_paths, memory_types=None):
-                if hit["item_kref"] == own_item:
-                    continue
-                terms = set(tokenize(hit.get("title", "") + " " + hit.get("content", "")))
-                score = round(len(terms & summary_terms) / len(terms), 4) if terms else 0.0
-                if score >= min_score and score > best.get(hit["kref"], {}).get("score", -1.0):
-                    best[hit["kref"]] = {"source": str(source), "target": hit["kref"], "edge_type": edge_type,
-                                         "query": query, "score": score}
-        chosen = sorted(best.values(), key=lambda edge: -edge["score"])[:max_edges]
-        for edge in chosen:
-            await asyncio.to_thread(self.memory.link, edge["source"], edge["target"], edge_type,
-                                    {"reason": "shares words with the new memory" if self.adapter is None
-                                     else "proposed by the edge discoverer", "score": edge["score"],
-                                     "query": edge["query"]})
-        return chosen
 
 
 # ==========================================================================================================
@@ -14899,39 +14899,6 @@ class MemorySummarizer:
         self.adapter, self.model, self.light_model = adapter, model, light_model or model
         self.fallback = fallback or ExtractiveSummarizer()
 
-    @staticmethod
-    def _resolve(provider: str | None, api_key: str | None, base_url: str | None, client: Any, model: str,
-                 light_model: str) -> tuple[Any, str, str]:
-        """An adapter from the keywords, else from the environment; None when nothing is configured."""
-        environ = os.environ
-        provider = (provider or environ.get("KUMIHO_LLM_PROVIDER") or "").strip().lower()
-        model = model or environ.get("KUMIHO_LLM_MODEL", "")
-        light_model = light_model or environ.get("KUMIHO_LLM_LIGHT_MODEL", "")
-        if client is None and api_key is None and base_url is None:
-            api_key = environ.get("KUMIHO_LLM_API_KEY") or None
-            base_url = environ.get("KUMIHO_LLM_BASE_URL") or None
-            if api_key is None and base_url is None:
-                if provider != "anthropic" and environ.get("OPENAI_API_KEY"):
-                    api_key, provider = environ["OPENAI_API_KEY"], provider or "openai"
-                elif environ.get("ANTHROPIC_API_KEY"):
-                    api_key, provider = environ["ANTHROPIC_API_KEY"], "anthropic"
-        if provider not in ("", "openai", "anthropic"):
-            raise InvalidArgumentError(f"provider must be 'openai' or 'anthropic', not {provider!r}")
-        if client is not None:
-            adapter = AnthropicAdapter(client) if provider == "anthropic" else OpenAICompatAdapter(client)
-        elif api_key is not None or base_url is not None:
-            if provider == "anthropic":
-                adapter = AnthropicAdapter.create(api_key=api_key or "", base_url=base_url)
-            else:
-                adapter = OpenAICompatAdapter.create(api_key=api_key, base_url=base_url)
-        else:
-            return None, model, light_model
-        return adapter, model, light_model
-
-    @staticmethod
-    def _transcript(messages: Sequence[Mapping[str, Any]]) -> str:
-        return "\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" for m in messages)
-
     async def summarize_conversation(self, messages: Sequence[Mapping[str, Any]], *,
                                      context: str | None = None, strict: bool = False) -> dict[str, Any]:
         """The structured summary; on an LLM failure the extractive one, with ``error`` set (or raise when
@@ -14991,6 +14958,39 @@ class MemorySummarizer:
             if word.lower() not in STOPWORDS:
                 counts[word.lower()] = counts.get(word.lower(), 0) + 1
         return [word for word, _ in sorted(counts.items(), key=lambda pair: (-pair[1], pair[0]))][:limit]
+
+    @staticmethod
+    def _resolve(provider: str | None, api_key: str | None, base_url: str | None, client: Any, model: str,
+                 light_model: str) -> tuple[Any, str, str]:
+        """An adapter from the keywords, else from the environment; None when nothing is configured."""
+        environ = os.environ
+        provider = (provider or environ.get("KUMIHO_LLM_PROVIDER") or "").strip().lower()
+        model = model or environ.get("KUMIHO_LLM_MODEL", "")
+        light_model = light_model or environ.get("KUMIHO_LLM_LIGHT_MODEL", "")
+        if client is None and api_key is None and base_url is None:
+            api_key = environ.get("KUMIHO_LLM_API_KEY") or None
+            base_url = environ.get("KUMIHO_LLM_BASE_URL") or None
+            if api_key is None and base_url is None:
+                if provider != "anthropic" and environ.get("OPENAI_API_KEY"):
+                    api_key, provider = environ["OPENAI_API_KEY"], provider or "openai"
+                elif environ.get("ANTHROPIC_API_KEY"):
+                    api_key, provider = environ["ANTHROPIC_API_KEY"], "anthropic"
+        if provider not in ("", "openai", "anthropic"):
+            raise InvalidArgumentError(f"provider must be 'openai' or 'anthropic', not {provider!r}")
+        if client is not None:
+            adapter = AnthropicAdapter(client) if provider == "anthropic" else OpenAICompatAdapter(client)
+        elif api_key is not None or base_url is not None:
+            if provider == "anthropic":
+                adapter = AnthropicAdapter.create(api_key=api_key or "", base_url=base_url)
+            else:
+                adapter = OpenAICompatAdapter.create(api_key=api_key, base_url=base_url)
+        else:
+            return None, model, light_model
+        return adapter, model, light_model
+
+    @staticmethod
+    def _transcript(messages: Sequence[Mapping[str, Any]]) -> str:
+        return "\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" for m in messages)
 
 
 def render_summary(summary: Mapping[str, Any], implications: Sequence[str] = ()) -> str:
@@ -15238,56 +15238,6 @@ class RetryQueue:
         environ = os.environ if environ is None else environ
         return cls(environ.get("KUMIHO_RETRY_QUEUE_DIR") or None, **options)
 
-    def _read(self, path: str) -> list[dict[str, Any]]:
-        try:
-            with open(path, encoding="utf-8") as stream:
-                lines = stream.readlines()
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise StoreError(f"cannot read retry queue {path!r}: {exc}") from exc
-        entries = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                entries.append(json.loads(line))
-            except json.JSONDecodeError:
-                if number != len(lines):       # only a torn last line (a crash mid-append) is tolerated
-                    raise StoreError(f"retry queue {path!r} line {number} is damaged; move the file aside") from None
-        return entries
-
-    def _append(self, path: str, entry: Mapping[str, Any]) -> None:
-        """Append one entry, durable on return; the caller holds the write lock."""
-        try:
-            with open(path, "a", encoding="utf-8") as stream:
-                stream.write(canonical_json(dict(entry)) + "\n")
-                stream.flush()
-                os.fsync(stream.fileno())
-        except OSError as exc:
-            raise StoreError(f"cannot write retry queue {path!r}: {exc}") from exc
-
-    def _rewrite(self, entries: Sequence[Mapping[str, Any]]) -> None:
-        """Replace the pending file atomically; the caller holds the write lock."""
-        try:
-            _write_file_atomically(self.pending_path, "".join(canonical_json(dict(entry)) + "\n" for entry in entries))
-        except OSError as exc:
-            raise StoreError(f"cannot write retry queue {self.pending_path!r}: {exc}") from exc
-
-    @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        """Hold the thread lock and the cross-process write lock (creating the folder on first write)."""
-        with self._lock:
-            try:
-                lock = _FileLock(self._write_lock_path)
-                lock.acquire()
-            except OSError as exc:
-                raise StoreError(f"cannot lock retry queue {self._write_lock_path!r}: {exc}") from exc
-            try:
-                yield
-            finally:
-                lock.release()
-
     @property
     def count(self) -> int:
         """How many payloads wait (a property, as upstream has it)."""
@@ -15341,6 +15291,56 @@ class RetryQueue:
         finally:
             flushing.release()
         return counts
+
+    def _read(self, path: str) -> list[dict[str, Any]]:
+        try:
+            with open(path, encoding="utf-8") as stream:
+                lines = stream.readlines()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise StoreError(f"cannot read retry queue {path!r}: {exc}") from exc
+        entries = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                entries.append(json.loads(line))
+            except json.JSONDecodeError:
+                if number != len(lines):       # only a torn last line (a crash mid-append) is tolerated
+                    raise StoreError(f"retry queue {path!r} line {number} is damaged; move the file aside") from None
+        return entries
+
+    def _append(self, path: str, entry: Mapping[str, Any]) -> None:
+        """Append one entry, durable on return; the caller holds the write lock."""
+        try:
+            with open(path, "a", encoding="utf-8") as stream:
+                stream.write(canonical_json(dict(entry)) + "\n")
+                stream.flush()
+                os.fsync(stream.fileno())
+        except OSError as exc:
+            raise StoreError(f"cannot write retry queue {path!r}: {exc}") from exc
+
+    def _rewrite(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        """Replace the pending file atomically; the caller holds the write lock."""
+        try:
+            _write_file_atomically(self.pending_path, "".join(canonical_json(dict(entry)) + "\n" for entry in entries))
+        except OSError as exc:
+            raise StoreError(f"cannot write retry queue {self.pending_path!r}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the thread lock and the cross-process write lock (creating the folder on first write)."""
+        with self._lock:
+            try:
+                lock = _FileLock(self._write_lock_path)
+                lock.acquire()
+            except OSError as exc:
+                raise StoreError(f"cannot lock retry queue {self._write_lock_path!r}: {exc}") from exc
+            try:
+                yield
+            finally:
+                lock.release()
 
     async def _flush_entries(self, store: Callable[..., Any], counts: dict[str, int],
                              max_retries: int, sleep: Callable[[float], Any]) -> None:
@@ -15614,14 +15614,6 @@ class UniversalMemoryManager:
 
     # -- working memory -----------------------------------------------------------------------------------
 
-    def _session_lock(self, session_id: str) -> asyncio.Lock:
-        """One lock per session (and event loop): a message that arrives while its session is being
-        consolidated waits, then lands in the emptied session instead of being cleared with it."""
-        key = (id(asyncio.get_running_loop()), session_id)
-        if key not in self._session_locks:
-            self._session_locks[key] = asyncio.Lock()
-        return self._session_locks[key]
-
     async def resolve_session_id(self, user_id: str | None = None, context: str | None = None) -> tuple[str, str]:
         """The session for a user: ``KUMIHO_SESSION_ID``, the active pointer, or a new id (see
         ``resolve_session_id``). Returns ``(session_id, source)``."""
@@ -15676,6 +15668,51 @@ class UniversalMemoryManager:
         return {"success": True, "session_id": session_id, "session_id_source": origin,
                 "message_count": added["message_count"], "attachments": pointers}
 
+    async def add_assistant_response(self, *, session_id: str, response: str,
+                                     channel: str = "unknown") -> dict[str, Any]:
+        """Add the assistant's reply to working memory; runs ``auto_assess_fn`` in the background if set.
+
+        Returns:
+            ``{success, message_count, created_bucket}``.
+        """
+        _checked_text(response, "response", limit=MAX_CONTENT_CHARS)
+        async with self._session_lock(session_id):
+            added = await self.buffer.add_message(project=self.project, session_id=session_id, role="assistant",
+                                                  content=self.pii.strip_credentials(response),
+                                                  metadata={"channel": self.pii.strip_credentials(channel)})
+        if self.auto_assess_fn is not None:
+            task = asyncio.ensure_future(self._assess(session_id))
+            self._assess_tasks.add(task)
+            task.add_done_callback(self._assess_tasks.discard)
+        return {"success": True, "message_count": added["message_count"], "created_bucket": added["created_bucket"]}
+
+    async def handle_user_message(self, *, user_id: str, message: str, channel: str = "unknown",
+                                  context: str = "personal", session_id: str | None = None,
+                                  working_memory_limit: int = 10, recall_limit: int = 5,
+                                  evidence_level: str | None = None, source: str | None = None) -> dict[str, Any]:
+        """Ingest a user message, then return the session's recent messages and the long-term memories it
+        recalls.
+
+        Returns:
+            ``{session_id, session_id_source, working_memory, long_term_memory, should_consolidate}``.
+        """
+        ingested = await self.ingest_message(user_id=user_id, message=message, channel=channel, context=context,
+                                             session_id=session_id, evidence_level=evidence_level, source=source)
+        window = await self.buffer.get_messages(project=self.project, session_id=ingested["session_id"],
+                                                limit=working_memory_limit)
+        recalled = await self.recall_memories(message, limit=recall_limit)
+        return {"session_id": ingested["session_id"], "session_id_source": ingested["session_id_source"],
+                "working_memory": window["messages"], "long_term_memory": recalled,
+                "should_consolidate": ingested["message_count"] >= self.consolidation_threshold}
+
+    def _session_lock(self, session_id: str) -> asyncio.Lock:
+        """One lock per session (and event loop): a message that arrives while its session is being
+        consolidated waits, then lands in the emptied session instead of being cleared with it."""
+        key = (id(asyncio.get_running_loop()), session_id)
+        if key not in self._session_locks:
+            self._session_locks[key] = asyncio.Lock()
+        return self._session_locks[key]
+
     def _artifact_folder(self, *parts: str) -> str:
         """``{artifact_root}/{project}/...``; the root defaults to ``$KUMIHO_MEMORY_ARTIFACT_ROOT``, else
         ``~/.kumiho/artifacts``."""
@@ -15713,24 +15750,6 @@ class UniversalMemoryManager:
                              "content_hash": f"sha256:{digest.hexdigest()}", "size": size,
                              "mime_type": mimetypes.guess_type(name)[0] or "application/octet-stream"})
         return pointers
-
-    async def add_assistant_response(self, *, session_id: str, response: str,
-                                     channel: str = "unknown") -> dict[str, Any]:
-        """Add the assistant's reply to working memory; runs ``auto_assess_fn`` in the background if set.
-
-        Returns:
-            ``{success, message_count, created_bucket}``.
-        """
-        _checked_text(response, "response", limit=MAX_CONTENT_CHARS)
-        async with self._session_lock(session_id):
-            added = await self.buffer.add_message(project=self.project, session_id=session_id, role="assistant",
-                                                  content=self.pii.strip_credentials(response),
-                                                  metadata={"channel": self.pii.strip_credentials(channel)})
-        if self.auto_assess_fn is not None:
-            task = asyncio.ensure_future(self._assess(session_id))
-            self._assess_tasks.add(task)
-            task.add_done_callback(self._assess_tasks.discard)
-        return {"success": True, "message_count": added["message_count"], "created_bucket": added["created_bucket"]}
 
     async def _assess(self, session_id: str) -> None:
         """Write-time screening after an assistant response: when at least ``auto_assess_min_messages`` new
@@ -15782,25 +15801,6 @@ class UniversalMemoryManager:
                     self.memory.link(kref, conflicting, CONTRADICTS, {"basis": "evidence-assessor"})
         return kref
 
-    async def handle_user_message(self, *, user_id: str, message: str, channel: str = "unknown",
-                                  context: str = "personal", session_id: str | None = None,
-                                  working_memory_limit: int = 10, recall_limit: int = 5,
-                                  evidence_level: str | None = None, source: str | None = None) -> dict[str, Any]:
-        """Ingest a user message, then return the session's recent messages and the long-term memories it
-        recalls.
-
-        Returns:
-            ``{session_id, session_id_source, working_memory, long_term_memory, should_consolidate}``.
-        """
-        ingested = await self.ingest_message(user_id=user_id, message=message, channel=channel, context=context,
-                                             session_id=session_id, evidence_level=evidence_level, source=source)
-        window = await self.buffer.get_messages(project=self.project, session_id=ingested["session_id"],
-                                                limit=working_memory_limit)
-        recalled = await self.recall_memories(message, limit=recall_limit)
-        return {"session_id": ingested["session_id"], "session_id_source": ingested["session_id_source"],
-                "working_memory": window["messages"], "long_term_memory": recalled,
-                "should_consolidate": ingested["message_count"] >= self.consolidation_threshold}
-
     # -- consolidation ------------------------------------------------------------------------------------
 
     async def consolidate_session(self, *, session_id: str, space_path: str | None = None,
@@ -15838,6 +15838,130 @@ class UniversalMemoryManager:
                     await keeper
                 with contextlib.suppress(KumihoMemoryError):
                     await self.buffer.release_session_lease(project=self.project, session_id=session_id, owner=owner)
+
+    async def flush_retry_queue(self) -> dict[str, int]:
+        """Store what the retry queue holds. Returns ``{succeeded, failed, dropped}``."""
+        if self.retry_queue is None:
+            return {"succeeded": 0, "failed": 0, "dropped": 0}
+        async def replay(**payload: Any) -> dict[str, Any]:
+            return await self._store_any(payload)
+        return await self.retry_queue.flush(replay)
+
+    async def remember_many(self, records: Iterable[str | Mapping[str, Any]], *,
+                            progress: Callable[[int, int], None] | None = None) -> list[str]:
+        """``Memory.remember_many`` on the manager's memory, off the event loop: many memories in one
+        transaction (each a string or a mapping of ``remember``'s arguments); returns their krefs."""
+        return await asyncio.to_thread(self.memory.remember_many, list(records), progress=progress)
+
+    async def store_tool_execution(self, *, task: str, status: str = "done", exit_code: int | None = None,
+                                   duration_ms: int | None = None, stdout: str = "", stderr: str = "",
+                                   tools: Sequence[str] | None = None, topics: Sequence[str] | None = None,
+                                   space_hint: str = "", open_questions: Sequence[str] | None = None,
+                                   derived_from: Sequence[str] | None = None) -> dict[str, Any]:
+        """Remember what a tool run did: an ``action`` memory, or an ``error`` one when it failed.
+
+        Returns:
+            ``{success, memory_type, store_result}``.
+        """
+        _checked_text(task, "task", limit=MAX_CONTENT_CHARS)
+        failed = status in ("failed", "error", "blocked") or (exit_code not in (None, 0))
+        memory_type = "error" if failed else "action"
+        title = ("Failed: " if failed else "Successfully executed: ") + self.pii.anonymize_summary(
+            self.pii.strip_credentials(task))[:60]
+        lines = [f"Task: {task}", f"Status: {status}" + (f" (exit code {exit_code})" if exit_code is not None else "")]
+        if duration_ms is not None:
+            lines.append(f"Duration: {duration_ms} ms")
+        if stdout.strip():
+            lines.append("Output:\n" + stdout.strip()[-2000:])
+        if stderr.strip():
+            lines.append("Errors:\n" + stderr.strip()[-2000:])
+        if open_questions:
+            lines.append("Open questions:\n" + "\n".join(f"- {q}" for q in open_questions))
+        text = self.pii.anonymize_summary(self.pii.strip_credentials("\n".join(lines)))
+        self.pii.reject_credentials(text)
+        space = normalize_space("/".join(["executions", slugify(space_hint, 64)]) if space_hint else "executions")
+        metadata = {"memory_type": memory_type, "exit_code": exit_code, "duration_ms": duration_ms,
+                    "topics": list(topics or []), "tools": list(tools or []), "derived_from": list(derived_from or []),
+                    "status": status}
+        kref = await asyncio.to_thread(self.memory.remember, text, space=space, title=title, kind=memory_type,
+                                       metadata=metadata, tags=[memory_type, status, PUBLISHED_TAG]
+                                       if re.match(r"^[A-Za-z0-9_]", status) else [memory_type, PUBLISHED_TAG])
+        for source_kref in derived_from or ():
+            with contextlib.suppress(NotFoundError, InvalidArgumentError):
+                await asyncio.to_thread(self.memory.link, kref, source_kref, DERIVED_FROM)
+        return {"success": True, "memory_type": memory_type,
+                "store_result": {"revision_kref": kref, "item_kref": kref.split("?")[0], "space_path": space}}
+
+    async def recall_memories(self, query: str, *, limit: int = 5, space_paths: Sequence[str] | None = None,
+                              memory_types: Sequence[str] | None = None, graph_augmented: bool = False,
+                              query_time: str | float | _dt.datetime | None = None) -> list[dict[str, Any]]:
+        """Recall memories, shaped as kumiho-memory returns them.
+
+        Args:
+            query: free text. limit: how many results.
+            space_paths: only these spaces (and their sub-spaces).
+            memory_types: only memories whose metadata ``memory_type`` (or ``type``, or item kind) is one of
+                these.
+            graph_augmented: use ``GraphAugmentedRecall`` (several angles, edge walk).
+            query_time: "now" for relative times in the query.
+
+        Returns:
+            Best first, each with ``kref, score, _item_kref, title, summary, type, space, created_at, tags``
+            beside the ``Memory.recall`` fields.
+        """
+        if self.memory_retrieve is not None:
+            return await self._retrieved(query, limit, space_paths, memory_types)
+        options: dict[str, Any] = {} if self.evidence_rank is None else {"evidence_rank": self.evidence_rank}
+        if graph_augmented:
+            hits = await self.graph_recall.recall(query, limit=limit, space_paths=space_paths,
+                                                  memory_types=memory_types, query_time=query_time)
+        else:
+            hits = await asyncio.to_thread(self.memory.recall, query, limit=limit, space_paths=space_paths,
+                                           memory_types=memory_types, query_time=query_time, **options)
+        return [self.shape_result(hit) for hit in hits]
+
+    @staticmethod
+    def shape_result(hit: dict[str, Any]) -> dict[str, Any]:
+        """A recall hit in upstream's shape: ``_item_kref``, ``summary``, ``type``, and at the top level the
+        ``evidence_level`` and ``source`` its metadata holds."""
+        metadata = hit.get("metadata", {})
+        memory_type = metadata.get("memory_type") or metadata.get("type") or hit.get("kind")
+        shaped = {**hit, "_item_kref": hit["item_kref"], "summary": hit["content"], "type": memory_type}
+        level = memory_evidence_level(hit)
+        if level:
+            shaped["evidence_level"] = level
+        if metadata.get("source"):
+            shaped["source"] = metadata["source"]
+        return shaped
+
+    async def discover_edges_post_consolidation(self, revision_kref: str, summary: str,
+                                                **options: Any) -> list[dict[str, Any]]:
+        """Link a new memory to related ones (``GraphAugmentedRecall.discover_edges``)."""
+        return await self.graph_recall.discover_edges(revision_kref, summary, **options)
+
+    def build_recalled_context(self, memories: Sequence[Mapping[str, Any]], query: str = "",
+                               recall_mode: str | None = None) -> str:
+        """Render recalled memories for a prompt (see the module function ``build_recalled_context``).
+        ``recall_mode`` (default the manager's) is checked and accepted for upstream's callers; both modes
+        render each memory's title and content (our memories are their summaries)."""
+        mode = recall_mode or self.recall_mode
+        if mode not in ("summarized", "full"):
+            raise InvalidArgumentError(f"recall_mode must be 'summarized' or 'full', not {mode!r}")
+        return build_recalled_context(memories, query)
+
+    async def close(self) -> None:
+        """Wait for background assessments, close the buffer, and the memory if this manager created it."""
+        if self._assess_tasks:
+            await asyncio.gather(*self._assess_tasks, return_exceptions=True)
+        await self.buffer.close()
+        if self._owns_memory:
+            await asyncio.to_thread(self.memory.close)
+
+    async def __aenter__(self) -> "UniversalMemoryManager":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
 
     async def _take_lease(self, session_id: str, owner: str) -> None:
         """Claim the session's consolidation lease, taking over one whose holder is gone (a killed process
@@ -16042,87 +16166,6 @@ class UniversalMemoryManager:
                 delay = min(delay * 2, 2.0)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def flush_retry_queue(self) -> dict[str, int]:
-        """Store what the retry queue holds. Returns ``{succeeded, failed, dropped}``."""
-        if self.retry_queue is None:
-            return {"succeeded": 0, "failed": 0, "dropped": 0}
-        async def replay(**payload: Any) -> dict[str, Any]:
-            return await self._store_any(payload)
-        return await self.retry_queue.flush(replay)
-
-    async def remember_many(self, records: Iterable[str | Mapping[str, Any]], *,
-                            progress: Callable[[int, int], None] | None = None) -> list[str]:
-        """``Memory.remember_many`` on the manager's memory, off the event loop: many memories in one
-        transaction (each a string or a mapping of ``remember``'s arguments); returns their krefs."""
-        return await asyncio.to_thread(self.memory.remember_many, list(records), progress=progress)
-
-    async def store_tool_execution(self, *, task: str, status: str = "done", exit_code: int | None = None,
-                                   duration_ms: int | None = None, stdout: str = "", stderr: str = "",
-                                   tools: Sequence[str] | None = None, topics: Sequence[str] | None = None,
-                                   space_hint: str = "", open_questions: Sequence[str] | None = None,
-                                   derived_from: Sequence[str] | None = None) -> dict[str, Any]:
-        """Remember what a tool run did: an ``action`` memory, or an ``error`` one when it failed.
-
-        Returns:
-            ``{success, memory_type, store_result}``.
-        """
-        _checked_text(task, "task", limit=MAX_CONTENT_CHARS)
-        failed = status in ("failed", "error", "blocked") or (exit_code not in (None, 0))
-        memory_type = "error" if failed else "action"
-        title = ("Failed: " if failed else "Successfully executed: ") + self.pii.anonymize_summary(
-            self.pii.strip_credentials(task))[:60]
-        lines = [f"Task: {task}", f"Status: {status}" + (f" (exit code {exit_code})" if exit_code is not None else "")]
-        if duration_ms is not None:
-            lines.append(f"Duration: {duration_ms} ms")
-        if stdout.strip():
-            lines.append("Output:\n" + stdout.strip()[-2000:])
-        if stderr.strip():
-            lines.append("Errors:\n" + stderr.strip()[-2000:])
-        if open_questions:
-            lines.append("Open questions:\n" + "\n".join(f"- {q}" for q in open_questions))
-        text = self.pii.anonymize_summary(self.pii.strip_credentials("\n".join(lines)))
-        self.pii.reject_credentials(text)
-        space = normalize_space("/".join(["executions", slugify(space_hint, 64)]) if space_hint else "executions")
-        metadata = {"memory_type": memory_type, "exit_code": exit_code, "duration_ms": duration_ms,
-                    "topics": list(topics or []), "tools": list(tools or []), "derived_from": list(derived_from or []),
-                    "status": status}
-        kref = await asyncio.to_thread(self.memory.remember, text, space=space, title=title, kind=memory_type,
-                                       metadata=metadata, tags=[memory_type, status, PUBLISHED_TAG]
-                                       if re.match(r"^[A-Za-z0-9_]", status) else [memory_type, PUBLISHED_TAG])
-        for source_kref in derived_from or ():
-            with contextlib.suppress(NotFoundError, InvalidArgumentError):
-                await asyncio.to_thread(self.memory.link, kref, source_kref, DERIVED_FROM)
-        return {"success": True, "memory_type": memory_type,
-                "store_result": {"revision_kref": kref, "item_kref": kref.split("?")[0], "space_path": space}}
-
-    async def recall_memories(self, query: str, *, limit: int = 5, space_paths: Sequence[str] | None = None,
-                              memory_types: Sequence[str] | None = None, graph_augmented: bool = False,
-                              query_time: str | float | _dt.datetime | None = None) -> list[dict[str, Any]]:
-        """Recall memories, shaped as kumiho-memory returns them.
-
-        Args:
-            query: free text. limit: how many results.
-            space_paths: only these spaces (and their sub-spaces).
-            memory_types: only memories whose metadata ``memory_type`` (or ``type``, or item kind) is one of
-                these.
-            graph_augmented: use ``GraphAugmentedRecall`` (several angles, edge walk).
-            query_time: "now" for relative times in the query.
-
-        Returns:
-            Best first, each with ``kref, score, _item_kref, title, summary, type, space, created_at, tags``
-            beside the ``Memory.recall`` fields.
-        """
-        if self.memory_retrieve is not None:
-            return await self._retrieved(query, limit, space_paths, memory_types)
-        options: dict[str, Any] = {} if self.evidence_rank is None else {"evidence_rank": self.evidence_rank}
-        if graph_augmented:
-            hits = await self.graph_recall.recall(query, limit=limit, space_paths=space_paths,
-                                                  memory_types=memory_types, query_time=query_time)
-        else:
-            hits = await asyncio.to_thread(self.memory.recall, query, limit=limit, space_paths=space_paths,
-                                           memory_types=memory_types, query_time=query_time, **options)
-        return [self.shape_result(hit) for hit in hits]
-
     async def _retrieved(self, query: str, limit: int, space_paths: Sequence[str] | None,
                          memory_types: Sequence[str] | None) -> list[dict[str, Any]]:
         """Recall through upstream's ``memory_retrieve`` seam, shaped and evidence-weighted like ours."""
@@ -16154,49 +16197,6 @@ class UniversalMemoryManager:
             results.append(result)
         apply_evidence_weights(results, self.evidence_rank or self.memory.evidence_rank)
         return results[:limit]
-
-    @staticmethod
-    def shape_result(hit: dict[str, Any]) -> dict[str, Any]:
-        """A recall hit in upstream's shape: ``_item_kref``, ``summary``, ``type``, and at the top level the
-        ``evidence_level`` and ``source`` its metadata holds."""
-        metadata = hit.get("metadata", {})
-        memory_type = metadata.get("memory_type") or metadata.get("type") or hit.get("kind")
-        shaped = {**hit, "_item_kref": hit["item_kref"], "summary": hit["content"], "type": memory_type}
-        level = memory_evidence_level(hit)
-        if level:
-            shaped["evidence_level"] = level
-        if metadata.get("source"):
-            shaped["source"] = metadata["source"]
-        return shaped
-
-    async def discover_edges_post_consolidation(self, revision_kref: str, summary: str,
-                                                **options: Any) -> list[dict[str, Any]]:
-        """Link a new memory to related ones (``GraphAugmentedRecall.discover_edges``)."""
-        return await self.graph_recall.discover_edges(revision_kref, summary, **options)
-
-    def build_recalled_context(self, memories: Sequence[Mapping[str, Any]], query: str = "",
-                               recall_mode: str | None = None) -> str:
-        """Render recalled memories for a prompt (see the module function ``build_recalled_context``).
-        ``recall_mode`` (default the manager's) is checked and accepted for upstream's callers; both modes
-        render each memory's title and content (our memories are their summaries)."""
-        mode = recall_mode or self.recall_mode
-        if mode not in ("summarized", "full"):
-            raise InvalidArgumentError(f"recall_mode must be 'summarized' or 'full', not {mode!r}")
-        return build_recalled_context(memories, query)
-
-    async def close(self) -> None:
-        """Wait for background assessments, close the buffer, and the memory if this manager created it."""
-        if self._assess_tasks:
-            await asyncio.gather(*self._assess_tasks, return_exceptions=True)
-        await self.buffer.close()
-        if self._owns_memory:
-            await asyncio.to_thread(self.memory.close)
-
-    async def __aenter__(self) -> "UniversalMemoryManager":
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        await self.close()
 
 
 # ==========================================================================================================
@@ -18929,6 +18929,18 @@ class MemoryBrowser:
             sys_version = ""
             timeout = 30
 
+            def do_GET(self) -> None:
+                self._answer("GET")
+
+            def do_HEAD(self) -> None:
+                self._answer("HEAD")
+
+            def do_POST(self) -> None:
+                self._answer("POST")
+
+            def log_message(self, format: str, *args: Any) -> None:   # quiet: the CLI prints the URL
+                return
+
             def _answer(self, method: str) -> None:
                 path, _, query = self.path.partition("?")
                 form: dict[str, str] = {}
@@ -18955,18 +18967,6 @@ class MemoryBrowser:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                self._answer("GET")
-
-            def do_HEAD(self) -> None:
-                self._answer("HEAD")
-
-            def do_POST(self) -> None:
-                self._answer("POST")
-
-            def log_message(self, format: str, *args: Any) -> None:   # quiet: the CLI prints the URL
-                return
 
         class Server(http.server.ThreadingHTTPServer):
             daemon_threads = True
