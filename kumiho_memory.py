@@ -7893,9 +7893,12 @@ class KumihoBackend(GraphBackend):
         found = _KumihoCandidates.read(self, pairs)
         scores, notes = found.score(query, self.signals)
         ranked = sorted(scores.items(), key=lambda pair: (-pair[1], -pair[0]))
+        # the best hits lend over their edges whether or not the filter passes them (as on the embedded
+        # engine): a neighbour the filter passes may come in only that way
+        lenders = found.admissible_top(ranked, dataclasses.replace(query, admit=None))
         keep = found.admissible_top(ranked, query)
         if self.signals.edges and query.follow_edges:
-            found.lend_over_edges(keep, scores, notes, query, self.signals)
+            found.lend_over_edges(lenders, scores, notes, query, self.signals)
             ranked = sorted(((doc_id, score) for doc_id, score in scores.items() if doc_id not in found.dropped),
                             key=lambda pair: (-pair[1], -pair[0]))
             keep = found.admissible_top(ranked, query)
@@ -11945,7 +11948,7 @@ class Memory:
                 seen.add(hit["item_kref"])
                 beliefs.append(hit)
         if not beliefs:
-            return target
+            return None if target is None else BeliefMatch(target)
 
         def search(term: str) -> list[str]:
             return [hit["content"] for hit in self.recall(term, limit=20, space=space or None, follow_edges=False)]

@@ -931,3 +931,17 @@ def test_two_dogs_are_never_joined(memory):
     found = texts(memory.recall("Alice dog named", limit=10))
     assert "Alice has a dog named Rex" in found and "Alice has a dog called Milo" in found
     assert kref
+
+
+def test_a_restatement_whose_subject_recall_finds_no_belief_still_revises(clock, ids):
+    # hostile review of BeliefMatch: the same-belief target is found, but recalling the subject by name
+    # fills its page with other memories that name her, so none of her beliefs comes back; this path
+    # returned the bare recall result and the write failed
+    memory = km.Memory(None, clock=clock, ids=ids)
+    first = memory.remember("Nina is married to Bart", space=SPACE)
+    for number in range(40):
+        memory.remember(f"Tom said Nina Nina Nina Nina {number}", space=SPACE)
+
+    revised = memory.remember("Nina is married to Sam", space=SPACE, stack=True)
+
+    assert item_of(revised) == item_of(first) and revised.endswith("?r=2")

@@ -1197,3 +1197,14 @@ def test_a_neighbour_lent_score_names_its_lender_by_kref(clock, ids):
     found = {result["kref"]: result["signals"] for result in memory.recall("deployment pipeline green")}
 
     assert found[question]["neighbour_of"] == answer
+
+
+def test_a_filtered_recall_keeps_a_match_only_an_edge_brings_in(memory):
+    # hostile review of issue 21's filter push-down: the hit that lends over its edge fails the filter, the
+    # neighbour it brings in passes it; the Kumiho backend lent only from what the filter had passed
+    seed = memory.remember("I adopted a puppy named Rex", metadata={"color": "blue"})
+    lent = memory.remember("my favourite food is ramen", metadata={"color": "red"})
+    memory.link(lent, seed, "RELATED_TO")
+    assert lent in krefs(memory.recall("puppy Rex", limit=5))
+
+    assert krefs(memory.recall("puppy Rex", limit=5, where={"color": "red"})) == [lent]
