@@ -7758,6 +7758,7 @@ class KumihoBackend(GraphBackend):
         words = " ".join(dict.fromkeys(query.terms))
         items: dict[str, Any] = {}
         wanted = max(self._search_pool, query.pool)        # a filtered recall widens its pool: so do we
+        stamp = None if query.as_of is None else format_instant(_dt.datetime.fromtimestamp(query.as_of, UTC))
         for context in contexts:
             cursor, found = "", 0
             while found < wanted:
@@ -7767,6 +7768,10 @@ class KumihoBackend(GraphBackend):
                     pagination=self._pb.PaginationRequest(page_size=min(wanted - found, 500), cursor=cursor))
                 response = self._call("Search", request)
                 for result in response.results:
+                    # a point-in-time recall counts only what existed then: newer items outranking the
+                    # older ones must not use up the page
+                    if stamp is not None and self._created(result.item.metadata, result.item.created_at) > stamp:
+                        continue
                     found += 1
                     if (query.as_of is not None or not result.item.deprecated) and \
                             result.item.kind not in SYSTEM_KINDS and self._in_scope(result.item.kref.uri, query):
@@ -7774,7 +7779,6 @@ class KumihoBackend(GraphBackend):
                 cursor = response.pagination.next_cursor if response.HasField("pagination") else ""
                 if not cursor or not response.results:
                     break
-        stamp = None if query.as_of is None else format_instant(_dt.datetime.fromtimestamp(query.as_of, UTC))
         pairs = []
         if stamp is None and not query.include_superseded:
             current = self._current_revisions(list(items))

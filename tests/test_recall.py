@@ -1208,3 +1208,20 @@ def test_a_filtered_recall_keeps_a_match_only_an_edge_brings_in(memory):
     assert lent in krefs(memory.recall("puppy Rex", limit=5))
 
     assert krefs(memory.recall("puppy Rex", limit=5, where={"color": "red"})) == [lent]
+
+
+def test_a_point_in_time_recall_is_not_crowded_out_by_newer_memories(memory, clock):
+    # hostile review: the Kumiho backend stopped paging its server's search after a page of results, newer
+    # ones that cannot exist at as_of included, so an as_of recall behind many newer matches came back empty
+    older = [memory.remember(f"apple note {number}", metadata={"color": "blue" if number % 2 else "red"})
+             for number in range(40)]
+    cut = clock.now()
+    clock.advance(60)
+    for number in range(150):
+        memory.remember(f"apple banana {number}", metadata={"color": "red"})
+
+    everything = memory.recall("apple banana", limit=10, as_of=cut)
+    blue = memory.recall("apple banana", limit=10, as_of=cut, where={"color": "blue"})
+
+    assert len(everything) == 10 and set(krefs(everything)) <= set(older)
+    assert len(blue) == 10 and all(result["metadata"]["color"] == "blue" for result in blue)
