@@ -7900,7 +7900,7 @@ class KumihoBackend(GraphBackend):
         # the best hits lend over their edges whether or not the filter passes them (as on the embedded
         # engine): a neighbour the filter passes may come in only that way
         lenders = found.admissible_top(ranked, dataclasses.replace(query, admit=None))
-        keep = found.admissible_top(ranked, query)
+        keep = lenders if query.admit is None else found.admissible_top(ranked, query)
         if self.signals.edges and query.follow_edges:
             found.lend_over_edges(lenders, scores, notes, query, self.signals)
             ranked = sorted(((doc_id, score) for doc_id, score in scores.items() if doc_id not in found.dropped),
@@ -9393,16 +9393,16 @@ def _relation_terms(pattern: str) -> tuple[str, ...]:
     words = re.sub(r"\\w\*", "ed", pattern)              # relocat\w* -> relocated -> reloc
     words = re.sub(r"\\b|\(\?:|\)|\\d\+|\?", " ", words)
     terms = dict.fromkeys(term for alternative in words.split("|") for term in tokenize(alternative)
-                          if len(term) >= 3 and term.isalpha() and term not in _NUMBER_TERMS and term != "ing")
+                          if len(term) >= 3 and term.isalpha() and term not in _NOT_RELATION_WORDS)
     return tuple(terms)[:RELATION_EXPANSION_MAX]
 
 
 # A relation's pattern also spells out values and word endings ("two|three|...", "(?:ed|ing)", job titles):
 # a query is expanded by its first words only, whole words that name the relation, never numbers or endings.
 RELATION_EXPANSION_MAX = 10
-_NUMBER_TERMS = frozenset(stem(word) for word in (
+_NOT_RELATION_WORDS = frozenset(stem(word) for word in (
     "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty").split())
+    "seventeen eighteen nineteen twenty").split()) | {"ing"}
 
 
 @functools.lru_cache(maxsize=None)
