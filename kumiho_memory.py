@@ -9263,6 +9263,114 @@ def negated_values(text: str) -> frozenset[str]:
     return frozenset(word for word in found if word not in STOPWORDS and tokenize(word))
 
 
+# -- a user's own words again: a correction that names what it replaces ------------------------------------
+#
+# People correct themselves in chat without the words of the registry and often without a subject: "the mazda
+# got written off, picked up a used skoda", "last day at deloitte was friday", "rafi turned five on sunday".
+# What ties such a message to the belief it changes is a word of that belief's value said again (mazda,
+# deloitte, rafi) together with a word of change. ``remember(stack=True)`` tries this last, for a user's
+# messages only, against that user's own current statements: exactly one of them must hold such a word, the
+# word must be specific (at most ``ECHO_MAX_STATEMENTS`` of the speaker's statements hold it), and the two must
+# be about the same person (``chat_owner``: the user, or the same relative). Precision first: several
+# candidates, none, or no word of change -> a new belief.
+
+ECHO_MAX_STATEMENTS = 2
+_CHANGE_SIGNAL = _lazy_regex(
+    r"\b(?:no longer|not anymore|any ?more|no more|not any more|switch\w*|chang\w*|instead|rather than|sold|"
+    r"replac\w*|swapped|traded|gave up|given up|quit|left|gone|went back|used to|dropped|ditched|stopped|moved|"
+    r"cancel\w*|fell through|called off|split up|broke up|passed away|died|overt(?:ook|aken)|knock\w* .{0,30}\boff|"
+    r"won me over|took over|taken over|packed in|on hold|written off|wrote off|shut down|closed|retired|"
+    r"last day|ported|migrated|deferred|got rid of|put .{0,30}\baway|emigrated|fell out|gone off|cut out|bumped|"
+    r"turned|never|isn't|wasn't|behind me|finished with|done with|promoted|upgraded|downgraded|started|starting|"
+    r"picked up|has become|became|signed off|healed)\b")
+# "my sister jess lives in toronto": the word after a relative, before a verb, is the relative's name
+_RELATIVE_CALLED = _lazy_regex(r"\b(?:" + "|".join(sorted(RELATIVE_NOUNS)) +
+                               r"),?\s+([a-z]+),?\s+(?:is|'s|does|goes|lives|works|has|plays|studies|was)\b")
+_PERSON_NOUNS = "guy|girl|man|woman|lady|bloke|person|friend|colleague|coworker|neighbour|neighbor|kid|lad|mate"
+_CHAT_OPENERS = frozenset(DISCOURSE_WORDS | {"so", "and", "but", "oh", "omg", "lol", "ugh", "well", "right"})
+_OWNER_RELATIVE = _lazy_regex(r"(?:my|our)\s+(?:(?:[a-z]+),?\s+){0,2}?([a-z]+)\b")
+# Nouns a correction names without naming its value: never a word that ties two statements.
+_ECHO_GENERIC = frozenset("""
+work job home place thing things stuff bit lot way first last new old favourite favorite fave every most love
+like get got go going use using used good great better best big little one two three day days week weeks month
+year years time times people everyone today morning evening night weekend weekends kids family house
+feel feeling felt think know want need make made take keep say says said come came put set run ran see saw
+look looks looking try trying tried back now still ever never really pretty quite much many more less
+early late bed around half price broken don didn doesn isn wasn won can couldn thing ticket tickets wedding party
+""".split()) | TIME_NAMES
+
+
+def chat_owner(text: str) -> str:
+    """Whose fact a user's chat message states, in its own words: ``"self"``; ``"kin:<relative>"`` for one
+    that opens with the speaker's relative ("my mum lives in Cardiff", "mum sold up", "my eldest, Leo, does
+    judo"), except the relative who only names who the speaker's partner or boss is ("my girlfriend is called
+    Sophie" is the speaker's); ``"other"`` for a message about someone else's relative ("sophie's new
+    boyfriend ...", "my girlfriend's dad ...")."""
+    written = re.findall(r"[\w'’-]+", text.replace("’", "'"))
+    while written and written[0].casefold() in _CHAT_OPENERS:
+        written.pop(0)
+    words = [word.casefold() for word in written]
+    opening = " ".join(words[:6])
+    if re.search(r"\b[a-z]+'s\s+(?:(?:new|old|ex|current)\s+)?(" + "|".join(sorted(RELATIVE_NOUNS)) + r")\b",
+                 opening) and not re.match(r"(?:it|that|he|she|there|what|who|here)'s\b", opening):
+        return "other"
+    if re.match(r"(?:(?:a|an|the|some|this|that|one)\s+(?:[a-z]+\s+)?(?:" + _PERSON_NOUNS + r")|he|she|they|his|her|"
+                r"their|someone|somebody|everyone)\b", opening):
+        return "other"                                  # "a guy on my team just got promoted"
+    if written and written[0][:1].isupper() and written[0] != "I" and \
+            not _SINGULAR_FIRST_PERSON.search(text) and not re.search(r"(?i)\b(?:we|our|us)\b", text):
+        return "name:" + words[0].split("'")[0]         # "Ava's moving to a four day week"
+    found = _OWNER_RELATIVE.match(opening)
+    noun = found.group(1) if found else (words[0] if words else "")
+    if noun in RELATIVE_NOUNS or noun in KIN_ALIASES or (found and noun in KIN_MODIFIERS):
+        if noun in IDENTITY_RELATIVES and re.match(r"(?:my|our)\s+" + noun + r"(?:'s name)?\s+(?:is|'s)\b",
+                                                   opening):
+            return "self"
+        return "kin:" + KIN_ALIASES.get(noun, noun)
+    return "self"
+
+
+ECHO_WINDOW = 3                 # words between a word of change and the word it changes, at most
+
+
+def changed_words(text: str) -> frozenset[str]:
+    """The stems of the words near a word of change (``_CHANGE_SIGNAL``), within ``ECHO_WINDOW`` words: what
+    a correction says changed ("*sold the trek*", "*the mazda got written off*", "*elden ring's on hold*")."""
+    lowered = text.casefold().replace("’", "'")
+    spans = [match.span() for match in _CHANGE_SIGNAL.finditer(lowered)]
+    words = list(re.finditer(r"[a-z][a-z0-9-]*", lowered.replace("'s ", "   ")))
+    near: set[str] = set()
+    for at, word in enumerate(words):
+        for start, end in spans:
+            before = sum(1 for other in words if end <= other.start() < word.start())
+            after = sum(1 for other in words if word.end() <= other.start() < start)
+            if (word.start() >= end and before < ECHO_WINDOW) or (word.end() <= start and after < ECHO_WINDOW):
+                near.update(tokenize(word.group()))
+                break
+    return frozenset(near)
+
+
+def echo_anchors(text: str) -> frozenset[str]:
+    """The stems of a statement's specific words: what a correction may name again to tie itself to it (not
+    stopwords, time, filler or change words, relation words, the relative or possessed thing it is about,
+    numbers, or ``_ECHO_GENERIC`` nouns)."""
+    lowered = _CHANGE_SIGNAL.sub(" ", _RELATION_WORDS.sub(" ", text.casefold().replace("’", "'")))
+    lowered = re.sub(r"\b(?:my|our|your)\s+[a-z]+\b", " ", lowered)      # "my bike", "my mum": who or what
+    words = re.findall(r"[a-z][a-z0-9-]*", lowered.replace("'s ", " "))
+    return frozenset(term for word in words
+                     if word not in STOPWORDS and word not in TIME_WORDS and word not in FILLER_WORDS
+                     and word not in CUE_WORDS and word not in _ECHO_GENERIC and word not in RELATIVE_NOUNS
+                     and word not in KIN_ALIASES and len(word) >= 3 and not word.endswith("ly")
+                     for term in tokenize(word) if len(term) >= 3 and not term.isdigit()
+                     and term not in _echo_time_stems())
+
+
+@functools.lru_cache(maxsize=1)
+def _echo_time_stems() -> frozenset[str]:
+    """The stems of the time words (``TIME_NAMES``, ``TIME_WORDS``), on first use: "thursdays" says when."""
+    return frozenset(term for word in TIME_NAMES | TIME_WORDS for term in tokenize(word))
+
+
 # Verbs that tell of an event, not of what holds: "Ann visited Paris" is no correction of where she lives.
 _EVENT = _lazy_regex(r"\b(?:visit(?:s|ed|ing)?|been to|went to see|travel+ed to|stopped (?:by|at)|passed through)\b")
 
@@ -9297,7 +9405,8 @@ BELIEF_RELATIONS: dict[str, str] = {
     "employer": r"\b(?:(?<!\bto )(?<!\bat )(?<!\bfrom )(?<!\bafter )(?<!\bbefore )(?<!'s )(?<!\bmy )(?<!\bour )"
                 r"(?<!\bthe )(?<!\ball )(?<!\bof )(?<!\bfor )(?:works?|worked|working)(?! out\b)|"
                 r"employ\w*|jobs?|joined(?! (?:a|an|the|my|our) (?:[\w-]+ )?(?:club|group|class|team|gym|choir|league|"
-                r"course|band|society|community))|hired|workplace|started at|career at|position at|"
+                r"course|band|society|community|leisure|centre|center|library|ramblers|church))|hired|workplace|"
+                r"started at|career at|position at|"
                 r"(?:" + _JOB_NOUNS + r")s? (?:at|with))\b",
     # how one gets to work; "my commute" (how long it takes) is an attribute of its own
     "commute": r"\b(?:to|from) (?:work|the office)\b",
@@ -9529,7 +9638,7 @@ def _value_words(text: str) -> list[str]:
     body = _RELATION_WORDS.sub(" ", _statement_body(text).casefold())
     return list(dict.fromkeys(word for word in _words(body) if word not in STOPWORDS and word not in TIME_WORDS
                               and word not in FILLER_WORDS and word not in CUE_WORDS and tokenize(word)
-                              and not set(tokenize(word)) & subject))
+                              and not set(tokenize(word)) & subject and not _CHANGE_SIGNAL.fullmatch(word)))
 
 
 class RelationMatcher:
@@ -11912,8 +12021,11 @@ class Memory:
         target = next((hit for hit in similar if same_belief(said(hit), mine)), None)
         subject = statement_subject(mine)
         if subject is None:
-            if target is not None or self.belief_judge is None:
-                return None if target is None else BeliefMatch(target)
+            if target is not None:
+                return BeliefMatch(target)
+            echoed = self._echoed_match(content, space, kind, metadata, user)
+            if echoed is not None or self.belief_judge is None:
+                return echoed
             # no named subject: what shares most of the statement's words and is not clearly another belief
             open_hits = [hit for hit in similar if _topic(said(hit)) is not None
                          and belief_difference(said(hit), mine) is None
@@ -11952,7 +12064,7 @@ class Memory:
                 seen.add(hit["item_kref"])
                 beliefs.append(hit)
         if not beliefs:
-            return None if target is None else BeliefMatch(target)
+            return self._echoed_match(content, space, kind, metadata, user) if target is None else BeliefMatch(target)
 
         def search(term: str) -> list[str]:
             return [hit["content"] for hit in self.recall(term, limit=20, space=space or None, follow_edges=False)]
@@ -11968,16 +12080,67 @@ class Memory:
             elif split:                                   # revise the newest part, supersede the others
                 newest = max(split, key=lambda at: (beliefs[at]["created_at"], beliefs[at]["kref"]))
                 return self._joined(BeliefMatch(beliefs[newest], by_relation=True), beliefs, split)
-        if target is None and self.belief_judge is not None:
+        if target is None:
+            echoed = self._echoed_match(content, space, kind, metadata, user)
+            if echoed is not None or self.belief_judge is None:
+                return echoed
             return self._judged_match(mine, [(beliefs[at], histories[at][-1])
                                              for at in matcher.undecided(mine, histories)], judged)
-        return None if target is None else self._joined(BeliefMatch(target), beliefs, split)
+        return self._joined(BeliefMatch(target), beliefs, split)
 
     @staticmethod
     def _joined(match: BeliefMatch, beliefs: Sequence[Mapping[str, Any]], split: Iterable[int]) -> BeliefMatch:
         """``match`` with the other parts of a belief split earlier (``split``: indexes into ``beliefs``)."""
         others = tuple(beliefs[at]["kref"] for at in split if beliefs[at]["item_kref"] != match.belief["item_kref"])
         return dataclasses.replace(match, also_supersedes=others) if others else match
+
+    def _echoed_match(self, content: str, space: str, kind: str, metadata: Mapping[str, Any] | None,
+                      user: str | None) -> BeliefMatch | None:
+        """The one current statement of this message's speaker that the message names again with a word of
+        change (see ``chat_owner`` and ``echo_anchors`` above), for a user's messages; else None."""
+        speaker = speaker_name(metadata, user)
+        anchors = echo_anchors(content)
+        if speaker == "Assistant" or not anchors or not _CHANGE_SIGNAL.search(content.casefold()):
+            return None
+        owner = chat_owner(content)
+        changed = changed_words(content) & anchors
+        if owner == "other" or not changed:
+            return None
+        opening = next((word for word in re.findall(r"[\w'’-]+", content.casefold())
+                        if word not in _CHAT_OPENERS), "")
+        where = _speaker_filter(metadata)
+
+        def spoken(query: str, limit: int) -> list[dict[str, Any]]:
+            hits = self.recall(query[:2000], limit=limit, space=space or None, follow_edges=False, where=where)
+            return [hit for hit in hits if hit["space"] == space and hit["kind"] == kind
+                    and speaker_name(hit.get("metadata"), user) == speaker]
+        candidates: list[tuple[int, dict[str, Any]]] = []
+        for hit in spoken(" ".join(sorted(anchors)), 25):
+            if normalize_statement(hit["content"]) == normalize_statement(content):
+                continue
+            shared = changed & echo_anchors(hit["content"])
+            if not shared:
+                continue
+            # whose belief it is, its first statement says ("my eldest, Leo, does judo", then "leo has packed in
+            # judo")
+            first = next((revision["content"] for revision in self.history(hit["item_kref"])
+                          if not revision["deprecated"]), hit["content"])
+            theirs = chat_owner(first)
+            if theirs == "other":
+                continue
+            # the same person: both the speaker's, the same relative, or a relative the message opens with by
+            # the name the statement gave them ("my son Rafi is four" -> "rafi turned five")
+            named = {word.casefold() for word in _NAME_RUN.findall(hit["content"][1:]) if " " not in word} | \
+                set(_RELATIVE_CALLED.findall(hit["content"].casefold()))
+            if theirs != owner and not (theirs.startswith("kin:") and opening in named):
+                continue
+            if all(len([other for other in spoken(term, ECHO_MAX_STATEMENTS + 2)
+                        if term in echo_anchors(other["content"])]) > ECHO_MAX_STATEMENTS for term in shared):
+                continue                                  # only words many of the speaker's statements hold
+            candidates.append((len(shared), hit))
+        best = max((count for count, _ in candidates), default=0)
+        items = {hit["item_kref"]: hit for count, hit in candidates if count == best}
+        return BeliefMatch(next(iter(items.values())), by_relation=True) if len(items) == 1 else None
 
     def _relative_by_name(self, statement: str, space: str, metadata: Mapping[str, Any] | None,
                           user: str | None) -> str:

@@ -212,6 +212,12 @@ FIRST_PERSON_FRESH2_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE)
 # tuner, so the one clean measure of this round.
 FIRST_PERSON_FRESH3_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_fresh3.json")
 
+# Round 5 (issue 16): a training set of a hundred pairs in casual chat, with thirty controls and thirty
+# distractors (new facts about the user that share words with a pair's), written blind and tuned on; and a
+# sixth held-out set, forty pairs and twelve controls, written blind by someone else and never read by the tuner.
+FIRST_PERSON_TRAIN_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_train.json")
+FIRST_PERSON_FRESH4_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_fresh4.json")
+
 
 def first_person_fresh(path: str = FIRST_PERSON_FRESH_FILE) -> tuple[list[tuple[str, str, str, str]], list[str]]:
     """A frozen fresh set: (pairs, controls)."""
@@ -220,17 +226,31 @@ def first_person_fresh(path: str = FIRST_PERSON_FRESH_FILE) -> tuple[list[tuple[
     return [tuple(pair) for pair in data["pairs"]], list(data["controls"])
 
 
+def first_person_set(path: str) -> dict | None:
+    """A frozen set's arguments for ``run_first_person`` (pairs, controls, distractors, its speaker), or None
+    when the file is absent."""
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        data = json.load(handle)
+    return {"pairs": [tuple(pair) for pair in data["pairs"]], "controls_texts": list(data["controls"]),
+            "distractors": list(data.get("distractors", [])), "meta": dict(data.get("metadata") or FIRST_PERSON_META)}
+
+
 def run_first_person(pairs: list[tuple[str, str, str, str]], *, limit: int,
-                     controls_texts: list[str] | None = None) -> dict:
-    """Controls, then every pair's first statement, then every correction, one a minute, all stack=True in one
-    space; then each question. Figures: missed corrections (a new item instead of the pair's), wrong merges (a
-    control revised, or a statement landing on another belief's item), stale first (the old statement ranked
+                     controls_texts: list[str] | None = None, distractors: list[str] | None = None,
+                     meta: dict | None = None) -> dict:
+    """Controls, then every pair's first statement, then every correction, then the distractors (new facts
+    that share words with a pair's), one a minute, all stack=True in one space; then each question. Figures:
+    missed corrections (a new item instead of the pair's), wrong merges (a control revised, a distractor
+    landing on an item, or a statement landing on another belief's item), stale first (the old statement ranked
     above the correction, or returned without it) and current top-1."""
     memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
     owner: dict[str, str] = {}
 
     def say(text: str, belief: str) -> str:
-        item = memory.remember(text, space="chat", stack=True, metadata=dict(FIRST_PERSON_META)).split("?", 1)[0]
+        item = memory.remember(text, space="chat", stack=True,
+                               metadata=dict(meta or FIRST_PERSON_META)).split("?", 1)[0]
         owner.setdefault(item, belief)
         return item
     controls = {say(text, f"control {index}"): text
@@ -243,6 +263,8 @@ def run_first_person(pairs: list[tuple[str, str, str, str]], *, limit: int,
         wrong += owner[item] != f"pair {index}"
         if item != first[index]:
             misses.append(new)
+    for index, text in enumerate(distractors or []):
+        wrong += owner[say(text, f"distractor {index}")] != f"distractor {index}"
     wrong += sum(memory.get(item)["content"] != text for item, text in controls.items())
     stale, top1, stale_examples = 0, 0, []
     for old, new, question, _ in pairs:
@@ -497,7 +519,11 @@ def main() -> None:
                                                           controls_texts=fresh2_controls),
                                "fresh3": run_first_person(fresh3_pairs, limit=args.limit,
                                                           controls_texts=fresh3_controls)}
-    parts = ("design", "heldout", "fresh", "fresh2", "fresh3")
+    for part, path in (("train", FIRST_PERSON_TRAIN_FILE), ("fresh4", FIRST_PERSON_FRESH4_FILE)):
+        chosen = first_person_set(path)
+        if chosen is not None:
+            figures["first_person"][part] = run_first_person(limit=args.limit, **chosen)
+    parts = tuple(figures["first_person"])
     print_table([("first-person chat (stack=True): pairs", "  ".join(
         f"{figures['first_person'][part]['pairs']:>12}" for part in parts))] + [
         (figure, "  ".join(f"{figures['first_person'][part][figure]:>12}" for part in parts))
