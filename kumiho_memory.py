@@ -9818,7 +9818,8 @@ class RelationMatcher:
             return None                                   # "visited Paris" tells of a trip, not where one lives
         kind = (next(iter(mine)) if len(mine) == 1 else None) if mine else self.value_relation(statement)
         if kind is not None:
-            typed = [index for index, text in unknown if kind in (kinds[index] or {self.value_relation(text)})]
+            typed = [index for index, text in unknown if kind in (kinds[index] or {self.value_relation(text)})
+                     and (mine or self.gives_new_value(statement, text, kind))]
             if len(typed) == 1:
                 return typed[0]
         # A correction cue and a value the old statement holds: "I sold the Civic", "switched from vim".
@@ -9833,6 +9834,14 @@ class RelationMatcher:
                 (len(scored) == 1 or scored[0][0] - scored[1][0] >= self.kinship_margin):
             return scored[0][1]
         return None
+
+    def gives_new_value(self, statement: str, belief: str, kind: str) -> bool:
+        """Whether ``statement``, which names no relation, gives ``belief`` a new value of ``kind``: a value
+        word of that kind the belief does not hold, or a word of change ("I washed the *mazda*" only mentions
+        the car "I drive a Mazda" names; "got a *skoda*" and "sold the mazda" change it)."""
+        held, lowered = set(_value_words(belief)), statement.casefold().replace("-group", "")   # "let us go"
+        return _CHANGE_SIGNAL.search(lowered) is not None or _CORRECTION_CUE.search(lowered) is not None or any(
+            word not in held and self.value_kind(word) == kind for word in _value_words(statement))
 
     def split(self, statement: str, beliefs: Sequence[str | Sequence[str]]) -> list[int]:
         """Indices of the beliefs that hold one belief split in two: two or more current beliefs of the

@@ -379,3 +379,82 @@ def test_recall_leaves_other_subjects_and_many_valued_relations_alone(memory):
     tennis = memory.remember("Frank plays tennis, tennis every day", space="facts")
     memory.remember("Frank plays the piano", space="facts")
     assert memory.recall("Frank plays tennis", space="facts")[0]["kref"] == tennis
+
+
+# -- 4. a user's own words again: a correction that names what it replaces (round 5) -----------------------
+# Texts written for these tests; the probe's training set is tuned on, these are not from it.
+
+ECHOED = [
+    ("I drive a Mazda 3.", "the mazda got written off in the car park, picked up a used kia ceed"),
+    ("i use a garmin venu for my runs", "ditched the garmin, wearing a coros now"),
+    ("My son Theo is six.", "theo turned seven on friday, cake everywhere"),
+    ("my eldest, Ines, does ballet on mondays", "ines has packed in ballet, it's gymnastics now"),
+    ("we're going to Crete in June", "crete fell through so it's Sardinia instead"),
+    ("I bank with Barclays", "closed the barclays account, all with Monzo now"),
+    ("my go-to podcast is Cautionary Tales", "cautionary tales got knocked off the top spot by Hard Fork"),
+]
+
+
+@pytest.mark.parametrize("old, new", ECHOED, ids=[pair[0] for pair in ECHOED])
+def test_a_correction_that_names_the_old_value_again_revises_it(old, new):
+    memory = km.Memory(None)
+    said(memory, "My flatmate drives a Fiat Panda.")          # someone else's look-alike stays apart
+    first = said(memory, old)
+    second = said(memory, new)
+    assert item_of(second) == item_of(first)
+    assert memory.get(item_of(first))["content"] == new
+
+
+@pytest.mark.parametrize("stored, new", [
+    ("I drive a Mazda 3.", "I washed the mazda on sunday"),                     # no word of change
+    ("I drive a Mazda 3.", "my brother sold his mazda last week"),              # another person's
+    ("I drive a Mazda 3.", "my sister's boyfriend sold the mazda he had"),      # another person's relative
+    ("My son Theo is six.", "I started a pottery class"),                       # nothing named again
+])
+def test_what_names_a_word_again_without_changing_it_stays_apart(stored, new):
+    memory = km.Memory(None)
+    first = said(memory, stored)
+    assert item_of(said(memory, new)) != item_of(first)
+    assert memory.get(item_of(first))["content"] == stored
+
+
+def test_two_beliefs_that_hold_the_word_leave_the_correction_a_new_belief():
+    memory = km.Memory(None)
+    one = said(memory, "I drive a Mazda 3.")
+    two = said(memory, "I also keep an old mazda mx-5 for sunny days")
+    new = said(memory, "sold the mazda last week")
+    assert item_of(new) not in {item_of(one), item_of(two)}
+
+
+def test_an_assistants_message_never_revises_by_naming_a_value_again():
+    memory = km.Memory(None)
+    first = said(memory, "I drive a Mazda 3.")
+    new = said(memory, "the mazda got written off, so I picked up a kia", {"role": "assistant", "user_id": "ann"})
+    assert item_of(new) != item_of(first)
+
+
+def test_another_speakers_statement_is_not_a_correction_of_mine():
+    memory = km.Memory(None)
+    first = said(memory, "I drive a Mazda 3.")
+    new = said(memory, "the mazda got written off, picked up a kia", {"speaker": "user", "user_id": "bob"})
+    assert item_of(new) != item_of(first)
+
+
+@pytest.mark.parametrize("text, owner", [
+    ("I drive a Mazda 3.", "self"), ("the mazda got written off", "self"),
+    ("my mum lives in Cardiff", "kin:mother"), ("mum sold up and moved to Tenby", "kin:mother"),
+    ("my eldest, Ines, does ballet", "kin:eldest"), ("my girlfriend is called Sophie", "self"),
+    ("sophie's new boyfriend works at Monzo", "other"), ("my girlfriend's dad supports Wrexham", "other"),
+    ("a guy on my team just got promoted", "other"), ("Ava's moving to a four day week", "name:ava"),
+    ("honestly, my brother Sam is at Exeter", "kin:brother")])
+def test_whose_fact_a_chat_message_states(text, owner):
+    assert km.chat_owner(text) == owner
+
+
+def test_the_words_a_correction_says_changed_are_the_ones_near_a_word_of_change():
+    assert {"mazda"} <= km.changed_words("the mazda got written off on the m4, picked up a used skoda")
+    assert "skoda" in km.changed_words("the mazda got written off on the m4, picked up a used skoda")
+    assert "holidai" not in km.changed_words("sold the trek on ebay, and the holiday in august was lovely")
+    assert km.changed_words("I washed the car on sunday") == frozenset()
+    anchors = km.echo_anchors("my bike is a trek road bike, I ride it every thursday")
+    assert "trek" in anchors and "thursdai" not in anchors and "everi" not in anchors
