@@ -9189,7 +9189,7 @@ def statement_subject(text: str, *, speaker: str | None = None) -> str | None:
 # by name. Such a statement is about the possessor (its relation is ``manager`` or ``partner``), so "I report
 # to Marco now" corrects it; "Ann's boss lives in Leeds" stays about the boss.
 _RELATIVE_IDENTITY = _lazy_regex(r"^\s*(?:is|was)\s+(?:(?:now|still|actually|called|named)\s+)*"
-                                r"[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*\s*[.!]?\s*$")
+                                r"[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*\s*(?:[.!]?\s*$|[,;])")
 IDENTITY_RELATIVES = frozenset("boss manager supervisor wife husband partner spouse girlfriend boyfriend fiance "
                                "fiancee".split())
 
@@ -9207,8 +9207,10 @@ def _relative_after(rest: str) -> list[str]:
             tail = rest[found.start(1) + len(" ".join(words[:index + 1])):]
             if word in IDENTITY_RELATIVES and set(words[:index]) <= _SAME_RELATIVE and _RELATIVE_IDENTITY.match(tail):
                 return []
+            # a relative's relative ("'s girlfriend's *dad*") is a person of their own
+            further = _relative_after(tail[2:]) if tail[:2] in ("'s", "’s") else []
             return [before for before in words[:index] if before not in _SAME_RELATIVE] + \
-                [KIN_ALIASES.get(word, word)]
+                [KIN_ALIASES.get(word, word)] + further
         if word not in KIN_MODIFIERS and word not in _SAME_RELATIVE:
             break
     return []
@@ -9282,7 +9284,8 @@ _CHANGE_SIGNAL = _lazy_regex(
     r"won me over|took over|taken over|packed in|on hold|written off|wrote off|shut down|closed|retired|"
     r"last day|ported|migrated|deferred|got rid of|put .{0,30}\baway|emigrated|fell out|gone off|cut out|bumped|"
     r"turned|never|isn't|wasn't|behind me|finished with|done with|promoted|upgraded|downgraded|started|starting|"
-    r"picked up|has become|became|signed off|healed)\b")
+    r"picked up|has become|became|signed off|healed|pushed|postponed|resched\w*|let (?:\w+ ){1,3}go|laid off|"
+    r"fired|upgraded|downgraded)\b")
 # "my sister jess lives in toronto": the word after a relative, before a verb, is the relative's name
 _RELATIVE_CALLED = _lazy_regex(r"\b(?:" + "|".join(sorted(RELATIVE_NOUNS)) +
                                r"),?\s+([a-z]+),?\s+(?:is|'s|does|goes|lives|works|has|plays|studies|was)\b")
@@ -9824,7 +9827,9 @@ class RelationMatcher:
                 return typed[0]
         # A correction cue and a value the old statement holds: "I sold the Civic", "switched from vim".
         if _CORRECTION_CUE.search(statement.casefold()):
-            values = set(_value_words(statement))
+            # "sold the *civic*", not "left the sonys on a *plane*"
+            near = changed_words(statement)
+            values = {word for word in _value_words(statement) if set(tokenize(word)) & near}
             mentioned = [index for index, text in unknown if values & set(_value_words(text))]
             if len(mentioned) == 1:
                 return mentioned[0]

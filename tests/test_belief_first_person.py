@@ -458,3 +458,27 @@ def test_the_words_a_correction_says_changed_are_the_ones_near_a_word_of_change(
     assert km.changed_words("I washed the car on sunday") == frozenset()
     anchors = km.echo_anchors("my bike is a trek road bike, I ride it every thursday")
     assert "trek" in anchors and "thursdai" not in anchors and "everi" not in anchors
+
+
+@pytest.mark.parametrize("text, subject", [
+    ("my girlfriend's dad supports Wrexham now", "ann girlfriend father"),     # a relative's relative
+    ("My boyfriend is called Omar, we met at uni", "ann"),                       # who the partner is, and more
+    ("my sister's husband works at Tesco", "ann sister husband")])
+def test_who_a_chat_message_is_about_when_relatives_chain(text, subject):
+    assert km.statement_subject(text, speaker="ann") == subject
+
+
+def test_a_relatives_relative_never_joins_the_speakers_partner():
+    memory = km.Memory(None)
+    first = said(memory, "my boyfriend's mum supports Hibs these days")
+    second = said(memory, "My boyfriend is called Omar, we met at uni")
+    assert item_of(second) != item_of(first)
+
+
+def test_a_word_of_change_ties_only_the_words_near_it():
+    # "left" is a word of change, but "plane" is far from it: the stored film belief is not what changed
+    memory = km.Memory(None)
+    film = said(memory, "saw Aftersun on the plane and it's my new favourite film")
+    new = said(memory, "left the airpods on the plane, bought some beats at the airport")
+    assert item_of(new) != item_of(film)
+    assert memory.get(item_of(film))["content"].startswith("saw Aftersun")
