@@ -9303,6 +9303,7 @@ early late bed around half price broken don didn doesn isn wasn won can couldn t
 """.split()) | TIME_NAMES
 
 
+@functools.lru_cache(maxsize=4096)
 def chat_owner(text: str) -> str:
     """Whose fact a user's chat message states, in its own words: ``"self"``; ``"kin:<relative>"`` for one
     that opens with the speaker's relative ("my mum lives in Cardiff", "mum sold up", "my eldest, Leo, does
@@ -9336,6 +9337,7 @@ def chat_owner(text: str) -> str:
 ECHO_WINDOW = 3                 # words between a word of change and the word it changes, at most
 
 
+@functools.lru_cache(maxsize=4096)
 def changed_words(text: str) -> frozenset[str]:
     """The stems of the words near a word of change (``_CHANGE_SIGNAL``), within ``ECHO_WINDOW`` words: what
     a correction says changed ("*sold the trek*", "*the mazda got written off*", "*elden ring's on hold*")."""
@@ -9353,6 +9355,7 @@ def changed_words(text: str) -> frozenset[str]:
     return frozenset(near)
 
 
+@functools.lru_cache(maxsize=4096)
 def echo_anchors(text: str) -> frozenset[str]:
     """The stems of a statement's specific words: what a correction may name again to tie itself to it (not
     stopwords, time, filler or change words, relation words, the relative or possessed thing it is about,
@@ -9366,6 +9369,26 @@ def echo_anchors(text: str) -> frozenset[str]:
                      and word not in KIN_ALIASES and len(word) >= 3 and not word.endswith("ly")
                      for term in tokenize(word) if len(term) >= 3 and not term.isdigit()
                      and term not in _echo_time_stems())
+
+
+def echo_ties(older: str, newer: str, *, owner_text: str | None = None) -> frozenset[str]:
+    """The words of ``older`` that ``newer`` names again near a word of change (``changed_words`` and
+    ``echo_anchors``), when both are about the same person (``chat_owner``: both the speaker's, the same
+    relative, or the relative ``older`` names and ``newer`` opens with: "my son Rafi is four", "rafi turned
+    five"); empty when not. ``owner_text``: the statement that says whose ``older`` is (its belief's first)."""
+    shared = changed_words(newer) & echo_anchors(newer) & echo_anchors(older)
+    if not shared:
+        return frozenset()
+    mine, theirs = chat_owner(newer), chat_owner(owner_text or older)
+    if mine == "other" or theirs == "other":
+        return frozenset()
+    if mine != theirs:
+        opening = next((word for word in re.findall(r"[\w'’-]+", newer.casefold()) if word not in _CHAT_OPENERS), "")
+        named = {word.casefold() for word in _NAME_RUN.findall(older[1:]) if " " not in word} | \
+            set(_RELATIVE_CALLED.findall(older.casefold()))
+        if not (theirs.startswith("kin:") and opening in named):
+            return frozenset()
+    return shared
 
 
 @functools.lru_cache(maxsize=1)
@@ -10169,6 +10192,45 @@ def newest_first_within_relation(results: list[dict[str, Any]],
                 older["signals"] = {**(older.get("signals") or {}), "superseded_by": newer["kref"],
                                     "same_relation": relation}
                 newer["signals"] = {**(newer.get("signals") or {}), "same_relation": relation,
+                                    "supersedes": sorted({*(newer.get("signals") or {}).get("supersedes", ()),
+                                                          older["kref"]})}
+                order.insert(upper, order.pop(lower))
+                moved = True
+                break
+            if moved:
+                break
+        if not moved:
+            break
+    for index in range(len(order) - 2, -1, -1):
+        if order[index]["score"] < order[index + 1]["score"]:
+            order[index]["score"] = order[index + 1]["score"]
+    return order
+
+
+def newest_first_when_echoed(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Reorder recall results (best first) so that a user's later message that names an earlier one's value
+    again near a word of change (``echo_ties``: "sold the trek" after "my bike is a trek") ranks above it, when
+    the two were not merged into one belief; the older gets ``superseded_by``, the newer ``supersedes`` in their
+    ``signals``, and scores are raised where needed to stay in order. Only messages of one speaker in one space
+    are compared, never an assistant's."""
+    order = list(results)
+    for _ in range(len(order)):
+        moved = False
+        for upper in range(len(order)):
+            older = order[upper]
+            for lower in range(upper + 1, len(order)):
+                newer = order[lower]
+                if (newer.get("created_at") or "") <= (older.get("created_at") or "") or \
+                        newer.get("space") != older.get("space") or \
+                        older.get("item_kref") == newer.get("item_kref") or \
+                        speaker_name(older.get("metadata")) != speaker_name(newer.get("metadata")) or \
+                        speaker_name(newer.get("metadata")) == "Assistant":
+                    continue
+                said, earlier = newer.get("content") or "", older.get("content") or ""
+                if not changed_words(said) & echo_anchors(earlier) or not echo_ties(earlier, said):
+                    continue
+                older["signals"] = {**(older.get("signals") or {}), "superseded_by": newer["kref"]}
+                newer["signals"] = {**(newer.get("signals") or {}),
                                     "supersedes": sorted({*(newer.get("signals") or {}).get("supersedes", ()),
                                                           older["kref"]})}
                 order.insert(upper, order.pop(lower))
@@ -12111,17 +12173,11 @@ class Memory:
     def _echoed_match(self, content: str, space: str, kind: str, metadata: Mapping[str, Any] | None,
                       user: str | None) -> BeliefMatch | None:
         """The one current statement of this message's speaker that the message names again with a word of
-        change (see ``chat_owner`` and ``echo_anchors`` above), for a user's messages; else None."""
+        change (``echo_ties``), for a user's messages; else None."""
         speaker = speaker_name(metadata, user)
         anchors = echo_anchors(content)
-        if speaker == "Assistant" or not anchors or not _CHANGE_SIGNAL.search(content.casefold()):
+        if speaker == "Assistant" or not changed_words(content) & anchors or chat_owner(content) == "other":
             return None
-        owner = chat_owner(content)
-        changed = changed_words(content) & anchors
-        if owner == "other" or not changed:
-            return None
-        opening = next((word for word in re.findall(r"[\w'’-]+", content.casefold())
-                        if word not in _CHAT_OPENERS), "")
         where = _speaker_filter(metadata)
 
         def spoken(query: str, limit: int) -> list[dict[str, Any]]:
@@ -12132,24 +12188,14 @@ class Memory:
         for hit in spoken(" ".join(sorted(anchors)), 25):
             if normalize_statement(hit["content"]) == normalize_statement(content):
                 continue
-            shared = changed & echo_anchors(hit["content"])
-            if not shared:
-                continue
             # whose belief it is, its first statement says ("my eldest, Leo, does judo", then "leo has packed in
             # judo")
             first = next((revision["content"] for revision in self.history(hit["item_kref"])
                           if not revision["deprecated"]), hit["content"])
-            theirs = chat_owner(first)
-            if theirs == "other":
-                continue
-            # the same person: both the speaker's, the same relative, or a relative the message opens with by
-            # the name the statement gave them ("my son Rafi is four" -> "rafi turned five")
-            named = {word.casefold() for word in _NAME_RUN.findall(hit["content"][1:]) if " " not in word} | \
-                set(_RELATIVE_CALLED.findall(hit["content"].casefold()))
-            if theirs != owner and not (theirs.startswith("kin:") and opening in named):
-                continue
-            if all(len([other for other in spoken(term, ECHO_MAX_STATEMENTS + 2)
-                        if term in echo_anchors(other["content"])]) > ECHO_MAX_STATEMENTS for term in shared):
+            shared = echo_ties(hit["content"], content, owner_text=first)
+            if not shared or all(len([other for other in spoken(term, ECHO_MAX_STATEMENTS + 2)
+                                      if term in echo_anchors(other["content"])]) > ECHO_MAX_STATEMENTS
+                                 for term in shared):
                 continue                                  # only words many of the speaker's statements hold
             candidates.append((len(shared), hit))
         best = max((count for count, _ in candidates), default=0)
@@ -12601,6 +12647,8 @@ class Memory:
             asked = () if plan.search.time_window is not None or _HISTORY_QUESTION.search(plan.query) else \
                 (belief_relations(plan.query) or belief_relations(results[0]["content"]))
             results = newest_first_within_relation(results, asked)
+            if asked != () and _FIRST_PERSON_WORDS.search(plan.query):
+                results = newest_first_when_echoed(results)   # a user asking about their own facts
         if plan.min_score is not None:
             results = [result for result in results if result["score"] >= plan.min_score]
         results = apply_mmr(results, plan.limit, plan.mmr_lambda) if plan.mmr_lambda is not None else \

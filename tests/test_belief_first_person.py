@@ -482,3 +482,25 @@ def test_a_word_of_change_ties_only_the_words_near_it():
     new = said(memory, "left the airpods on the plane, bought some beats at the airport")
     assert item_of(new) != item_of(film)
     assert memory.get(item_of(film))["content"].startswith("saw Aftersun")
+
+
+def test_recall_serves_the_message_that_names_a_value_again_above_it_when_they_were_not_merged():
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60))
+    drive = said(memory, "I drive a Mazda 3.")
+    said(memory, "I also keep an old mazda mx-5 for sunny days")
+    sold = said(memory, "sold the mazda last week, got a kia sportage")
+    assert item_of(sold) != item_of(drive)                 # two beliefs held the word: not merged
+    found = memory.recall("which mazda do I drive?", space=SPACE, limit=5)
+    order = [result["kref"] for result in found]
+    assert order.index(sold) < order.index(drive)
+    older = next(result for result in found if result["kref"] == drive)
+    assert older["signals"]["superseded_by"] == sold
+
+
+def test_another_speakers_message_never_outranks_mine_by_naming_my_value():
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60))
+    drive = said(memory, "I drive a Mazda 3 and I love my Mazda")
+    said(memory, "sold the mazda last week", {"speaker": "user", "user_id": "bob"})
+    found = memory.recall("what car does Ann drive, the mazda?", space=SPACE, limit=5)
+    mine = next(result for result in found if result["kref"] == drive)
+    assert "superseded_by" not in (mine.get("signals") or {})
