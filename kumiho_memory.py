@@ -9032,6 +9032,8 @@ _FIRST_PERSON_FORMS = {"i_is": "{n} is", "i_has": "{n} has", "i_would": "{n} wou
 # speaker's relative ("Ann's grandma"); after a possessive ("his dad") it is someone else's.
 _KIN_NAME = _lazy_regex(r"(?<![\w'’-])(?<!\b[Mm]y )(?<!\b[Oo]ur )(?<!\b[Hh]is )(?<!\b[Hh]er )(?<!\btheir )(?<!'s )"
                         r"(Grandma|Granny|Nana|Grandpa|Grandad|Granddad|Mom|Mum|Mam|Mommy|Mummy|Dad|Daddy)(?![\w-])")
+_KIN_OPENING = _lazy_regex(r"^(\s*)(grandma|granny|nana|grandpa|grandad|granddad|mom|mum|mam|mommy|mummy|dad|daddy)"
+                           r"(?=['’\s])")
 # A user's message that opens with a verb of change has left out its "I" ("Moved to Bordeaux", "Sold the
 # Civic", "Just finished Piranesi"): a closed list of common verbs, so a name is never taken for one.
 _ELIDED_I = _lazy_regex(
@@ -9081,6 +9083,8 @@ def first_person(text: str, speaker: str | None) -> str:
 
 @functools.lru_cache(maxsize=1024)
 def _first_person_cached(text: str, speaker: str, user: bool) -> str:
+    if user and _KIN_OPENING.match(text):             # "mum sold up and moved to Tenby": typed in lower case
+        text = _KIN_OPENING.sub(lambda match: f"{match.group(1)}my {match.group(2)}", text, count=1)
     elided = _ELIDED_I.match(text) if user else None
     kin = user and _KIN_NAME.search(text) is not None
     if not _FIRST_PERSON.search(text) and not kin and elided is None:
@@ -9299,7 +9303,8 @@ like get got go going use using used good great better best big little one two t
 year years time times people everyone today morning evening night weekend weekends kids family house
 feel feeling felt think know want need make made take keep say says said come came put set run ran see saw
 look looks looking try trying tried back now still ever never really pretty quite much many more less
-early late bed around half price broken don didn doesn isn wasn won can couldn thing ticket tickets wedding party
+everything anything something nothing early late bed around half price broken don didn doesn isn wasn won
+can couldn thing ticket tickets wedding party
 """.split()) | TIME_NAMES
 
 
@@ -9325,7 +9330,7 @@ def chat_owner(text: str) -> str:
             not _SINGULAR_FIRST_PERSON.search(text) and not re.search(r"(?i)\b(?:we|our|us)\b", text):
         return "name:" + words[0].split("'")[0]         # "Ava's moving to a four day week"
     found = _OWNER_RELATIVE.match(opening)
-    noun = found.group(1) if found else (words[0] if words else "")
+    noun = found.group(1) if found else (words[0].split("'")[0] if words else "")     # "dad's swapped"
     if noun in RELATIVE_NOUNS or noun in KIN_ALIASES or (found and noun in KIN_MODIFIERS):
         if noun in IDENTITY_RELATIVES and re.match(r"(?:my|our)\s+" + noun + r"(?:'s name)?\s+(?:is|'s)\b",
                                                    opening):
@@ -9337,22 +9342,32 @@ def chat_owner(text: str) -> str:
 ECHO_WINDOW = 3                 # words between a word of change and the word it changes, at most
 
 
-@functools.lru_cache(maxsize=4096)
 def changed_words(text: str) -> frozenset[str]:
     """The stems of the words near a word of change (``_CHANGE_SIGNAL``), within ``ECHO_WINDOW`` words: what
     a correction says changed ("*sold the trek*", "*the mazda got written off*", "*elden ring's on hold*")."""
+    return frozenset(change_distances(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def change_distances(text: str) -> dict[str, int]:
+    """``changed_words`` with how many words stand between each and its nearest word of change ("closed the
+    amex, everything goes ..." -> amex 1, everything 2)."""
     lowered = text.casefold().replace("’", "'")
     spans = [match.span() for match in _CHANGE_SIGNAL.finditer(lowered)]
     words = list(re.finditer(r"[a-z][a-z0-9-]*", lowered.replace("'s ", "   ")))
-    near: set[str] = set()
-    for at, word in enumerate(words):
+    near: dict[str, int] = {}
+    for word in words:
         for start, end in spans:
-            before = sum(1 for other in words if end <= other.start() < word.start())
-            after = sum(1 for other in words if word.end() <= other.start() < start)
-            if (word.start() >= end and before < ECHO_WINDOW) or (word.end() <= start and after < ECHO_WINDOW):
-                near.update(tokenize(word.group()))
-                break
-    return frozenset(near)
+            if word.start() >= end:
+                between = sum(1 for other in words if end <= other.start() < word.start())
+            elif word.end() <= start:
+                between = sum(1 for other in words if word.end() <= other.start() < start)
+            else:
+                continue
+            if between < ECHO_WINDOW:
+                for term in tokenize(word.group()):
+                    near[term] = min(between, near.get(term, between))
+    return near
 
 
 @functools.lru_cache(maxsize=4096)
@@ -12184,7 +12199,7 @@ class Memory:
             hits = self.recall(query[:2000], limit=limit, space=space or None, follow_edges=False, where=where)
             return [hit for hit in hits if hit["space"] == space and hit["kind"] == kind
                     and speaker_name(hit.get("metadata"), user) == speaker]
-        candidates: list[tuple[int, dict[str, Any]]] = []
+        candidates: list[tuple[tuple[int, int], dict[str, Any]]] = []
         for hit in spoken(" ".join(sorted(anchors)), 25):
             if normalize_statement(hit["content"]) == normalize_statement(content):
                 continue
@@ -12197,9 +12212,12 @@ class Memory:
                                       if term in echo_anchors(other["content"])]) > ECHO_MAX_STATEMENTS
                                  for term in shared):
                 continue                                  # only words many of the speaker's statements hold
-            candidates.append((len(shared), hit))
-        best = max((count for count, _ in candidates), default=0)
-        items = {hit["item_kref"]: hit for count, hit in candidates if count == best}
+            # more words named again, then the one named nearest its word of change ("closed the *amex*,
+            # everything goes on ...")
+            distances = change_distances(content)
+            candidates.append(((len(shared), -min(distances[term] for term in shared)), hit))
+        best = max((rank for rank, _ in candidates), default=None)
+        items = {hit["item_kref"]: hit for rank, hit in candidates if rank == best}
         return BeliefMatch(next(iter(items.values())), by_relation=True) if len(items) == 1 else None
 
     def _relative_by_name(self, statement: str, space: str, metadata: Mapping[str, Any] | None,
