@@ -504,3 +504,19 @@ def test_another_speakers_message_never_outranks_mine_by_naming_my_value():
     found = memory.recall("what car does Ann drive, the mazda?", space=SPACE, limit=5)
     mine = next(result for result in found if result["kref"] == drive)
     assert "superseded_by" not in (mine.get("signals") or {})
+
+
+def test_a_lower_case_relative_opening_a_message_is_the_speakers():
+    assert km.statement_subject("mum sold up and moved to Whitby", speaker="ann") == "ann mother"
+    assert km.chat_owner("dad's swapped his old mazda for a tesla") == "kin:father"
+    memory = km.Memory(None)
+    first = said(memory, "My mum lives in Swansea")
+    assert item_of(said(memory, "mum sold up and moved to Whitby to be near the sea")) == item_of(first)
+
+
+def test_of_two_statements_named_again_the_nearest_to_the_word_of_change_is_corrected():
+    memory = km.Memory(None)
+    card = said(memory, "my credit card's a visa from halifax")
+    said(memory, "i take my kindle everywhere")
+    new = said(memory, "closed the halifax card, everywhere takes my amex now")
+    assert item_of(new) == item_of(card)
