@@ -1289,14 +1289,16 @@ class _BoundedCache:
 
     def __init__(self, budget: int) -> None:
         self.budget, self.size = budget, 0
-        self._entries: dict[Any, tuple[Any, int, list[Any] | None, int]] = {}     # insertion order is use order
+        # Least recently used first. (An OrderedDict, not a dict: dropping from the front of a dict that keeps
+        # changing leaves holes every later look at the front walks over.)
+        self._entries: collections.OrderedDict[Any, tuple[Any, int, list[Any] | None, int]] = \
+            collections.OrderedDict()
 
     def get(self, key: Any) -> Any:
-        entries = self._entries
-        entry = entries.pop(key, None)
+        entry = self._entries.get(key)
         if entry is None:
             return None
-        entries[key] = entry
+        self._entries.move_to_end(key)
         return entry[0]
 
     def put(self, key: Any, value: Any, size: int, held_in: tuple[list[Any], int] | None = None) -> None:
@@ -1307,18 +1309,21 @@ class _BoundedCache:
             holder[position] = value
         self.size += size
         while self.size > self.budget and len(self._entries) > 1:
-            self.pop(next(iter(self._entries)))
+            self._drop(*self._entries.popitem(last=False))
 
     def pop(self, key: Any) -> None:
         entry = self._entries.pop(key, None)
         if entry is not None:
-            self.size -= entry[1]
-            if entry[2] is not None:
-                entry[2][entry[3]] = None
+            self._drop(key, entry)
 
     def clear(self) -> None:
         for key in list(self._entries):
             self.pop(key)
+
+    def _drop(self, _key: Any, entry: tuple[Any, int, list[Any] | None, int]) -> None:
+        self.size -= entry[1]
+        if entry[2] is not None:
+            entry[2][entry[3]] = None
 
 
 class _TermIds(Mapping[str, int]):
@@ -1454,7 +1459,8 @@ class RecallIndex:
     posting's impact is computed once. ``search`` reads terms by their best possible contribution and
     stops reading a term as soon as no unseen document could still reach the top ``k`` (MaxScore's
     argument); documents that may have lost a contribution that way are then scored exactly from the
-    forward index. Cost grows with the postings a query must read, not with the store.
+    forward index, after the truncated terms are read on where that rules most of them out for less.
+    Cost grows with the postings a query must read, not with the store.
 
     Everything lives in ``array`` columns, so a large index costs little memory and no garbage-collector
     time. The index holds no text; the store feeds it. Read from a stored snapshot (``from_parts``), a term's
@@ -1464,6 +1470,9 @@ class RecallIndex:
 
     TAIL_MERGE_MIN = 64
     UPDATE_ONLY_MAX = 16384
+    FINISH_CHUNK = 1024                 # postings of a truncated term first read on when finishing exactly
+    EXACT_COST = 16                     # one candidate scored from the forward index costs about as many reads
+    FETCH_COST = 8                      # ... times this more when its block is fetched from the store first
     FORWARD_BLOCK = 32                  # slots per stored block of the forward index (a few KB)
     CACHE_BYTES = 64 << 20              # postings and forward blocks fetched from a snapshot
 
@@ -1817,23 +1826,16 @@ class RecallIndex:
         scores: dict[int, float] = {}       # slot -> partial score
         exact: dict[int, float] = {}        # slot -> full score, for the best candidates so far
         missed = 0.0                         # the most any document can have lost to truncated postings
-        cut: list[tuple[set[int], float]] = []   # per truncated term: the slots read, the most any other lost
+        cut: list[tuple[_TermPostings, float, int]] = []   # per truncated term: where its reading stopped
         threshold = 0.0
-
         leaders: list[int] = []            # the k best partial candidates as of the last look
-        get = scores.get
-
         touched: list[Iterable[int]] = []   # slots read since the last look
 
         def raise_threshold() -> float:
-            """Score the k best partial candidates in full; their k-th score is a safe threshold. Partial
-            scores only grow, so the leaders are among the old leaders and the slots read since."""
+            """Score the k best partial candidates in full; their k-th score is a safe threshold."""
             nonlocal leaders
-            pool = set(leaders)
-            for batch in touched:
-                pool.update(slot for slot in batch if slot in scores)
+            leaders = self._leaders(k, scores, leaders, touched)
             touched.clear()
-            leaders = heapq.nlargest(k, pool, key=get)
             self._prefetch([slot for slot in leaders if slot not in exact])
             for slot in leaders:
                 if slot not in exact:
@@ -1849,44 +1851,65 @@ class RecallIndex:
                     scores[slot] = weight * impact
             ceiling = remaining[position] + missed
             slots, impacts = postings.slots, postings.impacts
-            truncated = False
             touched.append(postings.tail_slots)
             start, chunk = 0, 128            # short first reads, so a threshold exists early; then longer
-            while start < len(slots) and not truncated:
+            while start < len(slots):
                 if len(scores) >= k and len(slots) - start > 64:   # worth it only before a long read
                     threshold = max(threshold, raise_threshold())
-                touched.append(slots[start:start + chunk])
+                end = min(start + chunk, len(slots))
+                touched.append(slots[start:end])
                 floor = (threshold - ceiling) / weight       # impacts at or below this cannot enter the top k
-                for offset, (slot, impact) in enumerate(zip(slots[start:start + chunk], impacts[start:start + chunk])):
-                    if impact <= floor:
-                        rest = start + offset
-                        if len(slots) - rest <= min(self.UPDATE_ONLY_MAX, 8 * len(scores)):
-                            # A short remainder is finished for the candidates we have (no new one can
-                            # qualify), so nothing is left to guess about this term.
-                            get = scores.get
-                            for tail_slot, tail_impact in zip(slots[rest:], impacts[rest:]):
-                                score = get(tail_slot)
-                                if score is not None:
-                                    scores[tail_slot] = score + weight * tail_impact
-                        else:
-                            missed += weight * impact         # every later posting of this term is at most this
-                            cut.append((set(slots[:rest]), weight * impact))
-                        truncated = True
-                        break
+                rest = bisect.bisect_left(impacts, -floor, start, end, key=operator.neg)   # (impacts descend)
+                for slot, impact in zip(slots[start:rest], impacts[start:rest]):
                     score = scores.get(slot)
                     if score is not None:
                         scores[slot] = score + weight * impact
                     elif slot_doc[slot] in eligible:
                         scores[slot] = weight * impact
-                start, chunk = start + chunk, min(4096, 2 * chunk)
+                if rest < end:
+                    if len(slots) - rest <= min(self.UPDATE_ONLY_MAX, 8 * len(scores)):
+                        # A short remainder is finished for the candidates we have (no new one can qualify),
+                        # so nothing is left to guess about this term.
+                        get = scores.get
+                        for slot, impact in zip(slots[rest:], impacts[rest:]):
+                            score = get(slot)
+                            if score is not None:
+                                scores[slot] = score + weight * impact
+                    else:
+                        missed += weight * impacts[rest]     # every later posting of this term is at most this
+                        cut.append((postings, weight, rest))
+                    break
+                start, chunk = end, min(4096, 2 * chunk)
         if not missed:
-            best_slots = heapq.nlargest(k, scores.items(), key=lambda pair: (pair[1], slot_doc[pair[0]]))
+            if len(exact) >= k:              # k candidates hold at least this much: none below can place
+                floor = heapq.nlargest(k, map(scores.__getitem__, exact))[-1]
+                pool: Iterable[tuple[int, float]] = itertools.compress(scores.items(),
+                                                                      map(floor.__le__, scores.values()))
+            else:
+                pool = scores.items()
+            best_slots = heapq.nlargest(k, pool, key=lambda pair: (pair[1], slot_doc[pair[0]]))
             return [(slot_doc[slot], score) for slot, score in best_slots]
         # Finish exactly: best partial first, until no partial score plus what it may lack can reach the top k.
         if len(scores) >= k:
             touched.append(list(scores))
             threshold = max(threshold, raise_threshold())
         return self._finish_exactly(weights, k, scores, exact, threshold, missed, cut)
+
+    @staticmethod
+    def _leaders(k: int, scores: Mapping[int, float], leaders: Sequence[int],
+                 touched: Iterable[Iterable[int]]) -> list[int]:
+        """The ``k`` best partial candidates (``heapq.nlargest``'s choice, ties in the pool's order): partial
+        scores only grow, so they are among the last ``leaders`` and the slots read since (``touched``), and none
+        below the weakest last leader can place."""
+        pool = set(leaders)
+        for batch in touched:
+            pool.update(filter(scores.__contains__, batch))
+        get = scores.__getitem__
+        chosen: Iterable[int] = pool
+        if len(leaders) >= k:
+            weakest = min(map(get, leaders))
+            chosen = list(itertools.compress(pool, map(weakest.__le__, map(get, pool))))
+        return heapq.nlargest(k, chosen, key=get)
 
     def _exact(self, slot: int, weights: Mapping[int, float]) -> float:
         if slot >= self._stored_slots:      # (all of them in an index built here: no call on the way)
@@ -1908,32 +1931,100 @@ class RecallIndex:
 
     def _finish_exactly(self, weights: Mapping[int, float], k: int, scores: Mapping[int, float],
                         exact: dict[int, float], threshold: float, missed: float,
-                        cut: Sequence[tuple[set[int], float]]) -> list[tuple[int, float]]:
-        """The top ``k`` after truncated reads: candidates best partial first, each scored in full unless its
-        partial score plus what the truncated terms may have withheld from it cannot reach the k-th best."""
-        slot_doc = self.slot_doc
+                        cut: Sequence[tuple[_TermPostings, float, int]]) -> list[tuple[int, float]]:
+        """The top ``k`` after truncated reads (``cut``: per truncated term its postings, weight and the first
+        posting not read). The candidates are those whose partial score plus what the truncated terms may have
+        withheld can reach the threshold: best partial first, each is scored in full unless what it may lack
+        cannot lift it to the k-th best so far. When that would score many, the truncated terms are read on,
+        best impact first: what a term may still withhold shrinks with every posting and a candidate met there
+        gains its share, so most candidates drop out without being scored from the forward index."""
         cutoff = threshold - missed
-        hopeful = sorted((slot for slot, partial in scores.items() if partial >= cutoff),
-                         key=scores.__getitem__, reverse=True)
-        best: list[tuple[float, int]] = []
-        for position, slot in enumerate(hopeful):
-            if not position % 64:
-                self._prefetch([slot for slot in hopeful[position:position + 64] if slot not in exact])
-            partial = scores[slot]
-            if len(best) >= k:
-                if partial + missed < best[0][0]:
-                    break                       # nothing further down can make it either
-                if partial + sum(lost for seen, lost in cut if slot not in seen) < best[0][0]:
-                    continue                    # what this one may lack cannot lift it far enough
-            full = exact.get(slot)
-            if full is None:
-                full = self._exact(slot, weights)
-            entry = (full, slot_doc[slot])
-            if len(best) < k:
-                heapq.heappush(best, entry)
-            elif entry > best[0]:
-                heapq.heapreplace(best, entry)
+        known = dict(itertools.compress(scores.items(), map(cutoff.__le__, scores.values())))   # lower bounds
+        best = heapq.nlargest(k, [(full, self.slot_doc[slot]) for slot, full in exact.items() if slot in known])
+        heapq.heapify(best)                          # the k best full scores so far, the k-th at best[0]
+        # Per truncated term: [what it may still withhold, weight, postings, next position, candidates read]
+        open_terms = [[weight * postings.impacts[rest], weight, postings, rest,
+                       set(filter(known.__contains__, postings.slots[:rest]))] for postings, weight, rest in cut]
+        order = sorted(known, key=known.__getitem__, reverse=True)
+        cost = self._exact_cost()
+        budget, chunk = int(self.FINISH_CHUNK // cost), self.FINISH_CHUNK
+        while True:
+            done = self._walk(weights, k, order, known, open_terms, exact, best, budget)
+            if done == len(order):
+                break
+            floor = best[0][0] - self._slack(best[0][0]) - sum(entry[0] for entry in open_terms)
+            order = list(itertools.compress(order[done:], map(floor.__le__, map(known.__getitem__, order[done:]))))
+            term = max(open_terms, key=operator.itemgetter(0))
+            if len(order) * cost > chunk and term[0]:
+                self._read_on(term, known, chunk)       # cheaper than scoring them all: narrow them down first
+                floor = best[0][0] - self._slack(best[0][0]) - sum(entry[0] for entry in open_terms)
+                order = sorted(itertools.compress(order, map(floor.__le__, map(known.__getitem__, order))),
+                               key=known.__getitem__, reverse=True)
+                budget, chunk = 2 * budget, 2 * chunk
+            else:
+                budget = len(order)
         return [(doc_id, score) for score, doc_id in sorted(best, reverse=True)]
+
+    def _walk(self, weights: Mapping[int, float], k: int, order: Sequence[int], known: Mapping[int, float],
+              open_terms: Sequence[list[Any]], exact: dict[int, float], best: list[tuple[float, int]],
+              budget: int) -> int:
+        """Score candidates in ``order`` (best lower bound first) into the heap ``best``, skipping those that
+        cannot reach its k-th score, until none further down can or ``budget`` have been scored; returns how
+        many of ``order`` were dealt with (``len(order)`` when none further down can place)."""
+        withheld = sum(entry[0] for entry in open_terms)
+        step = max(1, min(64, budget))
+        for start in range(0, len(order), step):
+            batch = order[start:start + step]
+            if len(best) >= k:
+                kth = best[0][0] - self._slack(best[0][0])
+                if known[batch[0]] + withheld < kth:
+                    return len(order)                # nothing further down can reach the k best
+                batch = [slot for slot in batch if slot not in exact and known[slot] + sum(
+                    entry[0] for entry in open_terms if slot not in entry[4]) >= kth]
+            else:
+                batch = [slot for slot in batch if slot not in exact]   # (a slot scored is in ``best`` already)
+            self._prefetch(batch)
+            for slot in batch:
+                full = exact[slot] = self._exact(slot, weights)
+                entry = (full, self.slot_doc[slot])
+                if len(best) < k:
+                    heapq.heappush(best, entry)
+                elif entry > best[0]:
+                    heapq.heapreplace(best, entry)
+            budget -= len(batch)
+            if budget <= 0 and len(best) >= k:
+                return min(start + step, len(order))
+        return len(order)
+
+    def _exact_cost(self) -> float:
+        """About how many postings read on cost as much as one candidate scored in full: ``EXACT_COST``, and
+        more when the forward index is fetched from the store and does not all fit in the cache."""
+        if self._source is None or not self._stored_slots:
+            return float(self.EXACT_COST)
+        stored = 12 * self.forward_offsets[self._stored_slots]
+        fetched = max(0.0, 1.0 - self._source.cache.budget / max(1, stored))    # the share not kept, roughly
+        return self.EXACT_COST * (1.0 + self.FETCH_COST * fetched)
+
+    @staticmethod
+    def _slack(score: float) -> float:
+        """How far a bound summed in another order may fall below the full score it bounds (rounding)."""
+        return 1e-9 * max(1.0, abs(score))
+
+    @staticmethod
+    def _read_on(term: list[Any], known: dict[int, float], count: int) -> None:
+        """Read ``count`` more postings of a truncated term (``_finish_exactly``): the candidates among them gain
+        their share, and what the term may withhold from the others drops to the next posting's impact."""
+        _lost, weight, postings, start, seen = term
+        end = min(start + count, len(postings.slots))
+        slots, impacts = postings.slots[start:end], postings.impacts[start:end]
+        held = list(map(known.__contains__, slots))
+        met = list(itertools.compress(slots, held))
+        times = functools.partial(operator.mul, weight)
+        known.update(zip(met, list(map(operator.add, map(known.__getitem__, met),
+                                       map(times, itertools.compress(impacts, held))))))
+        seen.update(met)
+        term[0] = weight * postings.impacts[end] if end < len(postings.slots) else 0.0
+        term[3] = end
 
 
 # ==========================================================================================================

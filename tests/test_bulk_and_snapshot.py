@@ -419,6 +419,31 @@ def test_a_process_over_the_snapshot_keeps_a_bounded_cache(tmp_path, small_snaps
     small.close()
 
 
+def test_the_bounded_cache_drops_the_least_recently_used_and_empties_the_slots_holding_them():
+    """The row cache's order of leaving: a value read by key moves to the back, one read from the slot that
+    holds it does not; what leaves takes its size with it and empties its slot; many drops stay cheap."""
+    cache = km._BoundedCache(30)
+    held: list = [None, None]
+    cache.put("a", "A", 10)
+    cache.put("b", "B", 10, held_in=(held, 0))
+    cache.put("c", "C", 10)
+    assert cache.get("a") == "A" and held[0] == "B"      # "a" is now the most recently used, "b" the least
+    cache.put("d", "D", 10)
+    assert cache.get("b") is None and held == [None, None] and cache.size == 30
+    assert [cache.get(key) for key in "acd"] == ["A", "C", "D"]
+    cache.put("e", "E", 10, held_in=(held, 1))
+    assert cache.get("a") is None and held[1] == "E"     # "a" was read first of the three: it left first
+    cache.put("c", "C2", 5)                              # replacing a value replaces its size
+    assert cache.size == 25 and cache.get("c") == "C2"
+    cache.pop("e")
+    assert held[1] is None and cache.size == 15
+    for number in range(20_000):                         # the front of the order is never walked over
+        cache.put(number, number, 10)
+    assert cache.size == 30 and [cache.get(key) for key in (19_997, 19_998, 19_999)] == [19_997, 19_998, 19_999]
+    cache.clear()
+    assert cache.size == 0 and cache.get(19_999) is None
+
+
 def test_a_kill_while_the_snapshot_is_written_keeps_the_store_whole(tmp_path, small_snapshots):
     path = str(tmp_path / "m.db")
     memory = km.Memory(path=path)

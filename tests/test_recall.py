@@ -933,6 +933,34 @@ def test_recall_index_search_matches_brute_force_when_pruning(seed, size, vocabu
     _check_search(index, weights, k, eligible)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_recall_index_finishing_reads_truncated_terms_on_and_still_equals_brute_force(seed, monkeypatch):
+    """Finishing exactly after truncated reads: with reading on made cheap, the truncated terms are read on in
+    small steps (candidates gain their share, the rest drop out) before any candidate is scored in full; the
+    top k must still be brute force's, and reading on must have happened."""
+    monkeypatch.setattr(km.RecallIndex, "FINISH_CHUNK", 4)
+    monkeypatch.setattr(km.RecallIndex, "EXACT_COST", 10_000)
+    read_on = km.RecallIndex._read_on
+    steps = []
+    monkeypatch.setattr(km.RecallIndex, "_read_on", staticmethod(lambda *args: steps.append(1) or read_on(*args)))
+    rnd = random.Random(seed)
+    words = VOCABULARY[:6]
+    index = km.RecallIndex()
+    for doc_id in range(3000):
+        length = rnd.randint(2, 14)
+        frequencies: dict[str, float] = {}
+        for word in rnd.choices(words, weights=[1.0 / (rank + 1) for rank in range(len(words))], k=length):
+            frequencies[word] = frequencies.get(word, 0.0) + 1.0
+        index.add(doc_id, frequencies, length, short=rnd.random() < 0.3)
+    index.compact()
+    for _ in range(24):
+        query = rnd.sample(words, rnd.randint(2, 5))
+        weights = index.term_weights(query, {term: rnd.choice([0.15, 0.5, 1.0, 2.0]) for term in query})
+        eligible = {doc for doc in index.doc_slot if rnd.random() < rnd.choice([0.2, 1.0])}
+        _check_search(index, weights, rnd.randint(1, 10), eligible)
+    assert steps, "no query read a truncated term on: the test no longer covers it"
+
+
 def test_recall_index_basics():
     index = km.RecallIndex()
     index.add(1, {"apple": 2.0, "fig": 1.0}, 3)
