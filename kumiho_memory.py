@@ -9123,6 +9123,9 @@ _FIRST_PERSON_FORMS = {"i_is": "{n} is", "i_has": "{n} has", "i_would": "{n} wou
 # speaker's relative ("Ann's grandma"); after a possessive ("his dad") it is someone else's.
 _KIN_NAME = _lazy_regex(r"(?<![\w'’-])(?<!\b[Mm]y )(?<!\b[Oo]ur )(?<!\b[Hh]is )(?<!\b[Hh]er )(?<!\btheir )(?<!'s )"
                         r"(Grandma|Granny|Nana|Grandpa|Grandad|Granddad|Mom|Mum|Mam|Mommy|Mummy|Dad|Daddy)(?![\w-])")
+_NAMED_OWNER = _lazy_regex(r"^(\s*)([a-z][a-z-]+)(?='s\s+(?:(?:new|old|ex|current|best|little|big|older|younger)\s+)?"
+                           r"(?:" + "|".join(sorted(RELATIVE_NOUNS)) + r")\b)")
+_NOT_OWNERS = frozenset("it that he she there what who here everyone someone nobody one mine".split())
 _KIN_OPENING = _lazy_regex(r"^(\s*)(grandma|granny|nana|grandpa|grandad|granddad|mom|mum|mam|mommy|mummy|dad|daddy)"
                            r"(?=['’\s])")
 # A user's message that opens with a verb of change has left out its "I" ("Moved to Bordeaux", "Sold the
@@ -9176,6 +9179,10 @@ def first_person(text: str, speaker: str | None) -> str:
 def _first_person_cached(text: str, speaker: str, user: bool) -> str:
     if user and _KIN_OPENING.match(text):             # "mum sold up and moved to Tenby": typed in lower case
         text = _KIN_OPENING.sub(lambda match: f"{match.group(1)}my {match.group(2)}", text, count=1)
+    owner = _NAMED_OWNER.match(text) if user else None
+    if owner is not None and owner.group(2) not in STOPWORDS | _NOT_OWNERS:
+        # "sophie's new boyfriend works at Monzo": a name typed in lower case, by its possessive of a relative
+        text = f"{text[:owner.start(2)]}{owner.group(2).capitalize()}{text[owner.end(2):]}"
     elided = _ELIDED_I.match(text) if user else None
     kin = user and _KIN_NAME.search(text) is not None
     if not _FIRST_PERSON.search(text) and not kin and elided is None:
@@ -9542,7 +9549,9 @@ BELIEF_RELATIONS: dict[str, str] = {
                 r"(?:" + _JOB_NOUNS + r")s? (?:at|with))\b",
     # how one gets to work; "my commute" (how long it takes) is an attribute of its own
     "commute": r"\b(?:to|from) (?:work|the office)\b",
-    "vehicle": r"\b(?:drives?|drove|driving|car|cars|vehicle|motorbike|motorcycle)\b",
+    # "car insurance", "the car park" are other things than the car
+    "vehicle": r"\b(?:drives?|drove|driving|cars?(?! (?:insurance|park|parks|wash|keys?|seats?|boot|tyres?|service|"
+               r"loan|payments?|charger|lights?|boot sale|sharing|share|club)\b)|vehicle|motorbike|motorcycle)\b",
     "dog": r"\b(?:dog|dogs|puppy)\b",
     "cat": r"\b(?:cat|cats|kitten)\b",
     "partner": r"\b(?:married|wife|husband|spouse|partner|girlfriend|boyfriend|fianc\w*|dating|broke up|split up|"
@@ -9958,7 +9967,8 @@ class RelationMatcher:
         if _CORRECTION_CUE.search(statement.casefold()):
             # "sold the *civic*", not "left the sonys on a *plane*"
             near = changed_words(statement)
-            values = {word for word in _value_words(statement) if set(tokenize(word)) & near}
+            values = {word for word in _value_words(statement) if set(tokenize(word)) & near
+                      and not (len(word) > 4 and word.endswith("ed"))}      # "*joined* the ramblers": no value
             mentioned = [index for index, text in unknown if values & set(_value_words(text))]
             if len(mentioned) == 1:
                 return mentioned[0]

@@ -520,3 +520,20 @@ def test_of_two_statements_named_again_the_nearest_to_the_word_of_change_is_corr
     said(memory, "i take my kindle everywhere")
     new = said(memory, "closed the halifax card, everywhere takes my amex now")
     assert item_of(new) == item_of(card)
+
+
+def test_a_lower_case_name_that_owns_a_relative_is_someone_else():
+    assert km.statement_subject("maya's new boyfriend works at Monzo apparently", speaker="ann") == "maya boyfriend"
+    memory = km.Memory(None)
+    mine = said(memory, "I work at Monzo on the payments team")
+    assert item_of(said(memory, "maya's new boyfriend works at Monzo apparently")) != item_of(mine)
+
+
+@pytest.mark.parametrize("stored, new", [
+    ("I washed the car on sunday", "my car insurance renews in may"),          # the insurance is not the car
+    ("i'm a member of the local chess club", "cancelled the gym, joined the pool in town instead"),
+])
+def test_look_alikes_in_chat_stay_apart(stored, new):
+    memory = km.Memory(None)
+    first = said(memory, stored)
+    assert item_of(said(memory, new)) != item_of(first)
