@@ -9540,9 +9540,10 @@ BELIEF_RELATIONS: dict[str, str] = {
                  r"(?:moved|moves|moving)(?= to\b| back\b| abroad\b| house\b| home\b| in\b|[.!,;]|$)|relocat\w*|"
                  r"apartment|flat in|house in|settled in)\b",
     # "get *to work*", "my title *at work*", "the gym *after work*", "all *my work*" say where, when or what,
-    # not for whom
+    # not for whom; "it *wasn't working*" says how well
     "employer": r"\b(?:(?<!\bto )(?<!\bat )(?<!\bfrom )(?<!\bafter )(?<!\bbefore )(?<!'s )(?<!\bmy )(?<!\bour )"
-                r"(?<!\bthe )(?<!\ball )(?<!\bof )(?<!\bfor )(?:works?|worked|working)(?! out\b)|"
+                r"(?<!\bthe )(?<!\ball )(?<!\bof )(?<!\bfor )"
+                r"(?:(?<!n't )(?<!\bnot )(?:works?|worked|working)|working(?= (?:at|with|in)\b))(?! out\b)|"
                 r"employ\w*|jobs?|joined(?! (?:a|an|the|my|our) (?:[\w-]+ )?(?:club|group|class|team|gym|choir|league|"
                 r"course|band|society|community|leisure|centre|center|library|ramblers|church))|hired|workplace|"
                 r"started at|career at|position at|"

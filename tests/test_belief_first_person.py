@@ -537,3 +537,11 @@ def test_look_alikes_in_chat_stay_apart(stored, new):
     memory = km.Memory(None)
     first = said(memory, stored)
     assert item_of(said(memory, new)) != item_of(first)
+
+
+def test_something_that_was_not_working_is_no_employer():
+    assert "employer" not in km.belief_relations("the new timetable just wasn't working for us")
+    assert "employer" in km.belief_relations("I am not working at Acme anymore")
+    memory = km.Memory(None)
+    job = said(memory, "I work at Halden Foods in Leeds")
+    assert item_of(said(memory, "Moved my yoga to Thursdays, Mondays just weren't working for me")) != item_of(job)
