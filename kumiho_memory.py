@@ -9437,6 +9437,7 @@ def chat_owner(text: str) -> str:
     return "self"
 
 
+ECHO_TEXT_CHARS = 2000          # of a message, what the echo rule reads
 ECHO_WINDOW = 3                 # words between a word of change and the word it changes, at most
 
 
@@ -9449,22 +9450,24 @@ def changed_words(text: str) -> frozenset[str]:
 @functools.lru_cache(maxsize=4096)
 def change_distances(text: str) -> dict[str, int]:
     """``changed_words`` with how many words stand between each and its nearest word of change ("closed the
-    amex, everything goes ..." -> amex 1, everything 2)."""
-    lowered = text.casefold().replace("’", "'")
-    spans = [match.span() for match in _CHANGE_SIGNAL.finditer(lowered)]
+    amex, everything goes ..." -> amex 1, everything 2). Only the first ``ECHO_TEXT_CHARS`` characters count:
+    a correction is a chat message, not a document."""
+    lowered = text[:ECHO_TEXT_CHARS].casefold().replace("’", "'")
     words = list(re.finditer(r"[a-z][a-z0-9-]*", lowered.replace("'s ", "   ")))
+    starts = [word.start() for word in words]
     near: dict[str, int] = {}
-    for word in words:
-        for start, end in spans:
-            if word.start() >= end:
-                between = sum(1 for other in words if end <= other.start() < word.start())
-            elif word.end() <= start:
-                between = sum(1 for other in words if word.end() <= other.start() < start)
-            else:
-                continue
-            if between < ECHO_WINDOW:
-                for term in tokenize(word.group()):
-                    near[term] = min(between, near.get(term, between))
+
+    def note(index: int, between: int) -> None:
+        for term in tokenize(words[index].group()):
+            near[term] = min(between, near.get(term, between))
+    for match in _CHANGE_SIGNAL.finditer(lowered):
+        after = bisect.bisect_left(starts, match.end())            # the first word after the word of change
+        before = bisect.bisect_left(starts, match.start()) - 1     # the last word before it
+        for between in range(ECHO_WINDOW):
+            if after + between < len(words):
+                note(after + between, between)
+            if before - between >= 0 and words[before - between].end() <= match.start():
+                note(before - between, between)
     return near
 
 
