@@ -92,7 +92,7 @@ import unicodedata
 import urllib.parse
 import zlib
 from collections.abc import Mapping, Sequence   # isinstance against these is cheaper than typing's aliases
-from typing import IO, Any, Awaitable, Callable, Container, Iterable, Iterator, Protocol
+from typing import IO, Any, Awaitable, Callable, Collection, Container, Iterable, Iterator, Protocol
 
 
 class _DeferredModule:
@@ -136,7 +136,7 @@ __all__ = [
     "evidence_tag", "parse_evidence",
     "RevisionRecord", "ItemRecord", "EdgeRecord", "ArtifactRecord",
     # text
-    "tokenize", "stem", "bm25_idf", "bm25_term_score", "RecallIndex",
+    "tokenize", "stem", "bm25_idf", "bm25_term_score", "RecallIndex", "implied_terms", "IMPLIED_WORDS",
     # storage
     "GraphBackend", "RevisionDraft", "SQLiteGraph", "KumihoBackend", "SCHEMA_VERSION",
     # facades
@@ -1236,6 +1236,92 @@ def tokenize(text: str) -> list[str]:
         return list(map(stem, itertools.filterfalse(_ASCII_DROPPED.__contains__, _ASCII_WORD.findall(text))))
     return [stem(word) for word in _WORD.findall(text)
             if word not in STOPWORDS and (len(word) > 1 or word.isdigit())]
+
+
+# -- implied words: a memory also indexed under the words a question about it would use --------------------------
+# The offline form of prospective indexing: "I adopted a puppy" is also found by "what pets does she have?",
+# whose words it never writes. Each row of the table is one kind of thing a question asks about: the words such
+# a question uses (left) and the words a statement says it with (right). A short memory whose terms include a
+# word on the right is also indexed under the row's words on the left that it does not write, at most
+# ``IMPLIED_PER_TEXT`` of them, each counted ``IMPLIED_WEIGHT`` of an occurrence and left out of the memory's
+# length. The table is read once into ``{stem: implied stems}``, so finding them costs a memory one set
+# operation on the terms it already has. A long consolidated memory (``render_summary``) still has its
+# prospective questions read.
+
+IMPLIED_WORDS: dict[str, str] = {        # the words a question asks by: the words a memory says it with
+    "live home": "moved relocated hometown apartment neighborhood neighbourhood",
+    "pet": "dog puppy pup cat kitten turtle hamster parrot rabbit bunny goldfish",
+    "job work": "hired employed employer promoted promotion coworker colleague salary",
+    "exercise": "yoga kickboxing pilates gym jogging running swimming cycling weightlifting workout marathon",
+    "sport": "basketball football soccer tennis baseball hockey golf volleyball rugby cricket skiing surfing",
+    "travel trip": "vacation holiday flight flew abroad traveled travelled",
+    "music instrument": "guitar piano violin drums cello ukulele saxophone flute clarinet trumpet trombone harp",
+    "music": "concert band",
+    "book read": "novel author",
+    "art": "painting pottery drawing sketch sculpture",
+    "school study": "university college degree graduated enrolled semester classes course",
+    "partner": "married wife husband girlfriend boyfriend dating fiance fiancee",
+    "health": "diagnosed injury injured surgery doctor hospital therapy",
+    "event": "festival fair concert party parade conference workshop competition tournament fundraiser ceremony "
+             "gala exhibition",
+    "food": "pizza pasta sushi burger salad soup curry tacos sandwich steak noodles",
+    "dessert": "cake cookies pie brownies cupcakes pastry pudding",
+    "volunteer charity": "shelter donated donation fundraiser nonprofit",
+    "country": "spain france england britain italy germany japan china canada mexico brazil india ireland scotland "
+               "portugal greece netherlands sweden norway australia thailand vietnam korea egypt morocco turkey "
+               "russia argentina peru chile iceland switzerland austria poland",
+    "state": "california texas florida oregon alaska hawaii arizona colorado nevada utah montana ohio michigan "
+             "illinois massachusetts tennessee kentucky louisiana minnesota wisconsin iowa kansas oklahoma idaho "
+             "wyoming vermont maine connecticut",
+}
+IMPLIED_WEIGHT = 0.7           # an implied word counts less than an occurrence of a written one
+IMPLIED_PER_TEXT = 3
+# A long reply or document states many things in passing and its own words already reach far: only a short
+# memory is read for implied words (and a long one's prospective questions).
+IMPLIED_MAX_CHARS = 500
+PROSPECTIVE_HEADING = "Questions this answers:"   # what heads a consolidated memory's questions (render_summary)
+
+
+@functools.lru_cache(maxsize=None)
+def _implied_by_term() -> dict[str, tuple[str, ...]]:
+    """``IMPLIED_WORDS`` as ``{stem said: stems implied}``, built on first use."""
+    table: dict[str, tuple[str, ...]] = {}
+    for implied, said in IMPLIED_WORDS.items():
+        for term in tokenize(said):
+            table[term] = tuple(dict.fromkeys(table.get(term, ()) + tuple(tokenize(implied))))
+    return table
+
+
+def implied_terms(text: str, terms: Collection[str]) -> dict[str, float]:
+    """The index terms a memory implies without writing them, ``{term: IMPLIED_WEIGHT}`` (see ``IMPLIED_WORDS``).
+
+    Args:
+        text: the memory's content; of one longer than ``IMPLIED_MAX_CHARS`` only the prospective questions
+            ``render_summary`` writes under ``PROSPECTIVE_HEADING`` are read (none: nothing is implied).
+        terms: its own index terms (``tokenize``), in text order; what it writes is never implied again.
+
+    Returns:
+        At most ``IMPLIED_PER_TEXT`` terms, the first words' first. Both backends index a memory with them.
+    """
+    if len(text) > IMPLIED_MAX_CHARS:
+        heading = text.rfind(PROSPECTIVE_HEADING)
+        if heading < 0:
+            return {}
+        said: Iterable[str] = tokenize(text[heading:])
+    else:
+        said = terms
+    table = _implied_by_term()
+    named = table.keys() & said            # most memories name nothing in the table: one set operation
+    if not named:
+        return {}
+    found: dict[str, float] = {}
+    for term in (term for term in said if term in named):
+        for implied in table[term]:
+            if implied not in terms and implied not in found:
+                found[implied] = IMPLIED_WEIGHT
+                if len(found) == IMPLIED_PER_TEXT:
+                    return found
+    return found
 
 
 BM25_K1 = 1.2
@@ -6190,15 +6276,51 @@ class SQLiteGraph(GraphBackend):
                                sorted(SYSTEM_KINDS)).fetchone()
         return row[0] if row else 0
 
+    def refresh_terms(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Recompute every revision's stored index terms with this version's tokenizer and implied words
+        (``implied_terms``), so the memories an older version wrote are found as new ones are (``kumiho-memory
+        index`` runs it before ``rebuild_recall_index``).
+
+        Args:
+            progress: called as ``progress(done, total)`` after each batch of 2,000 revisions.
+
+        Returns:
+            How many revisions' terms changed (0 the second time).
+        """
+        changed, done, after = 0, 0, 0
+        with self._read() as conn:
+            total = conn.execute("SELECT count(*) FROM doc_terms").fetchone()[0]
+        while True:
+            with self._write() as conn:
+                rows = conn.execute("SELECT r.id, r.item_id, r.title, r.content, i.kind, d.terms FROM revisions r "
+                                    "JOIN items i ON i.id = r.item_id JOIN doc_terms d ON d.revision_id = r.id "
+                                    "WHERE r.id > ? ORDER BY r.id LIMIT 2000", (after,)).fetchall()
+                items = []
+                for revision_id, item_id, title, content, kind, stored in rows:
+                    if self._term_counts(title, content, kind)[0] != json.loads(stored):
+                        self._index(conn, revision_id, title, content, kind)
+                        items.append(item_id)
+                if items:
+                    self._log_change(conn, *items)
+            if not rows:
+                return changed
+            changed, done, after = changed + len(items), done + len(rows), rows[-1][0]
+            if progress is not None:
+                progress(min(done, total), total)
+
     @staticmethod
-    def _term_counts(title: str, content: str, kind: str) -> tuple[dict[str, int], int]:
-        """A revision's index terms ``{term: count}`` and how many there are."""
+    def _term_counts(title: str, content: str, kind: str) -> tuple[dict[str, float], int]:
+        """A revision's index terms ``{term: count}``, with the words it implies (``implied_terms``), and how
+        many it writes."""
         # Bookkeeping (SYSTEM_KINDS) is never recalled, and must not shift the word statistics of what is.
         if kind in SYSTEM_KINDS:
             terms = []
         else:              # a one-line memory is its own title: the same terms twice, tokenized once
             terms = tokenize(content) * 2 if title == content else tokenize(title + "\n" + content)
-        return dict(collections.Counter(terms)), len(terms)
+        counts: dict[str, float] = dict(collections.Counter(terms))
+        if terms:
+            counts.update(implied_terms(content, counts))
+        return counts, len(terms)
 
     def _index(self, conn: sqlite3.Connection, revision_id: int, title: str, content: str, kind: str) -> None:
         counts, token_count = self._term_counts(title, content, kind)
@@ -6906,6 +7028,7 @@ class _KumihoCandidates:
             counts: dict[str, float] = {}
             for term in terms:
                 counts[term] = counts.get(term, 0.0) + 1.0
+            counts.update(implied_terms(record.content, counts))
             found.index.add(doc_id, counts, len(terms), short=is_message(record.metadata))
             names = frozenset(term for name in who_names(record.metadata) for term in tokenize(name))
             if names:
@@ -15367,7 +15490,7 @@ def render_summary(summary: Mapping[str, Any], implications: Sequence[str] = ())
             f"- {d.get('decision', '')}" + (f" (reason: {d['reason']})" if d.get("reason") else "")
             for d in decisions if isinstance(d, Mapping)))
     if implications:
-        parts.append("Questions this answers:\n" + "\n".join(f"- {q}" for q in implications))
+        parts.append(PROSPECTIVE_HEADING + "\n" + "\n".join(f"- {q}" for q in implications))
     return "\n\n".join(part for part in parts if part)
 
 
@@ -20382,13 +20505,16 @@ def _cmd_remember_many(memory: Memory, args: argparse.Namespace) -> tuple[Any, s
 
 
 def _cmd_index(memory: Memory, args: argparse.Namespace) -> tuple[Any, str]:
-    """Build the recall index from the tables and store it (once after an upgrade; then kept for you)."""
+    """Recompute every memory's index terms, build the recall index from the tables and store it (once after
+    an upgrade; then kept for you)."""
     backend = memory.backend
     if not isinstance(backend, SQLiteGraph):
         return {"indexed": 0, "stored": False}, "nothing to do: the graph server keeps its own index"
-    print("index: reading every memory's terms...", file=sys.stderr, flush=True)
     started = time.perf_counter()
-    figures = backend.rebuild_recall_index()
+    refreshed = backend.refresh_terms(lambda done, total: print(
+        f"index: terms of {done}/{total} memories recomputed", file=sys.stderr, flush=True))
+    print("index: reading every memory's terms...", file=sys.stderr, flush=True)
+    figures = {**backend.rebuild_recall_index(), "terms_refreshed": refreshed}
     seconds = round(time.perf_counter() - started, 2)
     print(f"index: {figures['indexed']} memories indexed in {seconds} s", file=sys.stderr, flush=True)
     where = "stored in the store file" if figures["stored"] else "kept in memory only (an in-memory store)"
@@ -20686,8 +20812,8 @@ def _cli_store_commands(command: Callable[..., argparse.ArgumentParser]) -> None
     sub.add_argument("--batch-size", type=int, default=1000, metavar="N",
                      help="records per transaction (default 1000): a failing batch stores nothing")
     sub.add_argument("--progress", action="store_true", help="print progress on stderr even when not a terminal")
-    sub = command("index", _cmd_index, "rebuild the recall index and store it in the file (after an upgrade, "
-                                       "or to repair it; normally automatic)")
+    sub = command("index", _cmd_index, "recompute every memory's index terms, rebuild the recall index and store "
+                                       "it in the file (after an upgrade, or to repair it; normally automatic)")
 
 
 def _cli_feature_commands(command: Callable[..., argparse.ArgumentParser]) -> None:

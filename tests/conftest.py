@@ -44,6 +44,7 @@ BACKENDS = ["sqlite-memory", "sqlite-file"]
 # the real SDK. It joins only the modules below (other suites keep their own pace), and only where the
 # optional SDK is installed and the module has KumihoBackend.
 KUMIHO_MODULES = {"test_graph_contract.py", "test_recall_time_and_sessions.py", "test_bulk_and_snapshot.py",
+                  "test_recall_implied_terms.py",
                   "test_kumiho_backend.py", "test_belief_revision.py", "test_recall.py", "test_dream_state.py",
                   "test_space_profile.py", "test_skill_ingest.py", "test_prefetch.py"}
 KUMIHO_TOKEN = "test-token-5f0c1d"     # the stand-in checks it; tests check it never leaks
