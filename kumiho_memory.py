@@ -806,9 +806,8 @@ class Kref:
     def trusted(cls, project: str, space: str, name: str, kind: str, revision: int | None = None) -> "Kref":
         """Build a kref from parts the store already validated (skips the checks, for hot paths)."""
         kref = object.__new__(cls)
-        for field, value in (("project", project), ("space", space), ("name", name), ("kind", kind),
-                             ("revision", revision), ("tag", None), ("time", None), ("artifact", None)):
-            object.__setattr__(kref, field, value)
+        kref.__dict__.update(project=project, space=space, name=name, kind=kind, revision=revision, tag=None,
+                             time=None, artifact=None)
         return kref
 
     @classmethod
@@ -871,6 +870,9 @@ class Kref:
                    tag=fields.get("t"), time=moment, artifact=fields.get("a"))
 
     def __str__(self) -> str:
+        text = self.__dict__.get("_text")
+        if text is not None:
+            return text
         path = "/".join(part for part in (self.project, self.space, self.item) if part)
         query = []
         if self.revision is not None:
@@ -881,7 +883,9 @@ class Kref:
             query.append(f"time={_short_instant(self.time)}")
         if self.artifact is not None:
             query.append(f"a={self.artifact}")
-        return KREF_SCHEME + path + ("?" + "&".join(query) if query else "")
+        text = KREF_SCHEME + path + ("?" + "&".join(query) if query else "")
+        object.__setattr__(self, "_text", text)     # a kref never changes: it is formatted once (recall's hot path)
+        return text
 
     # -- views --------------------------------------------------------------------------------------------
 
@@ -902,7 +906,13 @@ class Kref:
 
     def item_kref(self) -> "Kref":
         """The item this kref is in, without any selector."""
-        return Kref.trusted(self.project, self.space, self.name, self.kind)
+        if self.revision is None and self.tag is None and self.time is None and self.artifact is None:
+            return self
+        item = self.__dict__.get("_item")
+        if item is None:
+            item = Kref.trusted(self.project, self.space, self.name, self.kind)
+            object.__setattr__(self, "_item", item)     # made once, like the text
+        return item
 
     def with_revision(self, number: int) -> "Kref":
         """The kref of revision ``number`` of this kref's item."""
@@ -989,6 +999,13 @@ class RevisionRecord:
             "tags": list(self.tags),
             "created_at": self.created_at, "deprecated": self.deprecated,
         }
+
+    def with_metadata(self, metadata: Mapping[str, Any]) -> "RevisionRecord":
+        """This record with ``metadata`` in place of its own (what a cache of records hands out: a record of
+        its own for each call, made without the dataclass's checks, which this one has passed)."""
+        record = object.__new__(RevisionRecord)
+        record.__dict__.update(self.__dict__, metadata=metadata)
+        return record
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1559,6 +1576,7 @@ class RecallIndex:
     FINISH_CHUNK = 1024                 # postings of a truncated term first read on when finishing exactly
     EXACT_COST = 16                     # one candidate scored from the forward index costs about as many reads
     FETCH_COST = 8                      # ... times this more when its block is fetched from the store first
+    READ_ALL_MAX = 4096                 # a query with at most this many postings reads them all (``_search_all``)
     FORWARD_BLOCK = 32                  # slots per stored block of the forward index (a few KB)
     CACHE_BYTES = 64 << 20              # postings and forward blocks fetched from a snapshot
 
@@ -1899,10 +1917,18 @@ class RecallIndex:
         slot = self.doc_slot.get(doc_id)
         return 0.0 if slot is None else self._exact(slot, weights)
 
-    def search(self, weights: Mapping[int, float], k: int, eligible: Container[int]) -> list[tuple[int, float]]:
-        """The ``k`` best documents in ``eligible`` for ``{term_id: weight}``: ``(doc_id, score)``, best first."""
+    def search(self, weights: Mapping[int, float], k: int, eligible: Container[int],
+               within: dict[int, tuple[array.array, array.array]] | None = None) -> list[tuple[int, float]]:
+        """The ``k`` best documents in ``eligible`` for ``{term_id: weight}``: ``(doc_id, score)``, best first.
+
+        ``within``: where to keep each term's postings within ``eligible`` for the next searches, when the caller
+        keeps it while neither the index nor ``eligible`` changes (a query with few postings then reads only
+        those; see ``_search_all``)."""
         if not weights or k <= 0:
             return []
+        terms = self.terms
+        if sum(len(terms[term_id].slots) + len(terms[term_id].tail_slots) for term_id in weights) <= self.READ_ALL_MAX:
+            return self._search_all(weights, k, eligible, within)
         plan = sorted(((weight * self.terms[term_id].max_impact, weight, self._merged(self.terms[term_id]))
                        for term_id, weight in weights.items()), key=lambda entry: -entry[0])
         remaining = [0.0] * len(plan)
@@ -1996,6 +2022,48 @@ class RecallIndex:
             weakest = min(map(get, leaders))
             chosen = list(itertools.compress(pool, map(weakest.__le__, map(get, pool))))
         return heapq.nlargest(k, chosen, key=get)
+
+    def _search_all(self, weights: Mapping[int, float], k: int, eligible: Container[int],
+                    within: dict[int, tuple[array.array, array.array]] | None) -> list[tuple[int, float]]:
+        """``search`` by reading every posting of every term: for a query whose postings are few, this costs
+        less than deciding what to skip. Terms are read in the order ``search`` plans them (best bound first),
+        so each score is the sum ``search`` adds up when it skips nothing (when it skips, it scores the
+        candidates left from the forward index, which can differ in the last bit). With ``within``, a term's
+        postings within ``eligible`` are read from there, or kept there as they are read."""
+        plan = sorted(((weight * self.terms[term_id].max_impact, weight, self._merged(self.terms[term_id]), term_id)
+                       for term_id, weight in weights.items()), key=lambda entry: -entry[0])
+        slot_doc = self.slot_doc
+        scores: dict[int, float] = {}
+        get = scores.get
+        for _bound, weight, postings, term_id in plan:
+            if within is None:
+                for slots, impacts in ((postings.tail_slots, postings.tail_impacts),
+                                       (postings.slots, postings.impacts)):
+                    for slot, impact in zip(slots, impacts):
+                        score = get(slot)
+                        if score is not None:
+                            scores[slot] = score + weight * impact
+                        elif slot_doc[slot] in eligible:
+                            scores[slot] = weight * impact
+                continue
+            kept = within.get(term_id)
+            if kept is None:
+                kept = within[term_id] = (array.array("i"), array.array("d"))
+                for slots, impacts in ((postings.tail_slots, postings.tail_impacts),
+                                       (postings.slots, postings.impacts)):
+                    for slot, impact in zip(slots, impacts):
+                        if slot_doc[slot] in eligible:
+                            kept[0].append(slot)
+                            kept[1].append(impact)
+            for slot, impact in zip(*kept):
+                scores[slot] = get(slot, 0.0) + weight * impact       # 0.0 + x is x: the same sum
+        if len(scores) > k:             # the k-th best score first (floats sort fast), then only those up to it
+            kth = sorted(scores.values(), reverse=True)[k - 1]
+            best = [(score, slot_doc[slot]) for slot, score in scores.items() if score >= kth]
+        else:
+            best = [(score, slot_doc[slot]) for slot, score in scores.items()]
+        best.sort(reverse=True)         # (score, document) is unique: the order ``search`` gives
+        return [(doc_id, score) for score, doc_id in best[:k]]
 
     def _exact(self, slot: int, weights: Mapping[int, float]) -> float:
         if slot >= self._stored_slots:      # (all of them in an index built here: no call on the way)
@@ -4302,7 +4370,8 @@ def apply_who_and_when(scores: dict[int, float], notes: dict[int, dict[str, Any]
     their ``notes``."""
     if named:
         for doc_id in scores:
-            shared = who.get(doc_id, frozenset()) & named
+            names = who.get(doc_id)
+            shared = names & named if names is not None and not names.isdisjoint(named) else None
             if shared:
                 scores[doc_id] *= 1.0 + signals.who
                 notes.setdefault(doc_id, {})["who"] = sorted(shared)
@@ -4603,6 +4672,11 @@ class _RecallState:
         self.name_terms: dict[str, int] = {}
         self.vectors: dict[int, array.array] = {}        # unit-length embeddings, by revision
         self.contested: dict[int, set[int]] = {}         # revision -> revisions that CONTRADICT it
+        # revisions recall returned, kept for the next recalls until their item changes (``records_for``)
+        self.records = _BoundedCache(self.RECORDS_KEPT)
+        # per scope searched: each term's postings within it, until the next change (``_search_scope``)
+        self.within: dict[Any, dict[int, tuple[array.array, array.array]] | None] = {}
+        self.within_size = 0
 
     # -- snapshot -----------------------------------------------------------------------------------------
 
@@ -4768,6 +4842,8 @@ class _RecallState:
 
     def refresh(self, conn: sqlite3.Connection, item_ids: Sequence[int], *, bulk: bool = False) -> None:
         """Reload the given items' revisions, flags, edges and index entries from the tables."""
+        self.within.clear()                # any change may move postings or the sets they were kept for
+        self.within_size = 0
         touched_docs: set[int] = set()
         neighbours_before: set[int] = set()
         for item_id in item_ids:
@@ -4889,6 +4965,7 @@ class _RecallState:
                 self.space_terms[space][1] -= 1
             for table in (self.doc_item, self.doc_event, self.doc_who, self.links):
                 table.pop(doc_id, None)
+            self.records.pop(doc_id)
             self.doc_message.discard(doc_id)
             self.doc_deprecated.discard(doc_id)
             self.vectors.pop(doc_id, None)
@@ -5052,9 +5129,39 @@ class _RecallState:
         return heapq.nlargest(k, scored, key=lambda pair: pair[1])
 
     THREAD_WALK = 200            # how far back a thread's opening message is looked for
+    RECORDS_KEPT = 1024          # how many recalled revisions ``records_for`` keeps (a long one counts once per 4 KB)
+    WITHIN_POSTINGS = 1 << 20    # how many postings ``_search_scope`` keeps in all (12 bytes each)
 
-    def candidates(self, query: RecallQuery, eligible: Container[int]) -> list[tuple[int, float, dict[str, Any]]]:
-        """Score ``eligible`` revisions for a query: words first, then the signals. Best first."""
+    def records_for(self, doc_ids: Sequence[int], read: Callable[[Sequence[int]], dict[int, RevisionRecord]],
+                    keep: bool) -> dict[int, RevisionRecord]:
+        """The records of ``doc_ids``, each one made for this call (its metadata a copy of its own): the ones
+        recalled before from memory, the others by ``read`` (and kept, with ``keep``: when the recall's scope
+        fits in ``RECORDS_KEPT``, so that the next recalls in it are likely to find theirs). A change to an
+        item drops its records with its index entries (``_forget_docs``), whichever process wrote it."""
+        def copied(record: RevisionRecord, flat: bool) -> RevisionRecord:
+            # flat metadata (no list or dict in it) is copied in full by a shallow copy
+            return record.with_metadata(dict(record.metadata) if flat else copy.deepcopy(dict(record.metadata)))
+        kept = self.records
+        found: dict[int, RevisionRecord] = {}
+        missing = []
+        for doc_id in doc_ids:
+            entry = kept.get(doc_id)
+            if entry is None:
+                missing.append(doc_id)
+            else:
+                found[doc_id] = copied(*entry)
+        for doc_id, record in read(missing).items() if missing else ():
+            found[doc_id] = record
+            if not keep:
+                continue
+            flat = all(value is None or type(value) in (str, int, float, bool) for value in record.metadata.values())
+            kept.put(doc_id, (copied(record, flat), flat), 1 + (len(record.content) + len(record.title)) // 4096)
+        return found
+
+    def candidates(self, query: RecallQuery, eligible: Container[int],
+                   scope: Any = None) -> list[tuple[int, float, dict[str, Any]]]:
+        """Score ``eligible`` revisions for a query: words first, then the signals. Best first. ``scope``: a key
+        that names ``eligible`` until the next change (see ``_search_scope``), or None."""
         signals = self.signals
         if query.edge_event is not None and query.time_window is None and signals.when:
             query = dataclasses.replace(query, time_window=edge_window(self.index, self.doc_event, query.edge_event,
@@ -5063,7 +5170,7 @@ class _RecallState:
         named = named_terms(query, signals, self.name_terms)
         reorders = bool(named) or (query.time_window is not None and bool(signals.when)) or query.occasions
         depth = (3 if query.occasions else 2) * query.pool if reorders else query.pool
-        hits = self.index.search(weights, depth, eligible)
+        hits = self._search_scope(weights, depth, eligible, scope)
         if query.query_vector is not None and self.vectors:
             hits = self._fuse(hits, self._nearest(query.query_vector, depth, eligible), query.semantic_weight)
         scores = dict(hits)
@@ -5096,11 +5203,34 @@ class _RecallState:
                         scores[other] = lent
                         notes[other].setdefault("via", {"kref_id": doc_id, "edge_type": edge_type})
         ranked = sorted(scores.items(), key=lambda pair: (-pair[1], -pair[0]))
-        for doc_id, _ in ranked:
+        for doc_id, _ in ranked if self.contested else ():
             challengers = {other for other in self.contested.get(doc_id, ()) if other in self.doc_item}
             if challengers:
                 notes.setdefault(doc_id, {})["contested_by_ids"] = sorted(challengers)
         return [(doc_id, score, notes.get(doc_id, {})) for doc_id, score in ranked]
+
+    def _search_scope(self, weights: Mapping[int, float], k: int, eligible: Container[int],
+                      scope: Any) -> list[tuple[int, float]]:
+        """``index.search`` over ``eligible``, which ``scope`` names (None: a set of its own). A scope searched
+        before keeps each term's postings within it (``RecallIndex.search``'s ``within``), so its next searches
+        read only those, until the next change (``refresh``) or until ``WITHIN_POSTINGS`` are kept in all; only
+        a scope that holds at most half the index: in a larger one there is little to skip."""
+        if scope is not None and 2 * len(eligible) > len(self.index):      # type: ignore[arg-type]
+            scope = None
+        if scope is None or scope not in self.within:
+            if scope is not None:
+                self.within[scope] = None          # searched once: kept from its second search on
+            return self.index.search(weights, k, eligible)
+        within = self.within[scope]
+        if within is None:
+            within = self.within[scope] = {}
+        known = len(within)
+        hits = self.index.search(weights, k, eligible, within)
+        self.within_size += sum(len(slots) for slots, _ in itertools.islice(within.values(), known, None))
+        if self.within_size > self.WITHIN_POSTINGS:
+            self.within.clear()
+            self.within_size = 0
+        return hits
 
     def _thread_start(self, doc_id: int, found: dict[int, int | None]) -> int | None:
         """The first message of ``doc_id``'s thread (None when it is further back than ``THREAD_WALK``);
@@ -6346,7 +6476,8 @@ class SQLiteGraph(GraphBackend):
                 newest = max((state.space_newest[i] for i in space_ids if i in state.space_newest), default=None)
                 if newest is not None:        # a replayed history's "now" is its newest event, not the clock
                     window = query.relative_time(_dt.datetime.fromtimestamp(newest, UTC))
-                    query = dataclasses.replace(query, time_window=window)
+                    if window != query.time_window:
+                        query = dataclasses.replace(query, time_window=window)
             if query.as_of is not None:
                 eligible: Container[int] = self._current_at(conn, query.project, query.as_of, state, set(space_ids))
             elif query.spaces is None and not query.include_superseded:
@@ -6355,7 +6486,8 @@ class SQLiteGraph(GraphBackend):
                 by_space = state.live_by_space if query.include_superseded else state.current_by_space
                 sets = [by_space[space_id] for space_id in space_ids if by_space.get(space_id)]
                 eligible = sets[0] if len(sets) == 1 else set().union(*sets)
-            ranked = state.candidates(query, eligible)
+            ranked = state.candidates(query, eligible, None if query.as_of is not None else
+                                      (query.project, query.spaces, query.include_superseded))
             if query.admit is None:
                 ranked, records = ranked[: query.keep or query.pool], {}
             else:
@@ -6367,7 +6499,9 @@ class SQLiteGraph(GraphBackend):
                     wanted.add(notes["via"]["kref_id"])
                 if "neighbour_of" in notes:
                     wanted.add(notes["neighbour_of"])
-            records.update(self._revisions_by_ids(conn, sorted(wanted.difference(records))))
+            records.update(state.records_for(sorted(wanted.difference(records)),
+                                             functools.partial(self._revisions_by_ids, conn),
+                                             keep=len(eligible) <= state.RECORDS_KEPT))    # type: ignore[arg-type]
             for _, _, notes in ranked:
                 if "contested_by_ids" in notes:
                     notes["contested_by"] = [str(records[other].kref) for other in notes.pop("contested_by_ids")
@@ -8550,6 +8684,8 @@ _HOLIDAY = _lazy_regex(r"\b(?:(last|this|past|previous)\s+)?(christmas\s+eve|chr
                        r"|valentine['’]?s(?:\s+day)?|independence\s+day|(?:the\s+)?(?:4th|fourth)\s+of\s+july"
                        r"|july\s+(?:4th|fourth))\b(?:\s*,?\s*(?:of\s+|in\s+)?(\d{4})\b)?")
 _HOLIDAY_WORDS = _lazy_regex(r"christmas|xmas|new\s+year|easter|thanksgiving|halloween|valentine|independence|july")
+_FOUR_DIGITS = _lazy_regex(r"\d{4}")
+_MONTH_STEMS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")   # in each month
 
 
 def _easter(year: int) -> tuple[int, int]:
@@ -8643,27 +8779,30 @@ def parse_time_window(query: str, now: _dt.datetime | None = None) -> tuple[floa
         first = parse_time_window(match.group(1)) or parse_time_window(f"{match.group(1)} {match.group(3)}")
         if first is not None and last is not None and first[0] <= last[1]:
             return first[0], last[1]
+    # Every date, month or year pattern below holds four digits in a row (a year), and every pattern is tried only
+    # when the words it needs are in the text: most queries name no time, and each search costs a pass.
+    dated = _FOUR_DIGITS.search(text) is not None
     try:
-        for pattern, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy")):
+        for pattern, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy")) if dated else ():
             match = pattern.search(text)
             if match:
                 groups = match.groups()
                 day, month, year = (groups[0], groups[1], groups[2]) if order == "dmy" else (groups[1], groups[0],
                                                                                              groups[2])
                 return _period(_dt.datetime(int(year), MONTHS[month.rstrip(".")], int(day), tzinfo=UTC), "day")
-        match = _HOLIDAY.search(text) if _HOLIDAY_WORDS.search(text) else None
+        match = _HOLIDAY.search(text) if dated and _HOLIDAY_WORDS.search(text) else None
         if match and match.group(3):
             return _holiday_window(match, None)
-        match = _ISO_DATE.search(text)
+        match = _ISO_DATE.search(text) if dated else None
         if match:
             year, month, day = match.groups()
             start = _dt.datetime(int(year), int(month), int(day or 1), tzinfo=UTC)
             return _period(start, "day" if day else "month")
-        match = _MONTH_YEAR.search(text)
+        match = _MONTH_YEAR.search(text) if dated else None
         if match:
             return _period(_dt.datetime(int(match.group(2)), MONTHS[match.group(1).rstrip(".")], 1, tzinfo=UTC),
                            "month")
-        match = _YEAR.search(text)
+        match = _YEAR.search(text) if dated else None
         if match and 1000 <= int(match.group(1)) <= 9999:
             return _period(_dt.datetime(int(match.group(1)), 1, 1, tzinfo=UTC), "year")
     except (ValueError, OverflowError):   # 31 February, or a period that ends past year 9999
@@ -8672,7 +8811,7 @@ def parse_time_window(query: str, now: _dt.datetime | None = None) -> tuple[floa
         return None
     now = parse_instant(now)
     try:
-        match = _AGO.search(text)
+        match = _AGO.search(text) if "ago" in text else None
         if match:
             count = _NUMBER_WORDS.get(match.group(1)) or int(match.group(1)[:7])
             return _period(_shift(now, match.group(2), -count), match.group(2))
@@ -8687,27 +8826,27 @@ def _relative_window(text: str, now: _dt.datetime) -> tuple[float, float] | None
     match = _HOLIDAY.search(text) if _HOLIDAY_WORDS.search(text) else None
     if match:
         return _holiday_window(match, now)
-    match = _WEEKDAY.search(text)
+    match = _WEEKDAY.search(text) if "day" in text else None      # each weekday's name ends in "day"
     if match:
         back = (today.weekday() - WEEKDAYS[match.group(2)]) % 7
         if match.group(1) == "this":
             return _period(today - _dt.timedelta(days=today.weekday() - WEEKDAYS[match.group(2)]), "day")
         return _period(today - _dt.timedelta(days=back or 7), "day")
-    if _WEEKEND.search(text):
+    if "weekend" in text and _WEEKEND.search(text):
         saturday = today - _dt.timedelta(days=(today.weekday() - 5) % 7 or 7)
         return _period(saturday, "day", 2)
-    match = _EARLIER.search(text)
+    match = _EARLIER.search(text) if "earlier" in text else None
     if match:
         start = _shift(now, match.group(1), 0)
         return start.timestamp(), max(start.timestamp(), now.timestamp())
-    match = _BARE_MONTH.search(text)
+    match = _BARE_MONTH.search(text) if any(month in text for month in _MONTH_STEMS) else None
     if match and not (match.group(2) == "may" and match.group(1) not in ("in", "during", "since", "last", "this")):
         month = MONTHS[match.group(2).rstrip(".")]
         year = now.year if match.group(1) == "this" or month <= now.month else now.year - 1
         if match.group(1) == "last" and year == now.year and month == now.month:
             year -= 1
         return _period(_dt.datetime(year, month, 1, tzinfo=UTC), "month")
-    match = _SEASON.search(text)
+    match = _SEASON.search(text) if any(season in text for season in SEASONS) else None
     if match:
         first = SEASONS[match.group(2)]
         start = _dt.datetime(now.year, first, 1, tzinfo=UTC)
@@ -8717,7 +8856,7 @@ def _relative_window(text: str, now: _dt.datetime) -> tuple[float, float] | None
                            < _period(start, "month", 3)[1]):
             start = start.replace(year=start.year - 1)          # not begun yet, or the one we are in: a year back
         return _period(start, "month", 3)
-    match = _RELATIVE_WORDS.search(text)
+    match = _RELATIVE_WORDS.search(text) if any(unit in text for unit in ("day", "week", "month", "year")) else None
     if match:
         count, unit = _RELATIVE[match.group(1)]
         return _period(_shift(now, unit, count), unit)

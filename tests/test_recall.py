@@ -287,6 +287,102 @@ def test_recall_sees_another_process_writes_and_forgets(tmp_path, clock, ids):
         assert len(after) == 2
 
 
+def _fresh(memory: km.Memory, query: str, **options) -> list[dict]:
+    """``memory.recall`` with the embedded engine's kept records and postings dropped first: what the tables
+    hold now, to hold a recall served from them against."""
+    state = memory.backend._recall
+    if state is not None:
+        state.records.clear()
+        state.within.clear()
+    return memory.recall(query, **options)
+
+
+def _warm(memory: km.Memory, query: str, **options) -> list[dict]:
+    """Recall twice, so the kept records and (from a scope's second search on) its postings are in use."""
+    memory.recall(query, **options)
+    return memory.recall(query, **options)
+
+
+def test_recall_serves_nothing_stale_after_this_process_writes(tmp_path, clock, ids):
+    # recall keeps the records it returned and each searched scope's postings (issue 18 item 7): every
+    # write must drop what it changes, and a caller editing a result must not edit what is kept
+    with km.Memory(str(tmp_path / "kept.db"), clock=clock, ids=ids) as memory:
+        for number in range(4):             # postings are kept for a scope that holds at most half the index
+            memory.remember(f"River otters elsewhere, note {number}", space="elsewhere")
+        otter = memory.remember("Otters hold hands while they sleep in the river", space="zoo")
+        memory.remember("Otters crack shellfish open with river stones", space="zoo",
+                        metadata={"keeper": "Ann"})
+        options = {"space": "zoo", "limit": 10}
+        first = _warm(memory, "otters river", **options)
+        first[0]["metadata"]["keeper"] = "edited by the caller"
+        first[0]["tags"].append("edited")
+        assert memory.recall("otters river", **options) == _fresh(memory, "otters river", **options)
+
+        writes = [lambda: memory.tag(otter, "published"),
+                  lambda: memory.update_metadata(otter, {"keeper": "Bo"}),
+                  lambda: memory.remember("Sea otters float on their backs near the river mouth", space="zoo"),
+                  lambda: memory.deprecate(item_of(otter)),
+                  lambda: memory.deprecate(item_of(otter), False),
+                  lambda: memory.forget(item_of(otter))]
+        for write in writes:
+            before = _warm(memory, "otters river", **options)
+            write()
+            served = memory.recall("otters river", **options)
+            assert served == _fresh(memory, "otters river", **options)
+            assert served != before                      # each write changes what this query returns
+        assert otter not in krefs(served) and len(served) == 2
+
+
+def test_recall_serves_nothing_stale_after_another_process_writes(tmp_path, clock, ids):
+    path = str(tmp_path / "shared-kept.db")
+    with km.Memory(path, clock=clock, ids=ids) as memory:
+        for number in range(4):
+            memory.remember(f"Herons of another marsh, note {number}", space="elsewhere")
+        tagged = memory.remember("Herons stand still in the shallow marsh water", space="birds")
+        doomed = memory.remember("Herons nest high in the marsh reeds", space="birds")
+        options = {"space": "birds", "limit": 10}
+        before = _warm(memory, "herons marsh", **options)
+        assert set(krefs(before)) == {tagged, doomed}
+
+        child = textwrap.dedent(f"""
+            import kumiho_memory as km
+            with km.Memory({path!r}, clock=km.ManualClock("2026-02-01T00:00:00Z", tick=1.0),
+                           ids=km.SequentialIds(start=1000)) as other:
+                print(other.remember("Grey herons hunt fish in the marsh at dawn", space="birds"))
+                other.tag({tagged!r}, "published")
+                other.update_metadata({tagged!r}, {{"seen": "dawn"}})
+                other.forget({item_of(doomed)!r})
+        """)
+        env = {**os.environ, "PYTHONPATH": ROOT}
+        done = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        added = done.stdout.strip()
+
+        served = memory.recall("herons marsh", **options)
+        assert served == _fresh(memory, "herons marsh", **options)
+        assert set(krefs(served)) == {tagged, added}
+        kept = next(result for result in served if result["kref"] == tagged)
+        assert "published" in kept["tags"] and kept["metadata"]["seen"] == "dawn"
+
+
+def test_recall_index_search_within_a_scope_matches_a_full_read():
+    """``within`` keeps each term's postings within ``eligible``: the searches that read them give, to the
+    last bit, what a search without them gives, on the fast path and on the pruning one alike."""
+    rnd = random.Random(18)
+    index = km.RecallIndex()
+    for doc_id in range(3000):
+        words = rnd.choices(VOCABULARY[:6] + ["rare"] * (doc_id % 97 == 0), k=rnd.randint(1, 6))
+        index.add(doc_id, {word: float(words.count(word)) for word in words}, len(words), short=doc_id % 3 == 0)
+    eligible = {doc for doc in range(3000) if doc % 7 < 2}
+    within: dict = {}
+    for query in (["rare"], ["rare", VOCABULARY[5]], VOCABULARY[:3], ["rare"], ["rare", VOCABULARY[5]]):
+        weights = index.term_weights(query)
+        for k in (1, 5, 50):
+            assert index.search(weights, k, eligible, within) == index.search(weights, k, eligible)
+    assert within, "no query took the path that keeps postings"
+    assert all(index.slot_doc[slot] in eligible for slots, _ in within.values() for slot in slots)
+
+
 # ==========================================================================================================
 # 3. Signals: who, neighbours, when, typed edges
 # ==========================================================================================================
