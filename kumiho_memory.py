@@ -807,7 +807,7 @@ class Kref:
         """Build a kref from parts the store already validated (skips the checks, for hot paths)."""
         kref = object.__new__(cls)
         kref.__dict__.update(project=project, space=space, name=name, kind=kind, revision=revision, tag=None,
-                             time=None, artifact=None)
+                             time=None, artifact=None)       # what the frozen fields' setter would store
         return kref
 
     @classmethod
@@ -1248,7 +1248,8 @@ def tokenize(text: str) -> list[str]:
 
     Single letters are dropped; single digits are kept (they matter in dates and versions).
     """
-    text = unicodedata.normalize("NFKC", text).casefold()
+    # ASCII text is already in NFKC, and casefolds as it lowercases
+    text = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
     if text.isascii():   # then ``[^\W_]`` is exactly [a-z0-9], which scans faster, and a one-letter word is a-z
         return list(map(stem, itertools.filterfalse(_ASCII_DROPPED.__contains__, _ASCII_WORD.findall(text))))
     return [stem(word) for word in _WORD.findall(text)
@@ -1339,6 +1340,12 @@ def implied_terms(text: str, terms: Collection[str]) -> dict[str, float]:
                 if len(found) == IMPLIED_PER_TEXT:
                     return found
     return found
+
+
+def _terms_json(counts: Iterable[tuple[str, float]]) -> str:
+    """``canonical_json`` of ``dict(counts)`` for terms that ``tokenize`` made, byte for byte and faster: a term
+    is word characters only (no quote, backslash or control character), so none needs an escape."""
+    return "{" + ",".join([f'"{term}":{count}' for term, count in sorted(counts)]) + "}"
 
 
 BM25_K1 = 1.2
@@ -2953,7 +2960,10 @@ def _compile_context() -> tuple[re.Pattern[str], dict[str, list[tuple[str, str, 
 
 _CONTEXT_WORDS, _CONTEXT_RULES = _compile_context()
 _CANDIDATE = _lazy_regex(r"(?<![A-Za-z0-9_+/=-])[A-Za-z0-9_+/=-]{16,}")
-_CANDIDATE_RUN = _lazy_regex(r"[A-Za-z0-9_+/=-]{16}")    # in every candidate; found faster (no lookbehind)
+# A candidate's first 16 characters, at the text's start or after a character that cannot be in one: either
+# finds a candidate wherever there is one, and the search only stops at the few characters that can begin it.
+_CANDIDATE_AT_START = _lazy_regex(r"[A-Za-z0-9_+/=-]{16}")
+_CANDIDATE_AFTER_FENCE = _lazy_regex(r"[^A-Za-z0-9_+/=-][A-Za-z0-9_+/=-]{16}")
 _PUBLIC_PREFIXES = ("pk_live_", "pk_test_", "phc_", "sb_publishable_", "pk.eyJ", "AAAAB3NzaC1", "AAAAC3NzaC1",
                     "AAAAE2VjZHNh",  # publishable keys and SSH public keys are meant to be shared
                     "eyJ")  # base64 JSON such as a lone JWT header; a whole JWT is the jwt rule's
@@ -2988,6 +2998,7 @@ def _context_family(text: str, start: int, token: str, window: str | None = None
 # -- layer 4: a key that names a secret ----------------------------------------------------------------------------
 
 _SECRET_WORD = _lazy_regex(r"passw|passphrase|pass|pwd|secret|token|key|cred|auth|sig|pin|private|psk|pat(?![a-z])")
+_SECRET_WORD_PARTS = ("pass", "pwd", "secret", "token", "key", "cred", "auth", "sig", "pin", "private", "psk", "pat")
 _IDENT_CHAR = _lazy_regex(r"[A-Za-z0-9_.\-]")
 _CAMEL_SPLIT = _lazy_regex(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _PASSWORD_TAILS = ("password", "passwd", "passphrase", "passcode", "pwd")
@@ -3176,6 +3187,8 @@ def _whole_unquoted_value(text: str, start: int, end: int) -> int:
 def _labelled_secrets(text: str) -> Iterable[tuple[int, int, str, str]]:
     lowered = text.lower()
     lowered = lowered if len(lowered) == len(text) else text
+    if not any(map(lowered.__contains__, _SECRET_WORD_PARTS)):     # no hit: not worth starting the search
+        return
     done_until = -1
     for hit in _SECRET_WORD.finditer(lowered):
         if hit.start() < done_until:
@@ -3507,7 +3520,31 @@ class _Spans:
         self.items.insert(index, item)
 
 
+# What each layer of ``_credential_spans`` needs in a text before it can find anything (its own first tests, or
+# looser ones): a text with none of them holds no credential, and is let go without starting a layer.
+_LAYER_MARKS = ("LS0tLS1CRUdJT", "earer", "EARER", "alue", "ALUE")      # and "/" (in "://"), and after a "-":
+_HYPHEN_LAYER_MARKS = ("-----BEGIN", "PuTTY-User", "-p", "-u")
+_LOWERED_LAYER_MARKS = _SECRET_WORD_PARTS + ("identified",)    # in the text's lower()
+
+
+def _may_hold_credentials(text: str) -> bool:
+    """False only when no layer of ``_credential_spans`` can find anything in ``text``.
+
+    Every test looks for a literal or a fixed run of characters, none holding whitespace or "…", anywhere or
+    at the text's start or after a character that is not a letter or digit (whitespace is none). So a text
+    made of a prefix of another's words, their whitespace collapsed to single spaces and "…" after them (a
+    title made from a memory's first line), passes a test only when that other text passes it too."""
+    at_start, after_fence, infix = _provider_anchors()[2]
+    return bool("/" in text or "-" in text and any(map(text.__contains__, _HYPHEN_LAYER_MARKS))
+                or any(map(text.__contains__, _LAYER_MARKS))
+                or any(map(text.lower().__contains__, _LOWERED_LAYER_MARKS))
+                or _CANDIDATE_AT_START.match(text) or _CANDIDATE_AFTER_FENCE.search(text)
+                or at_start.match(text) or after_fence.search(text) or infix.search(text))
+
+
 def _credential_spans(text: str) -> list[tuple[int, int, str, str]]:
+    if not _may_hold_credentials(text):
+        return []
     spans = _Spans()
     placeholders = [m.span() for m in _CREDENTIAL_PLACEHOLDER.finditer(text)] if "[" in text else []
     placeholder_ends = [hi for _, hi in placeholders]
@@ -3531,7 +3568,8 @@ def _credential_spans(text: str) -> list[tuple[int, int, str, str]]:
         if cursor < end and text[cursor:end].strip(_PLACEHOLDER_PUNCTUATION):
             spans.add((cursor, end, family, label))
 
-    candidates = list(_CANDIDATE.finditer(text)) if _CANDIDATE_RUN.search(text) else []
+    candidates = list(_CANDIDATE.finditer(text)) if _CANDIDATE_AT_START.match(text) or \
+        _CANDIDATE_AFTER_FENCE.search(text) else []
     # A layer whose own first test turns the text away (the same test, repeated here) or that has no candidate
     # tokens to look at is not started: most texts hold nothing, and each layer costs a generator.
     layers = (_key_blocks(text) if "-----BEGIN" in text or "PuTTY-User" in text or "LS0tLS1CRUdJT" in text else (),
@@ -6040,7 +6078,7 @@ class SQLiteGraph(GraphBackend):
             else:
                 item_id, number, name = item_row[0], item_row[9] + 1, item_row[3]
             created_at = max(now, head_created) if head_created else now   # never before its predecessor
-            counts, token_count = self._term_counts(draft.title, draft.content, draft.kind)
+            terms_json, token_count = self._doc_terms(draft.title, draft.content, draft.kind)
             metadata_json = canonical_json(dict(draft.metadata))
             revision_id = int(conn.execute(
                 "INSERT INTO revisions (item_id, number, title, content, metadata, content_hash, created_at, "
@@ -6057,7 +6095,7 @@ class SQLiteGraph(GraphBackend):
                 tags.append(PUBLISHED_TAG)        # a revised published belief stays published
             for tag in dict.fromkeys(tags):
                 self._move_tag(conn, item_id, tag, revision_id, created_at)
-            conn.execute("INSERT OR REPLACE INTO doc_terms VALUES (?, ?)", (revision_id, canonical_json(counts)))
+            conn.execute("INSERT OR REPLACE INTO doc_terms VALUES (?, ?)", (revision_id, terms_json))
             if draft.vector is not None:
                 conn.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
                              (revision_id, draft.vector_model, array.array("f", draft.vector).tobytes()))
@@ -6123,8 +6161,8 @@ class SQLiteGraph(GraphBackend):
                 name = f"{draft.name}-{attempt}"
             pending.names.add((project, space, name, kind))
             item_id, revision_id = pending.new_id(conn, "items"), pending.new_id(conn, "revisions")
-            counts, token_count = self._term_counts(draft.title, draft.content, kind)
-            metadata_json = canonical_json(dict(draft.metadata))
+            terms_json, token_count = self._doc_terms(draft.title, draft.content, kind)
+            metadata_json = canonical_json(dict(draft.metadata)) if draft.metadata else "{}"
             rows["items"].append((item_id, project, space, name, kind, created_at, revision_id))
             rows["revisions"].append((revision_id, item_id, draft.title, draft.content, metadata_json, text_hash,
                                       created_at, token_count))
@@ -6132,7 +6170,7 @@ class SQLiteGraph(GraphBackend):
             for tag in tags:
                 rows["tags"].append((item_id, tag, revision_id))
                 rows["tag_events"].append((item_id, tag, revision_id, created_at))
-            rows["doc_terms"].append((revision_id, canonical_json(counts)))
+            rows["doc_terms"].append((revision_id, terms_json))
             if draft.vector is not None:
                 rows["vectors"].append((revision_id, draft.vector_model, array.array("f", draft.vector).tobytes()))
             for artifact_name, location, artifact_metadata in draft.artifacts:
@@ -6427,7 +6465,7 @@ class SQLiteGraph(GraphBackend):
                                     "WHERE r.id > ? ORDER BY r.id LIMIT 2000", (after,)).fetchall()
                 items = []
                 for revision_id, item_id, title, content, kind, stored in rows:
-                    if self._term_counts(title, content, kind)[0] != json.loads(stored):
+                    if json.loads(self._doc_terms(title, content, kind)[0]) != json.loads(stored):
                         self._index(conn, revision_id, title, content, kind)
                         items.append(item_id)
                 if items:
@@ -6439,22 +6477,30 @@ class SQLiteGraph(GraphBackend):
                 progress(min(done, total), total)
 
     @staticmethod
-    def _term_counts(title: str, content: str, kind: str) -> tuple[dict[str, float], int]:
-        """A revision's index terms ``{term: count}``, with the words it implies (``implied_terms``), and how
-        many it writes."""
+    def _doc_terms(title: str, content: str, kind: str) -> tuple[str, int]:
+        """A revision's index terms as stored in ``doc_terms`` (``{term: count}``, canonical JSON), with the
+        words it implies (``implied_terms``), and how many it writes: the terms of ``title + "\n" + content``."""
         # Bookkeeping (SYSTEM_KINDS) is never recalled, and must not shift the word statistics of what is.
         if kind in SYSTEM_KINDS:
-            terms = []
-        else:              # a one-line memory is its own title: the same terms twice, tokenized once
-            terms = tokenize(content) * 2 if title == content else tokenize(title + "\n" + content)
-        counts: dict[str, float] = dict(collections.Counter(terms))
-        if terms:
+            return "{}", 0
+        counts: dict[str, float]
+        if title == content:        # a one-line memory is its own title: the same terms twice, tokenized once
+            single = collections.Counter(tokenize(content))
+            counts, written = {term: 2 * count for term, count in single.items()}, 2 * sum(single.values())
+        else:
+            # tokenize splits at a newline (NFKC, casefolding and words never cross one), so the two halves are
+            # tokenized apart. A derived title's closing "…" (NFKC "...") adds no term and composes with
+            # nothing: without it an ASCII title takes the ASCII path.
+            terms = tokenize(title[:-1] if title.endswith("…") else title)
+            terms += tokenize(content)
+            counts, written = dict(collections.Counter(terms)), len(terms)
+        if counts:
             counts.update(implied_terms(content, counts))
-        return counts, len(terms)
+        return _terms_json(counts.items()), written
 
     def _index(self, conn: sqlite3.Connection, revision_id: int, title: str, content: str, kind: str) -> None:
-        counts, token_count = self._term_counts(title, content, kind)
-        conn.execute("INSERT OR REPLACE INTO doc_terms VALUES (?, ?)", (revision_id, canonical_json(counts)))
+        terms_json, token_count = self._doc_terms(title, content, kind)
+        conn.execute("INSERT OR REPLACE INTO doc_terms VALUES (?, ?)", (revision_id, terms_json))
         conn.execute("UPDATE revisions SET token_count = ? WHERE id = ?", (token_count, revision_id))
 
     def _unindex(self, conn: sqlite3.Connection, revision_ids: Sequence[int]) -> None:
@@ -12325,10 +12371,7 @@ class Memory:
         and the new revision's metadata ``belief_judge`` says the same.
         """
         # screened first, so that stacking compares and sources are canonicalized from what will be stored
-        screened = self._screen(content, "content")
-        title = screened if title == content else self._screen(title, "title")   # one line: screened once
-        content = screened
-        metadata = self._screen(metadata, "metadata")
+        content, title, metadata = self._screened_statement(content, title, metadata)
         target: dict[str, Any] | None = None
         if item_kref is not None:
             target = self.get(str(item_kref))
@@ -12434,6 +12477,20 @@ class Memory:
     def _screen(self, value: Any, field: str) -> Any:
         """``value`` under this memory's credential policy (see ``screen_for_store``)."""
         return screen_for_store(value, field=field, policy=self.credentials)
+
+    def _screened_statement(self, content: str, title: str, metadata: dict[str, Any]) -> tuple[str, str, Any]:
+        """A statement's content, title and metadata under the credential policy, each as ``_screen`` leaves it.
+
+        A content in which no layer of the scan can find anything (``_may_hold_credentials``) is not scanned,
+        nor is a title made from it (``_title_from_content``): such a title passes a layer's tests only where
+        its content does. A title that is its content is scanned once."""
+        if _may_hold_credentials(content):
+            screened = self._screen(content, "content")
+            title = screened if title == content else self._screen(title, "title")
+            content = screened
+        elif title != content and title != _title_from_content(content):
+            title = self._screen(title, "title")
+        return content, title, self._screen(metadata, "metadata")
 
     def _screened_revision(self, content: str, space: str, title: str, metadata: dict[str, Any],
                            tags: tuple[str, ...], key: str | None,

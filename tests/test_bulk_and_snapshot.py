@@ -8,6 +8,7 @@ file through SQLite)."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
@@ -702,3 +703,73 @@ def test_forget_inside_a_batch_scrubs_after_the_commit(tmp_path):
         data = open(str(tmp_path / "m.db") + suffix, "rb").read() \
             if os.path.exists(str(tmp_path / "m.db") + suffix) else b""
         assert b"4471" not in data
+
+
+def _reference_terms(title: str, content: str) -> tuple[str, int]:
+    """A revision's doc_terms row and token count as the store wrote them before issue 19 (one tokenize), with
+    the words it implies (issue 18)."""
+    terms = km.tokenize(content) * 2 if title == content else km.tokenize(title + "\n" + content)
+    counts = dict(collections.Counter(terms))
+    if terms:
+        counts.update(km.implied_terms(content, counts))
+    return km.canonical_json(counts), len(terms)
+
+
+def test_remember_many_stores_the_titles_terms_and_redactions_of_the_full_scan(tmp_path, monkeypatch):
+    """A batch of long, multi-line, non-ASCII and secret-bearing memories (a secret cut by the title, a title
+    given with a secret, keys and supersession): remember_many and a remember() loop leave the same tables,
+    and both store what the full scan and the one-pass tokenizer of before would (a clean content and the
+    title made from it skip the scan; the title's terms are tokenized apart from the content's)."""
+    secret = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+    long_words = " ".join(WORDS * 3)
+    records = [long_words, f"{long_words}\nsecond line about {WORDS[2]}", f"  {WORDS[1]}\t\t{WORDS[3]}  \n\nrest",
+               "x" * 70 + " pattern of the day", f"{'y' * 60} the key is {secret} and more words after it",
+               f"the stripe key is {secret} " + long_words, "Ελληνικά ΣΟΦΙΑΣ και ﬁne café naïve " + long_words,
+               "ends with an ellipsis… " + long_words, "数据 库 " * 20, "short line",
+               {"content": long_words, "title": f"deploy key {secret}"},
+               {"content": f"keyed {long_words}", "key": "k1", "space": "ops"},
+               {"content": f"keyed again {long_words}", "key": "k1", "space": "ops"},
+               {"content": "I live in Berlin. " + long_words}, {"content": "I live in Munich now.", "stack": True}]
+    stores = {}
+    for name in ("loop", "many"):
+        path = str(tmp_path / f"{name}.db")
+        memory = km.Memory(path=path, ids=km.SequentialIds(), clock=km.ManualClock(tick=0.5))
+        if name == "loop":
+            for record in records:
+                arguments = {"content": record} if isinstance(record, str) else dict(record)
+                memory.remember(arguments.pop("content"), **arguments)
+        else:
+            memory.remember_many(records)
+        memory.close()
+        stores[name] = _tables(path)
+    assert stores["many"] == stores["loop"]
+    with sqlite3.connect(str(tmp_path / "many.db")) as conn:
+        rows = conn.execute("SELECT r.title, r.content, r.token_count, d.terms FROM revisions r "
+                            "JOIN doc_terms d ON d.revision_id = r.id ORDER BY r.id").fetchall()
+    assert len(rows) == len(records)
+    with monkeypatch.context() as patched:          # the full scan: every quick test off
+        patched.setattr(km, "_may_hold_credentials", lambda _text: True)
+        patched.setattr(km, "_SECRET_WORD_PARTS", ("",))
+        for (title, content, token_count, terms), record in zip(rows, records):
+            given = {"content": record} if isinstance(record, str) else record
+            assert content == km.screen_for_store(given["content"], field="content")
+            derived = km._title_from_content(given["content"])
+            assert title == km.screen_for_store(given.get("title", derived), field="title")
+            assert (terms, token_count) == _reference_terms(title, content)
+    assert secret not in "".join(row[0] + row[1] for row in rows)
+    assert any(row[0].endswith("…") for row in rows) and any("pattern" in row[1] for row in rows)
+
+
+_TERM_TEXT = st.lists(st.one_of(st.sampled_from(["word", "Word ", " ", "\n", "\t", "…", "ﬁ", "é", "e\u0301", "Σ",
+                                                 "İ", "数据", "the", "a", "7", "\u0301", "\u00a0", "running"]),
+                                st.text(max_size=8)), max_size=40).map("".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_TERM_TEXT, _TERM_TEXT, st.booleans())
+def test_the_terms_of_a_revision_are_those_of_its_title_and_content_together(content, title, derived):
+    """``doc_terms`` holds the terms of ``title + "\\n" + content`` in canonical JSON, however the title
+    and content are tokenized (apart, a derived title's "…" dropped, a one-line memory once)."""
+    title = km._title_from_content(content) if derived else title
+    for pair in ((title, content), (content, content)):
+        assert km.SQLiteGraph._doc_terms(*pair, "memory") == _reference_terms(*pair)

@@ -426,3 +426,65 @@ ROUND_TWO_ADVERSARIAL = {
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_round_two_rules_finish_on_long_adversarial_input(rule, name):
     assert _finishes(RULES[rule], ROUND_TWO_ADVERSARIAL[name])
+
+
+# -- the quick tests that let a clean text go unscanned (issue 19) ----------------------------------------------
+
+def _ungated_spans(monkeypatch, text):
+    """``_credential_spans`` with every quick test that only saves time turned off."""
+    with monkeypatch.context() as patched:
+        patched.setattr(km, "_may_hold_credentials", lambda _text: True)
+        patched.setattr(km, "_SECRET_WORD_PARTS", ("",))          # "" is in every text
+        return km._credential_spans(text)
+
+
+def _varied_texts():
+    samples = DEV_SAMPLES + HELD_OUT_SAMPLES
+    texts = [sample.text for sample in samples] + [text for _, text in corpus.credential_false_positives()]
+    texts += [f"{sample.text}\n\nand the next line" for sample in samples[::7]]
+    texts += ["Pat said the pin is under the mat", "the spinach patch", "KEY=value", "passcode 1234",
+              "see https://example.com/a/b", "it was a mysql -p night", "Bearer of bad news", "nothing here at all",
+              "mysqldump -pHunter2x9 shop", "login: admin / Hunter2x9", "curl -u bob:Hunter2x9 https://x.io"]
+    return texts
+
+
+def test_the_quick_tests_turn_away_no_text_with_a_finding(monkeypatch):
+    """Every corpus text (secrets of every family in every placement, and the known non-secrets) is found
+    exactly as with the quick tests off: they only let texts go that hold nothing."""
+    texts = _varied_texts()
+    assert sum(bool(km._credential_spans(text)) for text in texts) > len(texts) // 2
+    for text in texts:
+        assert km._credential_spans(text) == _ungated_spans(monkeypatch, text), text
+
+
+_GATE_PIECES = st.sampled_from([
+    "sk-", "ghp_", "AKIA", "pat", "Pat", "pin", "PASS", "key", "-----BEGIN", "://", "-p", "alue", "/", "earer", ":AA",
+    "Q~", "+ACR", "Σ", "İ", "…", "ﬁ", "é", " ", "  ", "\t", "\n", "\u00a0", "\u2028", "\x1c", ".", "=", "_", "-",
+    "Zq8Wv4Lp2Rk7Tn3X", "aB3dE5gH7jK9mN1pQ3sT5vW7", "password", "token", "secret",
+])
+_GATE_TEXT = st.lists(st.one_of(_GATE_PIECES, st.text(max_size=6)), max_size=40).map("".join)
+
+
+@PROPERTY
+@given(_GATE_TEXT)
+@example("x" * 78 + " pattern")     # cut to "pat…" in the title, where the content's "pattern" is no hit
+def test_a_title_made_from_a_clean_content_is_clean(text):
+    """``Memory`` scans neither a content that ``_may_hold_credentials`` lets go nor the title made from it:
+    the title passes a quick test only where its content does, and so holds nothing either."""
+    title = km._title_from_content(text)
+    if not km._may_hold_credentials(text):
+        assert not km._may_hold_credentials(title)
+        assert km._credential_spans(text) == []
+
+
+@PROPERTY
+@given(_GATE_TEXT)
+def test_the_quick_tests_hold_for_any_text(text):
+    """Each quick test is implied by what its layer looks for (checked against the layer's own regex)."""
+    candidate = bool(km._CANDIDATE.search(text))
+    assert candidate == bool(km._CANDIDATE_AT_START.match(text) or km._CANDIDATE_AFTER_FENCE.search(text))
+    lowered = text.lower()
+    if km._SECRET_WORD.search(lowered) or km._SECRET_WORD.search(text):
+        assert any(part in lowered for part in km._SECRET_WORD_PARTS)
+    if km._credential_spans(text):
+        assert km._may_hold_credentials(text)
