@@ -10292,12 +10292,19 @@ class RelationMatcher:
         return None
 
     def gives_new_value(self, statement: str, belief: str, kind: str) -> bool:
-        """Whether ``statement``, which names no relation, gives ``belief`` a new value of ``kind``: a value
-        word of that kind the belief does not hold, or a word of change ("I washed the *mazda*" only mentions
-        the car "I drive a Mazda" names; "got a *skoda*" and "sold the mazda" change it)."""
+        """Whether ``statement``, which names no relation, gives ``belief`` (of ``kind``) a new value: a word of
+        change, no event in time (a restatement: "Nina really loves teal"), or for an event a value word the
+        belief does not hold that is neither a past-tense verb nor a time ("I washed the *mazda* on sunday" only
+        mentions the car "I drive a Mazda" names; "bought a *kia*" and "sold the mazda" change it)."""
         held, lowered = set(_value_words(belief)), statement.casefold().replace("-group", "")   # "let us go"
-        return _CHANGE_SIGNAL.search(lowered) is not None or _CORRECTION_CUE.search(lowered) is not None or any(
-            word not in held and self.value_kind(word) == kind for word in _value_words(statement))
+        if _CHANGE_SIGNAL.search(lowered) is not None or _CORRECTION_CUE.search(lowered) is not None:
+            return True
+        words = _words(lowered)
+        if not any((len(word) > 4 and word.endswith("ed")) or word in TIME_NAMES or word in TIME_WORDS
+                   for word in words):
+            return True                                   # no event in time: a restatement ("really loves teal")
+        return any(word not in held and not (len(word) > 4 and word.endswith("ed")) and word not in TIME_NAMES
+                   and not set(tokenize(word)) & _echo_time_stems() for word in _value_words(statement))
 
     def split(self, statement: str, beliefs: Sequence[str | Sequence[str]]) -> list[int]:
         """Indices of the beliefs that hold one belief split in two: two or more current beliefs of the
