@@ -10297,6 +10297,8 @@ class RelationMatcher:
         belief does not hold that is neither a past-tense verb nor a time ("I washed the *mazda* on sunday" only
         mentions the car "I drive a Mazda" names; "bought a *kia*" and "sold the mazda" change it)."""
         held, lowered = set(_value_words(belief)), statement.casefold().replace("-group", "")   # "let us go"
+        if _ADDITIVE.search(lowered):
+            return False                                  # "I *also* keep an old mazda": one more, not another
         if _CHANGE_SIGNAL.search(lowered) is not None or _CORRECTION_CUE.search(lowered) is not None:
             return True
         words = _words(lowered)
