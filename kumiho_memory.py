@@ -1922,7 +1922,8 @@ class RecallIndex:
     def exact_score(self, doc_id: int, weights: Mapping[int, float]) -> float:
         """A document's full BM25 score for ``{term_id: weight}`` (0 when not indexed)."""
         slot = self.doc_slot.get(doc_id)
-        return 0.0 if slot is None else self._exact(slot, weights)
+        return 0.0 if slot is None else self._exact(slot, {term_id: weight for _, weight, _, term_id
+                                                           in self._plan(weights)})
 
     def search(self, weights: Mapping[int, float], k: int, eligible: Container[int],
                within: dict[int, tuple[array.array, array.array]] | None = None) -> list[tuple[int, float]]:
@@ -1936,13 +1937,18 @@ class RecallIndex:
         terms = self.terms
         if sum(len(terms[term_id].slots) + len(terms[term_id].tail_slots) for term_id in weights) <= self.READ_ALL_MAX:
             return self._search_all(weights, k, eligible, within)
-        plan = sorted(((weight * self.terms[term_id].max_impact, weight, self._merged(self.terms[term_id]))
-                       for term_id, weight in weights.items()), key=lambda entry: -entry[0])
+        plan = self._plan(weights)
+        weights = {term_id: weight for _, weight, _, term_id in plan}     # in the order partial scores add them
         remaining = [0.0] * len(plan)
         for position in range(len(plan) - 2, -1, -1):
             remaining[position] = remaining[position + 1] + plan[position + 1][0]
         slot_doc = self.slot_doc
-        scores: dict[int, float] = {}       # slot -> partial score
+        # Most queries may return nearly any document: then a slot enters the partial scores unchecked (a look-up
+        # in ``eligible`` per posting read is the costliest step of the first pass), and is checked where it
+        # could place: as a leader, a candidate finished exactly, or in the result. One that fails is banned.
+        admit = None if isinstance(eligible, (set, frozenset, dict)) and 2 * len(eligible) >= len(self) \
+            else eligible
+        scores: dict[int, float] = {}       # slot -> partial score (-inf for a slot found not eligible)
         exact: dict[int, float] = {}        # slot -> full score, for the best candidates so far
         missed = 0.0                         # the most any document can have lost to truncated postings
         cut: list[tuple[_TermPostings, float, int]] = []   # per truncated term: where its reading stopped
@@ -1955,19 +1961,15 @@ class RecallIndex:
             nonlocal leaders
             leaders = self._leaders(k, scores, leaders, touched)
             touched.clear()
-            self._prefetch([slot for slot in leaders if slot not in exact])
-            for slot in leaders:
-                if slot not in exact:
-                    exact[slot] = self._exact(slot, weights)
+            if admit is None:
+                leaders = self._admitted(leaders, scores, eligible)
+            fresh = [slot for slot in leaders if slot not in exact]
+            self._prefetch(fresh)
+            exact.update(zip(fresh, self._exact_many(fresh, weights)))
             return heapq.nlargest(k, exact.values())[-1] if len(exact) >= k else 0.0
 
-        for position, (_bound, weight, postings) in enumerate(plan):
-            for slot, impact in zip(postings.tail_slots, postings.tail_impacts):
-                score = scores.get(slot)
-                if score is not None:
-                    scores[slot] = score + weight * impact
-                elif slot_doc[slot] in eligible:
-                    scores[slot] = weight * impact
+        for position, (_bound, weight, postings, _term_id) in enumerate(plan):
+            self._accumulate(scores, postings.tail_slots, postings.tail_impacts, weight, slot_doc, admit)
             ceiling = remaining[position] + missed
             slots, impacts = postings.slots, postings.impacts
             touched.append(postings.tail_slots)
@@ -1979,12 +1981,7 @@ class RecallIndex:
                 touched.append(slots[start:end])
                 floor = (threshold - ceiling) / weight       # impacts at or below this cannot enter the top k
                 rest = bisect.bisect_left(impacts, -floor, start, end, key=operator.neg)   # (impacts descend)
-                for slot, impact in zip(slots[start:rest], impacts[start:rest]):
-                    score = scores.get(slot)
-                    if score is not None:
-                        scores[slot] = score + weight * impact
-                    elif slot_doc[slot] in eligible:
-                        scores[slot] = weight * impact
+                self._accumulate(scores, slots[start:rest], impacts[start:rest], weight, slot_doc, admit)
                 if rest < end:
                     if len(slots) - rest <= min(self.UPDATE_ONLY_MAX, 8 * len(scores)):
                         # A short remainder is finished for the candidates we have (no new one can qualify),
@@ -2006,39 +2003,41 @@ class RecallIndex:
                                                                       map(floor.__le__, scores.values()))
             else:
                 pool = scores.items()
+            if admit is None:
+                pool = [(slot, score) for slot, score in pool if slot_doc[slot] in eligible]
             best_slots = heapq.nlargest(k, pool, key=lambda pair: (pair[1], slot_doc[pair[0]]))
             return [(slot_doc[slot], score) for slot, score in best_slots]
         # Finish exactly: best partial first, until no partial score plus what it may lack can reach the top k.
         if len(scores) >= k:
             touched.append(list(scores))
             threshold = max(threshold, raise_threshold())
-        return self._finish_exactly(weights, k, scores, exact, threshold, missed, cut)
+        return self._finish_exactly(weights, k, scores, exact, threshold, missed, cut,
+                                    None if admit is not None else eligible)
 
     @staticmethod
     def _leaders(k: int, scores: Mapping[int, float], leaders: Sequence[int],
-                 touched: Iterable[Iterable[int]]) -> list[int]:
-        """The ``k`` best partial candidates (``heapq.nlargest``'s choice, ties in the pool's order): partial
-        scores only grow, so they are among the last ``leaders`` and the slots read since (``touched``), and none
-        below the weakest last leader can place."""
+                 touched: Iterable[Sequence[int]]) -> list[int]:
+        """The ``k`` best partial candidates: partial scores only grow, so they are among the last ``leaders``
+        and the slots read since (``touched``), and none below the weakest last leader can place. (Which of
+        several tied candidates is picked moves the threshold only, never a result or its score.)"""
         pool = set(leaders)
-        for batch in touched:
-            pool.update(filter(scores.__contains__, batch))
-        get = scores.__getitem__
-        chosen: Iterable[int] = pool
         if len(leaders) >= k:
-            weakest = min(map(get, leaders))
-            chosen = list(itertools.compress(pool, map(weakest.__le__, map(get, pool))))
-        return heapq.nlargest(k, chosen, key=get)
+            weakest, get, unseen = min(map(scores.__getitem__, leaders)), scores.get, itertools.repeat(-math.inf)
+            for batch in touched:
+                pool.update(itertools.compress(batch, map(weakest.__le__, map(get, batch, unseen))))
+        else:
+            for batch in touched:
+                pool.update(filter(scores.__contains__, batch))
+        return heapq.nlargest(k, pool, key=scores.__getitem__)
 
     def _search_all(self, weights: Mapping[int, float], k: int, eligible: Container[int],
                     within: dict[int, tuple[array.array, array.array]] | None) -> list[tuple[int, float]]:
         """``search`` by reading every posting of every term: for a query whose postings are few, this costs
         less than deciding what to skip. Terms are read in the order ``search`` plans them (best bound first),
-        so each score is the sum ``search`` adds up when it skips nothing (when it skips, it scores the
-        candidates left from the forward index, which can differ in the last bit). With ``within``, a term's
-        postings within ``eligible`` are read from there, or kept there as they are read."""
-        plan = sorted(((weight * self.terms[term_id].max_impact, weight, self._merged(self.terms[term_id]), term_id)
-                       for term_id, weight in weights.items()), key=lambda entry: -entry[0])
+        so each score is the sum ``search`` adds up (the same float whichever way it went: ``_exact_many``).
+        With ``within``, a term's postings within ``eligible`` are read from there, or kept there as they are
+        read."""
+        plan = self._plan(weights)
         slot_doc = self.slot_doc
         scores: dict[int, float] = {}
         get = scores.get
@@ -2072,33 +2071,89 @@ class RecallIndex:
         best.sort(reverse=True)         # (score, document) is unique: the order ``search`` gives
         return [(doc_id, score) for score, doc_id in best[:k]]
 
-    def _exact(self, slot: int, weights: Mapping[int, float]) -> float:
-        if slot >= self._stored_slots:      # (all of them in an index built here: no call on the way)
-            shift = self._stored_entries
-            start, end = self.forward_offsets[slot] - shift, self.forward_offsets[slot + 1] - shift
-            terms, tfs = self.forward_terms, self.forward_tfs
+    @staticmethod
+    def _accumulate(scores: dict[int, float], slots: Sequence[int], impacts: Sequence[float], weight: float,
+                    slot_doc: Sequence[int], eligible: Container[int] | None) -> None:
+        """Add ``weight`` x impact to the partial score of each slot read; a slot not scored yet enters only when
+        its document is ``eligible`` (with ``None``, every slot enters: ``search`` checks them later)."""
+        get = scores.get
+        if eligible is not None:
+            for slot, impact in zip(slots, impacts):
+                score = get(slot)
+                if score is not None:
+                    scores[slot] = score + weight * impact
+                elif slot_doc[slot] in eligible:
+                    scores[slot] = weight * impact
+        elif not scores:
+            scores.update(zip(slots, map(weight.__mul__, impacts)))
         else:
-            entry = self._blocks[slot // self.FORWARD_BLOCK] or self._fetch_block(slot // self.FORWARD_BLOCK)
-            terms, tfs, low = entry
-            start, end = self.forward_offsets[slot] - low, self.forward_offsets[slot + 1] - low
-        saturation, norm = self._saturation(self.slot_length[slot], self.slot_short[slot])
-        score = 0.0
-        for term_id, weight in weights.items():
-            position = bisect.bisect_left(terms, term_id, start, end)
-            if position < end and terms[position] == term_id:
-                tf = tfs[position]
-                score += weight * tf * saturation / (tf + norm)
-        return score
+            for slot, impact in zip(slots, impacts):
+                score = get(slot)
+                scores[slot] = weight * impact if score is None else score + weight * impact
+
+    def _admitted(self, slots: Sequence[int], scores: dict[int, float], eligible: Container[int]) -> list[int]:
+        """``slots`` whose documents are in ``eligible``; the others are banned from ``scores`` (``-inf``, which
+        no later contribution lifts), so they are never candidates again."""
+        slot_doc = self.slot_doc
+        kept = [slot for slot in slots if slot_doc[slot] in eligible]
+        if len(kept) < len(slots):
+            scores.update(dict.fromkeys(set(slots).difference(kept), -math.inf))
+        return kept
+
+    def _plan(self, weights: Mapping[int, float]) -> list[tuple[float, float, _TermPostings, int]]:
+        """The query's terms in the order ``search`` reads them, best possible contribution first: per term
+        ``(that bound, weight, postings, term_id)``."""
+        return sorted(((weight * self.terms[term_id].max_impact, weight, self._merged(self.terms[term_id]), term_id)
+                       for term_id, weight in weights.items()), key=lambda entry: -entry[0])
+
+    def _exact(self, slot: int, weights: Mapping[int, float]) -> float:
+        return self._exact_many((slot,), weights)[0]
+
+    def _exact_many(self, slots: Iterable[int], weights: Mapping[int, float]) -> list[float]:
+        """Each slot's full score from the forward index, in order. It is the sum ``search`` builds from the
+        postings, bit for bit: each term's impact worked out as ``add`` did (``_saturation``'s arithmetic,
+        inlined), times its weight, added in the order of ``weights`` (which ``search`` gives in plan order),
+        so a score is the same float whichever way a query found it."""
+        items = list(weights.items())
+        offsets, lengths, shorts, reference = self.forward_offsets, self.slot_length, self.slot_short, \
+            self.reference_length
+        stored, block_size, blocks, bisect_left = self._stored_slots, self.FORWARD_BLOCK, self._blocks, \
+            bisect.bisect_left
+        profiles: dict[float, tuple[float, float]] = {}
+        result = []
+        for slot in slots:
+            if slot >= stored:          # (all of them in an index built here)
+                terms, tfs, low = self.forward_terms, self.forward_tfs, self._stored_entries
+            else:
+                terms, tfs, low = blocks[slot // block_size] or self._fetch_block(slot // block_size)
+            start, end = offsets[slot] - low, offsets[slot + 1] - low
+            short = shorts[slot]
+            profile = profiles.get(short)
+            if profile is None:
+                profile = profiles[short] = bm25_profile(short)
+            k1, b = profile
+            saturation, norm = k1 + 1.0, k1 * (1.0 - b + b * lengths[slot] / reference)
+            score = 0.0
+            for term_id, weight in items:
+                position = bisect_left(terms, term_id, start, end)
+                if position < end and terms[position] == term_id:
+                    tf = tfs[position]
+                    score += weight * (tf * saturation / (tf + norm))
+            result.append(score)
+        return result
 
     def _finish_exactly(self, weights: Mapping[int, float], k: int, scores: Mapping[int, float],
                         exact: dict[int, float], threshold: float, missed: float,
-                        cut: Sequence[tuple[_TermPostings, float, int]]) -> list[tuple[int, float]]:
+                        cut: Sequence[tuple[_TermPostings, float, int]],
+                        unchecked: Container[int] | None = None) -> list[tuple[int, float]]:
         """The top ``k`` after truncated reads (``cut``: per truncated term its postings, weight and the first
         posting not read). The candidates are those whose partial score plus what the truncated terms may have
         withheld can reach the threshold: best partial first, each is scored in full unless what it may lack
         cannot lift it to the k-th best so far. When that would score many, the truncated terms are read on,
         best impact first: what a term may still withhold shrinks with every posting and a candidate met there
-        gains its share, so most candidates drop out without being scored from the forward index."""
+        gains its share, so most candidates drop out without being scored from the forward index. With
+        ``unchecked`` (what ``eligible`` was), ``scores`` may hold slots not in it: each is checked before it
+        would be scored in full."""
         cutoff = threshold - missed
         known = dict(itertools.compress(scores.items(), map(cutoff.__le__, scores.values())))   # lower bounds
         best = heapq.nlargest(k, [(full, self.slot_doc[slot]) for slot, full in exact.items() if slot in known])
@@ -2110,7 +2165,7 @@ class RecallIndex:
         cost = self._exact_cost()
         budget, chunk = int(self.FINISH_CHUNK // cost), self.FINISH_CHUNK
         while True:
-            done = self._walk(weights, k, order, known, open_terms, exact, best, budget)
+            done = self._walk(weights, k, order, known, open_terms, exact, best, budget, unchecked)
             if done == len(order):
                 break
             floor = best[0][0] - self._slack(best[0][0]) - sum(entry[0] for entry in open_terms)
@@ -2128,10 +2183,11 @@ class RecallIndex:
 
     def _walk(self, weights: Mapping[int, float], k: int, order: Sequence[int], known: Mapping[int, float],
               open_terms: Sequence[list[Any]], exact: dict[int, float], best: list[tuple[float, int]],
-              budget: int) -> int:
+              budget: int, unchecked: Container[int] | None = None) -> int:
         """Score candidates in ``order`` (best lower bound first) into the heap ``best``, skipping those that
         cannot reach its k-th score, until none further down can or ``budget`` have been scored; returns how
-        many of ``order`` were dealt with (``len(order)`` when none further down can place)."""
+        many of ``order`` were dealt with (``len(order)`` when none further down can place). Slots whose
+        documents are not in ``unchecked`` (when given) are skipped."""
         withheld = sum(entry[0] for entry in open_terms)
         step = max(1, min(64, budget))
         for start in range(0, len(order), step):
@@ -2144,9 +2200,11 @@ class RecallIndex:
                     entry[0] for entry in open_terms if slot not in entry[4]) >= kth]
             else:
                 batch = [slot for slot in batch if slot not in exact]   # (a slot scored is in ``best`` already)
+            if unchecked is not None:
+                batch = [slot for slot in batch if self.slot_doc[slot] in unchecked]
             self._prefetch(batch)
-            for slot in batch:
-                full = exact[slot] = self._exact(slot, weights)
+            for slot, full in zip(batch, self._exact_many(batch, weights)):
+                exact[slot] = full
                 entry = (full, self.slot_doc[slot])
                 if len(best) < k:
                     heapq.heappush(best, entry)

@@ -1036,6 +1036,7 @@ def test_recall_index_finishing_reads_truncated_terms_on_and_still_equals_brute_
     top k must still be brute force's, and reading on must have happened."""
     monkeypatch.setattr(km.RecallIndex, "FINISH_CHUNK", 4)
     monkeypatch.setattr(km.RecallIndex, "EXACT_COST", 10_000)
+    monkeypatch.setattr(km.RecallIndex, "UPDATE_ONLY_MAX", 0)      # every term cut short is left truncated
     read_on = km.RecallIndex._read_on
     steps = []
     monkeypatch.setattr(km.RecallIndex, "_read_on", staticmethod(lambda *args: steps.append(1) or read_on(*args)))
@@ -1055,6 +1056,68 @@ def test_recall_index_finishing_reads_truncated_terms_on_and_still_equals_brute_
         eligible = {doc for doc in index.doc_slot if rnd.random() < rnd.choice([0.2, 1.0])}
         _check_search(index, weights, rnd.randint(1, 10), eligible)
     assert steps, "no query read a truncated term on: the test no longer covers it"
+
+
+def _zipf_index(rnd: random.Random, size: int, words: list[str]) -> km.RecallIndex:
+    index = km.RecallIndex()
+    for doc_id in range(size):
+        length = rnd.randint(2, 14)
+        frequencies: dict[str, float] = {}
+        for word in rnd.choices(words, weights=[1.0 / (rank + 1) for rank in range(len(words))], k=length):
+            frequencies[word] = frequencies.get(word, 0.0) + rnd.choice([1.0, 1.0, 0.15])
+        index.add(doc_id, frequencies, length, short=rnd.random() < 0.3)
+    index.compact()
+    return index
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_recall_index_scores_are_the_same_float_whichever_way_the_query_went(seed, monkeypatch):
+    """A score summed from the postings and one scored in full from the forward index are one float: the same
+    query answered with every term read through, and with truncated terms finished exactly (reading on, or
+    scoring candidates in full), gives identical results, each score equal (==) to ``exact_score``."""
+    rnd = random.Random(seed)
+    words = VOCABULARY[:6]
+    index = _zipf_index(rnd, 3000, words)
+    ways = {"read through": {"READ_ALL_MAX": 0, "UPDATE_ONLY_MAX": 10**9},
+            "finished in full": {"READ_ALL_MAX": 0, "UPDATE_ONLY_MAX": 0},
+            "read on": {"READ_ALL_MAX": 0, "UPDATE_ONLY_MAX": 0, "FINISH_CHUNK": 4, "EXACT_COST": 10_000},
+            "every posting read": {"READ_ALL_MAX": 10**9}}
+    for _ in range(24):
+        query = rnd.sample(words, rnd.randint(2, 5))
+        weights = index.term_weights(query, {term: rnd.choice([0.15, 0.5, 1.0, 2.0]) for term in query})
+        eligible = {doc for doc in index.doc_slot if rnd.random() < rnd.choice([0.2, 1.0])}
+        k = rnd.randint(1, 10)
+        answers = {}
+        for way, settings_ in ways.items():
+            with monkeypatch.context() as patch:
+                for name, value in settings_.items():
+                    patch.setattr(km.RecallIndex, name, value)
+                answers[way] = index.search(weights, k, eligible)
+        first = answers["read through"]
+        assert all(answer == first for answer in answers.values()), answers
+        assert all(score == index.exact_score(doc, weights) for doc, score in first)
+        assert [round(score, 9) for _, score in first] == _brute_top(index, weights, k, eligible)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_recall_index_best_documents_outside_eligible_never_place(seed, monkeypatch):
+    """Most documents eligible (slots enter the partial scores unchecked): the best-matching documents are the
+    ineligible ones, and none of them may be returned, as a leader, a finished candidate or a result."""
+    monkeypatch.setattr(km.RecallIndex, "READ_ALL_MAX", 0)          # the pruning search, not the read-all one
+    rnd = random.Random(seed)
+    words = VOCABULARY[:6]
+    index = _zipf_index(rnd, 2000, words)
+    for _ in range(20):
+        query = rnd.sample(words, rnd.randint(1, 4))
+        weights = index.term_weights(query, {term: rnd.choice([0.15, 0.5, 1.0, 2.0]) for term in query})
+        ranked = sorted(index.doc_slot, key=lambda doc: -index.exact_score(doc, weights))
+        outside = set(ranked[:rnd.randint(1, 200)]) | {doc for doc in ranked if rnd.random() < 0.1}
+        eligible = set(index.doc_slot) - outside
+        assert 2 * len(eligible) >= len(index)
+        k = rnd.randint(1, 15)
+        got = index.search(weights, k, eligible)
+        assert not {doc for doc, _ in got} & outside
+        _check_search(index, weights, k, eligible)
 
 
 def test_recall_index_basics():
