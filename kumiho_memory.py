@@ -9758,6 +9758,10 @@ _CHANGE_SIGNAL = _lazy_regex(
 _RELATIVE_CALLED = _lazy_regex(r"\b(?:" + "|".join(sorted(RELATIVE_NOUNS)) +
                                r"),?\s+([a-z]+),?\s+(?:is|'s|does|goes|lives|works|has|plays|studies|was)\b")
 _PERSON_NOUNS = "guy|girl|man|woman|lady|bloke|person|friend|colleague|coworker|neighbour|neighbor|kid|lad|mate"
+_OTHERS_RELATIVE = _lazy_regex(r"\b[a-z]+'s\s+(?:(?:new|old|ex|current)\s+)?(" + "|".join(sorted(RELATIVE_NOUNS)) +
+                               r")\b")                          # "sophie's new boyfriend"
+_OTHER_PERSON_OPENING = _lazy_regex(r"(?:(?:a|an|the|some|this|that|one)\s+(?:[a-z]+\s+)?(?:" + _PERSON_NOUNS +
+                                    r")|he|she|they|his|her|their|someone|somebody|everyone)\b")
 _CHAT_OPENERS = frozenset(DISCOURSE_WORDS | {"so", "and", "but", "oh", "omg", "lol", "ugh", "well", "right"})
 _OWNER_RELATIVE = _lazy_regex(r"(?:my|our)\s+(?:(?:[a-z]+),?\s+){0,2}?([a-z]+)\b")
 # Nouns a correction names without naming its value: never a word that ties two statements.
@@ -9784,11 +9788,9 @@ def chat_owner(text: str) -> str:
         written.pop(0)
     words = [word.casefold() for word in written]
     opening = " ".join(words[:6])
-    if re.search(r"\b[a-z]+'s\s+(?:(?:new|old|ex|current)\s+)?(" + "|".join(sorted(RELATIVE_NOUNS)) + r")\b",
-                 opening) and not re.match(r"(?:it|that|he|she|there|what|who|here)'s\b", opening):
+    if _OTHERS_RELATIVE.search(opening) and not re.match(r"(?:it|that|he|she|there|what|who|here)'s\b", opening):
         return "other"
-    if re.match(r"(?:(?:a|an|the|some|this|that|one)\s+(?:[a-z]+\s+)?(?:" + _PERSON_NOUNS + r")|he|she|they|his|her|"
-                r"their|someone|somebody|everyone)\b", opening):
+    if _OTHER_PERSON_OPENING.match(opening):
         return "other"                                  # "a guy on my team just got promoted"
     if written and written[0][:1].isupper() and written[0] != "I" and \
             not _SINGULAR_FIRST_PERSON.search(text) and not re.search(r"(?i)\b(?:we|our|us)\b", text):
@@ -10676,17 +10678,27 @@ def newest_first_within_relation(results: list[dict[str, Any]],
             groups[(feature[0], feature[2])] = groups.get((feature[0], feature[2]), 0) + 1
     if not any(count > 1 for count in groups.values()):
         return order
-    for _ in range(len(order) * len(order)):
+    def tie(older: dict[str, Any], newer: dict[str, Any]) -> dict[str, Any] | None:
+        relation = _same_relation(older, newer, features, asked)
+        return None if relation is None else {"same_relation": relation}
+    return _newer_first(order, tie, len(order) * len(order))
+
+
+def _newer_first(order: list[dict[str, Any]], tie: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None],
+                 rounds: int) -> list[dict[str, Any]]:
+    """Move, at most ``rounds`` times, the first lower result that ``tie(older, newer)`` says outranks an
+    upper one to just above it: the older gets ``superseded_by`` and the newer ``supersedes`` in their
+    ``signals``, both with what ``tie`` returned. Then scores are raised where needed to stay in order."""
+    for _ in range(rounds):
         moved = False
         for upper in range(len(order)):
             for lower in range(upper + 1, len(order)):
-                relation = _same_relation(order[upper], order[lower], features, asked)
-                if relation is None:
-                    continue
                 older, newer = order[upper], order[lower]
-                older["signals"] = {**(older.get("signals") or {}), "superseded_by": newer["kref"],
-                                    "same_relation": relation}
-                newer["signals"] = {**(newer.get("signals") or {}), "same_relation": relation,
+                extra = tie(older, newer)
+                if extra is None:
+                    continue
+                older["signals"] = {**(older.get("signals") or {}), "superseded_by": newer["kref"], **extra}
+                newer["signals"] = {**(newer.get("signals") or {}), **extra,
                                     "supersedes": sorted({*(newer.get("signals") or {}).get("supersedes", ()),
                                                           older["kref"]})}
                 order.insert(upper, order.pop(lower))
@@ -10708,37 +10720,18 @@ def newest_first_when_echoed(results: list[dict[str, Any]]) -> list[dict[str, An
     the two were not merged into one belief; the older gets ``superseded_by``, the newer ``supersedes`` in their
     ``signals``, and scores are raised where needed to stay in order. Only messages of one speaker in one space
     are compared, never an assistant's."""
-    order = list(results)
-    for _ in range(len(order)):
-        moved = False
-        for upper in range(len(order)):
-            older = order[upper]
-            for lower in range(upper + 1, len(order)):
-                newer = order[lower]
-                if (newer.get("created_at") or "") <= (older.get("created_at") or "") or \
-                        newer.get("space") != older.get("space") or \
-                        older.get("item_kref") == newer.get("item_kref") or \
-                        speaker_name(older.get("metadata")) != speaker_name(newer.get("metadata")) or \
-                        speaker_name(newer.get("metadata")) == "Assistant":
-                    continue
-                said, earlier = newer.get("content") or "", older.get("content") or ""
-                if not changed_words(said) & echo_anchors(earlier) or not echo_ties(earlier, said):
-                    continue
-                older["signals"] = {**(older.get("signals") or {}), "superseded_by": newer["kref"]}
-                newer["signals"] = {**(newer.get("signals") or {}),
-                                    "supersedes": sorted({*(newer.get("signals") or {}).get("supersedes", ()),
-                                                          older["kref"]})}
-                order.insert(upper, order.pop(lower))
-                moved = True
-                break
-            if moved:
-                break
-        if not moved:
-            break
-    for index in range(len(order) - 2, -1, -1):
-        if order[index]["score"] < order[index + 1]["score"]:
-            order[index]["score"] = order[index + 1]["score"]
-    return order
+    speakers = {id(result): speaker_name(result.get("metadata")) for result in results}
+
+    def tie(older: dict[str, Any], newer: dict[str, Any]) -> dict[str, Any] | None:
+        if (newer.get("created_at") or "") <= (older.get("created_at") or "") or \
+                newer.get("space") != older.get("space") or older.get("item_kref") == newer.get("item_kref") or \
+                speakers[id(older)] != speakers[id(newer)] or speakers[id(newer)] == "Assistant":
+            return None
+        said, earlier = newer.get("content") or "", older.get("content") or ""
+        if not changed_words(said) & echo_anchors(earlier) or not echo_ties(earlier, said):
+            return None
+        return {}
+    return _newer_first(list(results), tie, len(results))
 
 
 # A question about what happened, or about a history, rather than what holds now ("How long have they been
@@ -12690,6 +12683,13 @@ class Memory:
             hits = self.recall(query[:2000], limit=limit, space=space or None, follow_edges=False, where=where)
             return [hit for hit in hits if hit["space"] == space and hit["kind"] == kind
                     and speaker_name(hit.get("metadata"), user) == speaker]
+        holders: dict[str, int] = {}
+
+        def held_by(term: str) -> int:            # how many of the speaker's statements hold ``term``
+            if term not in holders:
+                holders[term] = len([other for other in spoken(term, ECHO_MAX_STATEMENTS + 2)
+                                     if term in echo_anchors(other["content"])])
+            return holders[term]
         candidates: list[tuple[tuple[int, int], dict[str, Any]]] = []
         for hit in spoken(" ".join(sorted(anchors)), 25):
             if normalize_statement(hit["content"]) == normalize_statement(content):
@@ -12699,9 +12699,7 @@ class Memory:
             first = next((revision["content"] for revision in self.history(hit["item_kref"])
                           if not revision["deprecated"]), hit["content"])
             shared = echo_ties(hit["content"], content, owner_text=first)
-            if not shared or all(len([other for other in spoken(term, ECHO_MAX_STATEMENTS + 2)
-                                      if term in echo_anchors(other["content"])]) > ECHO_MAX_STATEMENTS
-                                 for term in shared):
+            if not shared or all(held_by(term) > ECHO_MAX_STATEMENTS for term in shared):
                 continue                                  # only words many of the speaker's statements hold
             # more words named again, then the one named nearest its word of change ("closed the *amex*,
             # everything goes on ...")
