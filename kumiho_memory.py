@@ -9541,8 +9541,15 @@ def first_person(text: str, speaker: str | None) -> str:
     return _first_person_cached(text, speaker, speaker != "Assistant")
 
 
+# "i", "im", "ive" as chat is typed: a user's "I" in lower case
+_LOWER_I = _lazy_regex(r"(?<![\w'’-])(i|im|i'm|i’m|ive|i've|i’ve|i'd|i’d|i'll|i’ll)(?![\w'’-])")
+_LOWER_I_FORMS = {"i": "I", "im": "I'm", "ive": "I've"}
+
+
 @functools.lru_cache(maxsize=1024)
 def _first_person_cached(text: str, speaker: str, user: bool) -> str:
+    if user and ("i" in text or "I" in text):
+        text = _LOWER_I.sub(lambda match: _LOWER_I_FORMS.get(match.group(1), "I" + match.group(1)[1:]), text)
     if user and _KIN_OPENING.match(text):             # "mum sold up and moved to Tenby": typed in lower case
         text = _KIN_OPENING.sub(lambda match: f"{match.group(1)}my {match.group(2)}", text, count=1)
     owner = _NAMED_OWNER.match(text) if user else None
@@ -9908,29 +9915,33 @@ _JOB_NOUNS = ("engineer|designer|developer|manager|analyst|teacher|nurse|doctor|
 BELIEF_RELATIONS: dict[str, str] = {
     # "moved *my gym sessions*", "since *moving out* west": only a move to somewhere is a move of home
     "residence": r"\b(?:lives?|lived|living|resides?|resided|residing|based in|home is|hometown|"
+                 r"(?<!\bbeen )(?<!\bbeing )(?<!\bgot )(?<!\bwas )(?<!\bwere )"
                  r"(?:moved|moves|moving)(?= to\b| back\b| abroad\b| house\b| home\b| in\b|[.!,;]|$)|relocat\w*|"
                  r"apartment|flat in|house in|settled in)\b",
     # "get *to work*", "my title *at work*", "the gym *after work*", "all *my work*" say where, when or what,
     # not for whom; "it *wasn't working*" says how well
     "employer": r"\b(?:(?<!\bto )(?<!\bat )(?<!\bfrom )(?<!\bafter )(?<!\bbefore )(?<!'s )(?<!\bmy )(?<!\bour )"
                 r"(?<!\bthe )(?<!\ball )(?<!\bof )(?<!\bfor )"
-                r"(?:(?<!n't )(?<!\bnot )(?:works?|worked|working)|working(?= (?:at|with|in)\b))(?! out\b)|"
+                r"(?<!\binto )(?:(?<!n't )(?<!\bnot )(?:works?|worked|working)|working(?= (?:at|with|in)\b))"
+                r"(?! out\b| from home\b| remotely\b| (?:part|full)[- ]time\b| (?:nights|days|weekends|shifts)\b|"
+                r" (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b| \d)|"
                 r"employ\w*|jobs?|joined(?! (?:a|an|the|my|our) (?:[\w-]+ )?(?:club|group|class|team|gym|choir|league|"
                 r"course|band|society|community|leisure|centre|center|library|ramblers|church))|hired|workplace|"
                 r"started at|career at|position at|"
                 r"(?:" + _JOB_NOUNS + r")s? (?:at|with))\b",
     # how one gets to work; "my commute" (how long it takes) is an attribute of its own
-    "commute": r"\b(?:to|from) (?:work|the office)\b",
+    "commute": r"\b(?:to|from|into) (?:work|the office)\b",
     # "car insurance", "the car park" are other things than the car
-    "vehicle": r"\b(?:drives?|drove|driving|cars?(?! (?:insurance|park|parks|wash|keys?|seats?|boot|tyres?|service|"
+    # "drive *to the office*" says how one travels, not what one drives
+    "vehicle": r"\b(?:(?:drives?|drove|driving)(?! (?:to|into|in|home|back|around|up|down|over)\b)|cars?(?! (?:insurance|park|parks|wash|keys?|seats?|boot|tyres?|service|"
                r"loan|payments?|charger|lights?|boot sale|sharing|share|club)\b)|vehicle|motorbike|motorcycle)\b",
     "dog": r"\b(?:dog|dogs|puppy)\b",
     "cat": r"\b(?:cat|cats|kitten)\b",
     "partner": r"\b(?:married|wife|husband|spouse|partner|girlfriend|boyfriend|fianc\w*|dating|broke up|split up|"
-               r"seeing (?:a (?:guy|girl|man|woman) |someone )?(?:called |named )?[a-z]+|going out with)\b",
+               r"seeing (?:a (?:guy|girl|man|woman|lad|bloke) |someone )(?:called |named )?[a-z]+|going out with)\b",
     "age": r"\b(?:years? old|age is|aged|turn(?:s|ed|ing)? (?:\d+|one|two|three|four|five|six|seven|eight|nine|"
            r"ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty)|"
-           r"\d+(?:st|nd|rd|th) birthday|(?:he|she)(?:'s| is) \d+)\b",
+           r"\d+(?:st|nd|rd|th) birthday|(?:had|celebrated) (?:my|his|her|their) \d+(?:st|nd|rd|th)|(?:he|she)(?:'s| is) \d+)\b",
     "school": r"\b(?:studies at|student at|enrolled|attends|graduated from)\b",
     "phone": r"\b(?:phone|mobile|cell) (?:number|no)\b",
     "email": r"\be-?mail(?: address)?\b",
@@ -9941,21 +9952,34 @@ BELIEF_RELATIONS: dict[str, str] = {
     "manager": r"\b(?:reports? to|reporting to|supervisor|line manager|(?:boss|manager)(?:'s name)? is)\b",
     "pet": r"\b(?:pet|hamster|parrot|rabbit|bunny|guinea pig|goldfish|turtle|tortoise)\b",
     "handset": r"\b(?:iphone|android phone|pixel \d+|galaxy s\d+|smartphone|phone is an?)\b",
-    "computer": r"\b(?:laptop|macbook|thinkpad|chromebook|desktop pc|tablet|ipad)\b",
+    # a "blood pressure tablet" is a medicine
+    "computer": r"\b(?:laptop|macbook|thinkpad|chromebook|desktop pc|tablet(?<!pressure tablet)(?<!pain tablet)|ipad)\b",
     "editor": r"\b(?:editor|ide|vim|neovim|emacs|vs ?code|visual studio|intellij|pycharm|sublime text|"
               r"editing code|for coding)\b",
     "display": r"\b(?:dark|light) (?:mode|theme)\b",
     "diet": r"\b(?:vegetarian|vegan|pescatarian|keto|paleo|gluten-free|dairy-free|diet|eat meat|eating meat)\b",
     "wake": r"\b(?:wakes? up|woke up|waking up|gets? up at|alarm)\b",
-    "bedtime": r"\b(?:bedtime|go(?:es)? to bed|went to bed|go(?:es)? to sleep)\b",
-    "hours": r"\b(?:work(?:ing)? hours|shift starts|start work|starts? work)\b",
+    "bedtime": r"\b(?:bedtime|go(?:es)? to bed|went to bed|go(?:es)? to sleep|in bed by|asleep by)\b",
+    "hours": r"\b(?:work(?:ing)? hours|shift starts|start work|starts? work|(?:four|five|six|\d)[- ]day (?:work ?)?weeks?|"
+             r"works? (?:(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s? to|nights|weekends|shifts|(?:part|full)[- ]time|"
+             r"\d+ ?(?:to|-) ?\d+))\b",
     "trip": r"\b(?:trip|vacation|holiday|honeymoon|flying to|fly to|flight to|heading to)\b",
     "health": r"\b(?:diagnosed|injur\w*|sprain\w*|torn|tore|broke my|recovering from|surgery)\b",
-    "medication": r"\b(?:medication|medicine|prescri\w*|\d+ ?mg|dosage)\b",
+    "medication": r"\b(?:medication|medicine|prescri\w*|\d+ ?mg|dosage|(?:pressure|pain) tablets?)\b",
     "exercise": r"\b(?:gym|workouts?|work(?:ing)? out|training sessions?)\b",
     "bank": r"\b(?:bank(?:s|ed|ing)? (?:with|at)|current account|checking account|bank account)\b",
     "internet": r"\b(?:broadband|internet provider|isp|wi-?fi provider)\b",
     "team": r"\b(?:root(?:s|ed)? for|support(?:s|ed)? the|fan of the)\b",
+    # the body, habits and money people track about themselves
+    "weight": r"\b(?:weigh(?:s|ed|ing)?|\d+ ?(?:kg|kgs|lbs?|stone)|body weight)\b",
+    "salary": r"\b(?:salary|pay rise|payrise|raise to|(?:earn|earns|earning|on) (?:about |around )?[£$€]?\d+k|[£$€]\d+k)\b",
+    "smoking": r"\b(?:smoke|smokes|smoking|smoker|smoke[- ]free|cigarettes?|vap(?:e|es|ing))\b",
+    "drinking": r"\b(?:drink(?:s|ing)? (?:most|every|at weekends|on weekends)|sober|teetotal|alcohol|booze)\b",
+    # what one's devices run, and the apps one uses for it
+    "browser": r"\b(?:browser|chrome|firefox|safari|brave|edge browser)\b",
+    "system": r"\b(?:windows (?:\d+|xp|vista)|linux|ubuntu|macos|mac os|operating system|chromeos)\b",
+    "headphones": r"\b(?:headphones|earbuds|earphones|airpods)\b",
+    "ereader": r"\b(?:kindle|kobo|e-?reader)\b",
 }
 # "favorite X" names a relation by its noun; these nouns name one thing.
 FAVORITE_NOUNS = {"colour": "color", "dish": "food", "meal": "food", "cuisine": "food", "foods": "food",
@@ -9969,6 +9993,12 @@ _COMPILED_RELATIONS = {name: _lazy_regex(pattern) for name, pattern in BELIEF_RE
 # A possessed thing that moves ("Ann's gym sessions *moved* to Fridays") is what moved, not its owner's home.
 _THING_MOVED = _lazy_regex(r"'s\s+([a-z][\w-]*)\s+(?:[a-z][\w-]*\s+){0,2}(?:(?:got|was|were|has|have|been|just)\s+)*"
                            r"(moved|moves|moving|relocated)\b")
+# A relation word written in title case after another capitalised word names a title ("Past Lives", "Home
+# Alone", "Big Little Lies"), not what it says.
+_TITLED = _lazy_regex(r"([a-z,] [A-Z][a-z]{1,20} )(?:Lives|Living|Live|Home|House|Moved|Drive|Work|Jobs?)\b")
+# A thing that "lives" somewhere is kept there ("the dell lives in a drawer now"), not a person's home.
+_THING_LIVES = _lazy_regex(r"\b((?:the|a|an|this|that)\s+(?:old\s+)?(?!family\b|kids\b|boys\b|girls\b)"
+                           r"[a-z][\w-]*)\s+(?:lives|living)\b")
 # A person or a relative that "is 89" is that old ("Ann is 34", "Ann's daughter Elsie is 6"; not "Ann's cat is
 # 12", which is the cat's age, and not a relation of Ann's).
 _BARE_AGE = _lazy_regex(r"(?:^[a-z][\w-]*|(?P<owned>'s (?:[a-z]+ ){0,2}[a-z]+)) (?:is|am|are) \d{1,3}\s*[.!]?\s*$")
@@ -9981,13 +10011,14 @@ def belief_relations(text: str) -> frozenset[str]:
     """The single-valued relations a statement names about its subject: registry names (``residence``,
     ``employer``, ...) and ``favorite:<noun>`` ("favourite dish" -> ``favorite:food``); a possessed noun no
     registry entry covers is told apart by ``possessed_attribute``."""
-    lowered = text.casefold()
+    lowered = _TITLED.sub(r"\1title", text).casefold()     # "saw *Past Lives*": a title, not a home
     aged_match = _BARE_AGE.search(lowered.strip())
     aged = aged_match is not None and (aged_match.group("owned") is None or
                                        bool(_relative_after(aged_match.group("owned")[2:])))
     if not aged and not _RELATION_WORDS.search(lowered) and not _POSSESSED_COPULA.search(lowered):
         # one pass for the many texts that name none
         return frozenset()
+    lowered = _THING_LIVES.sub(r"\1 is kept", lowered)   # "the dell lives in a drawer": where a thing is kept
     moved = _THING_MOVED.search(lowered)
     if moved is not None and not _relative_after(lowered[moved.start(1) - 1:]):
         lowered = lowered[:moved.start(2)] + "shifted" + lowered[moved.end(2):]
@@ -10009,10 +10040,35 @@ def belief_relations(text: str) -> frozenset[str]:
 
 # -- query-time expansion: a question in other words than the memory ------------------------------------------
 
+def _without_lookarounds(pattern: str) -> str:
+    """A relation's pattern without its lookarounds ("(?<!\\bto )", "(?! insurance)"), whose words are
+    what the relation is not, and with its escapes ("\\b", "\\w") blanked."""
+    kept, depth, skipping, at = [], 0, None, 0
+    while at < len(pattern):
+        if pattern[at] == "\\":
+            kept.append(" ")
+            at += 2
+            continue
+        if pattern[at] == "(":
+            depth += 1
+            if skipping is None and pattern.startswith(("(?=", "(?!", "(?<=", "(?<!"), at):
+                skipping = depth
+        elif pattern[at] == ")":
+            depth -= 1
+            if skipping is not None and depth < skipping:
+                skipping = None
+                at += 1
+                continue
+        if skipping is None:
+            kept.append(pattern[at])
+        at += 1
+    return "".join(kept)
+
+
 def _relation_terms(pattern: str) -> tuple[str, ...]:
     """The index terms a belief relation's pattern spells out ("lives?|moved|relocat\\w*" -> live, move, reloc),
     at most ``RELATION_EXPANSION_MAX`` whole words."""
-    words = re.sub(r"\\w\*", "ed", pattern)              # relocat\w* -> relocated -> reloc
+    words = _without_lookarounds(re.sub(r"\\w\*", "ed", pattern))   # relocat\w* -> relocated -> reloc
     words = re.sub(r"\\b|\(\?:|\)|\\d\+|\?", " ", words)
     terms = dict.fromkeys(term for alternative in words.split("|") for term in tokenize(alternative)
                           if len(term) >= 3 and term.isalpha() and term not in _NOT_RELATION_WORDS)
@@ -10306,8 +10362,9 @@ class RelationMatcher:
         negated, denied = negated_values(statement), []
         for index, belief in enumerate(beliefs):
             history = [belief] if isinstance(belief, str) else list(belief)
-            if not history or statement_subject(history[-1]) != subject:
-                continue
+            if not history or statement_subject(history[-1]) != subject or \
+                    statement_subject(history[0]) not in (subject, None):
+                continue                                  # whose belief it is, its first statement says
             if statement_identifiers(history[-1]) != statement_identifiers(statement):
                 continue                                  # another identifier: another thing
             if negated & set(_value_words(history[-1])) and not _ADDITIVE.search(statement.casefold()):
@@ -10463,7 +10520,8 @@ def same_belief(old: str, new: str) -> bool:
 REVISION_OUTCOMES = ("vacuous", "revised", "created")
 
 # The plain words of each relation, to find a speaker's statements of it (they hold no name to find them by).
-_RELATION_QUERY = {name: " ".join(word for word in re.findall(r"[a-z]{3,}", pattern) if word not in STOPWORDS)
+_RELATION_QUERY = {name: " ".join(dict.fromkeys(word for word in re.findall(r"[a-z]{3,}", _without_lookarounds(pattern))
+                                                 if word not in STOPWORDS))
                    for name, pattern in BELIEF_RELATIONS.items()}
 
 
@@ -12643,9 +12701,23 @@ class Memory:
 
         def search(term: str) -> list[str]:
             return [hit["content"] for hit in self.recall(term, limit=20, space=space or None, follow_edges=False)]
+        written = [[revision for revision in self.history(hit["item_kref"]) if not revision["deprecated"]]
+                   for hit in beliefs]
+        if mine != content:
+            # a chat message: a belief whose first message is about the speaker's relative ("my youngest, Noor,
+            # goes to ...") is not the speaker's own, though its words name the speaker
+            owner = chat_owner(content)
+
+            def owned_apart(first: str) -> bool:          # the speaker's, and a relative's: two people
+                return {owner[:4], chat_owner(first)[:4]} == {"self", "kin:"}
+            kept = [at for at, revisions in enumerate(written)
+                    if not owned_apart((revisions or [beliefs[at]])[0]["content"])]
+            beliefs, written = [beliefs[at] for at in kept], [written[at] for at in kept]
+            if not beliefs:
+                return self._echoed_match(content, space, kind, metadata, user) if target is None \
+                    else BeliefMatch(target)
         histories = [[resolved_statement(revision["content"], revision["metadata"], user)
-                      for revision in self.history(hit["item_kref"]) if not revision["deprecated"]] or [said(hit)]
-                     for hit in beliefs]
+                      for revision in revisions] or [said(hit)] for hit, revisions in zip(beliefs, written)]
         matcher = RelationMatcher(search)
         split = matcher.split(mine, histories)
         if target is None:
