@@ -9922,7 +9922,7 @@ BELIEF_RELATIONS: dict[str, str] = {
     # not for whom; "it *wasn't working*" says how well
     "employer": r"\b(?:(?<!\bto )(?<!\bat )(?<!\bfrom )(?<!\bafter )(?<!\bbefore )(?<!'s )(?<!\bmy )(?<!\bour )"
                 r"(?<!\bthe )(?<!\ball )(?<!\bof )(?<!\bfor )"
-                r"(?<!\binto )(?:(?<!n't )(?<!\bnot )(?:works?|worked|working)|working(?= (?:at|with|in)\b))"
+                r"(?<!\binto )(?:(?<!n't )(?<!\bnot )(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )(?:works?|worked|working)|working(?= (?:at|with|in)\b))"
                 r"(?! out\b| from home\b| remotely\b| (?:part|full)[- ]time\b| (?:nights|days|weekends|shifts)\b|"
                 r" (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b| \d)|"
                 r"employ\w*|jobs?|joined(?! (?:a|an|the|my|our) (?:[\w-]+ )?(?:club|group|class|team|gym|choir|league|"
@@ -10328,8 +10328,8 @@ class RelationMatcher:
     def value_relation(self, text: str) -> str | None:
         """The relation of a statement's value: the one ``value_kind`` its value words have, or None when
         none or several ("likes teal and ramen" points at two)."""
-        kinds = {self.value_kind(word) for word in _value_words(text)} - {None}
-        return next(iter(kinds)) if len(kinds) == 1 else None
+        kinds = {self.value_kind(word) for word in _value_words(text) if word not in _ECHO_GENERIC} - {None}
+        return next(iter(kinds)) if len(kinds) == 1 else None      # never by "early", "kids", "week"
 
     def inferred(self, text: str) -> frozenset[str]:
         """The relation the statement's value words carry elsewhere; empty when none or several (the value
@@ -10386,13 +10386,8 @@ class RelationMatcher:
         # corrects "favorite sport is rugby": judo is someone's favorite sport).
         if not mine and _EVENT.search(statement.casefold()):
             return None                                   # "visited Paris" tells of a trip, not where one lives
-        kind = (next(iter(mine)) if len(mine) == 1 else None) if mine else self.value_relation(statement)
-        if kind is not None:
-            typed = [index for index, text in unknown if kind in (kinds[index] or {self.value_relation(text)})
-                     and (mine or self.gives_new_value(statement, text, kind))]
-            if len(typed) == 1:
-                return typed[0]
-        # A correction cue and a value the old statement holds: "I sold the Civic", "switched from vim".
+        # A correction cue and a value the old statement holds: "I sold the Civic", "switched from vim" (named
+        # again, the old value outweighs a kind of value learned from the store).
         if _CORRECTION_CUE.search(statement.casefold()):
             # "sold the *civic*", not "left the sonys on a *plane*"
             near = changed_words(statement)
@@ -10401,6 +10396,12 @@ class RelationMatcher:
             mentioned = [index for index, text in unknown if values & set(_value_words(text))]
             if len(mentioned) == 1:
                 return mentioned[0]
+        kind = (next(iter(mine)) if len(mine) == 1 else None) if mine else self.value_relation(statement)
+        if kind is not None:
+            typed = [index for index, text in unknown if kind in (kinds[index] or {self.value_relation(text)})
+                     and (mine or self.gives_new_value(statement, text, kind))]
+            if len(typed) == 1:
+                return typed[0]
         # No relation decides: the one belief whose value is of the same kind as the new one, by a margin.
         scored = sorted(((self.kinship(statement, text), index) for index, text in unknown), reverse=True)
         if scored and scored[0][0] >= self.min_kinship and \
@@ -12653,6 +12654,12 @@ class Memory:
         similar = here(self.recall(content[:2000], limit=5, space=space or None, follow_edges=False))
         target = next((hit for hit in similar if same_belief(said(hit), mine)), None)
         subject = statement_subject(mine)
+        if subject is None and target is None and self._speakers_own(content, metadata):
+            # "down to 82kg", "pay rise came through, 42k": a user's message that names a relation of nobody
+            # else and gives a value (a number) or a word of change is the speaker's
+            owner = "-".join(part[:1].upper() + part[1:] for part in _WORD.findall(speaker_name(metadata, user)))
+            mine = f"As for {owner}, {mine}"
+            subject = statement_subject(mine)
         if subject is None:
             if target is not None:
                 return BeliefMatch(target)
@@ -12740,6 +12747,16 @@ class Memory:
         """``match`` with the other parts of a belief split earlier (``split``: indexes into ``beliefs``)."""
         others = tuple(beliefs[at]["kref"] for at in split if beliefs[at]["item_kref"] != match.belief["item_kref"])
         return dataclasses.replace(match, also_supersedes=others) if others else match
+
+    @staticmethod
+    def _speakers_own(content: str, metadata: Mapping[str, Any] | None) -> bool:
+        """Whether a message with no subject is its (user) speaker's statement of a relation: it names one,
+        nobody else, and a number or a word of change ("firefox user now")."""
+        lowered = content.casefold()
+        return _speaker_filter(metadata) is not None and bool(belief_relations(content)) and \
+            chat_owner(content) == "self" and _OTHER_PERSON.search(content) is None and \
+            (re.search(r"\d", content) is not None or _CORRECTION_CUE.search(lowered) is not None or
+             _CHANGE_SIGNAL.search(lowered) is not None)
 
     def _echoed_match(self, content: str, space: str, kind: str, metadata: Mapping[str, Any] | None,
                       user: str | None) -> BeliefMatch | None:
