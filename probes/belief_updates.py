@@ -217,6 +217,10 @@ FIRST_PERSON_FRESH3_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE)
 # sixth held-out set, forty pairs and twelve controls, written blind by someone else and never read by the tuner.
 FIRST_PERSON_TRAIN_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_train.json")
 FIRST_PERSON_FRESH4_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_fresh4.json")
+# Round 6 (issue 16): forty-eight pairs, fourteen controls and fourteen distractors, written blind by someone
+# who read nothing here, with pairs written apart (two pairs may state two homes), so it runs a pair per store
+# (``run_first_person_isolated``); only its totals were read, before and after the round's changes.
+FIRST_PERSON_FRESH5_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_fresh5.json")
 
 
 def first_person_fresh(path: str = FIRST_PERSON_FRESH_FILE) -> tuple[list[tuple[str, str, str, str]], list[str]]:
@@ -243,7 +247,7 @@ def run_first_person(pairs: list[tuple[str, str, str, str]], *, limit: int,
     """Controls, then every pair's first statement, then every correction, then the distractors (new facts
     that share words with a pair's), one a minute, all stack=True in one space; then each question. Figures:
     missed corrections (a new item instead of the pair's), wrong merges (a control revised, a distractor
-    landing on an item, or a statement landing on another belief's item), stale first (the old statement ranked
+    landing on an item, or a statement, first or correction, landing on another belief's item), stale first (the old statement ranked
     above the correction, or returned without it) and current top-1."""
     memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
     owner: dict[str, str] = {}
@@ -256,7 +260,8 @@ def run_first_person(pairs: list[tuple[str, str, str, str]], *, limit: int,
     controls = {say(text, f"control {index}"): text
                 for index, text in enumerate(FIRST_PERSON_CONTROLS if controls_texts is None else controls_texts)}
     first = [say(old, f"pair {index}") for index, (old, _, _, _) in enumerate(pairs)]
-    missed, wrong, misses = 0, 0, []
+    # a pair's first statement landing on another pair's (or a control's) item is a wrong merge too
+    missed, wrong, misses = 0, sum(owner[item] != f"pair {index}" for index, item in enumerate(first)), []
     for index, (_, new, _, _) in enumerate(pairs):
         item = say(new, f"pair {index}")
         missed += item != first[index]
@@ -278,6 +283,39 @@ def run_first_person(pairs: list[tuple[str, str, str, str]], *, limit: int,
     memory.close()
     return {"pairs": len(pairs), "missed_corrections": missed, "wrong_merges": wrong, "stale_first": stale,
             "current_top1": top1, "misses": misses, "stale_examples": stale_examples}
+
+
+def run_first_person_isolated(pairs: list[tuple[str, str, str, str]], *, limit: int, controls_texts: list[str],
+                              distractors: list[str], meta: dict) -> dict:
+    """Each pair in a store of its own, for a set whose pairs are written apart (two pairs may state two
+    homes): the controls, the pair's first statement, the distractors, then its correction, one a minute,
+    stack=True; then its question. Figures as ``run_first_person``'s; a wrong merge is the first statement or
+    a distractor landing on a control's or an earlier item, or the correction landing on a control's."""
+    missed = wrong = stale = top1 = 0
+    for old, new, question, _ in pairs:
+        memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
+
+        def say(text: str) -> str:
+            return memory.remember(text, space="chat", stack=True, metadata=dict(meta)).split("?", 1)[0]
+        seen = {say(text) for text in controls_texts}
+        controls = set(seen)
+        first = say(old)
+        wrong += first in seen
+        seen.add(first)
+        for text in distractors:
+            item = say(text)
+            wrong += item in seen
+            seen.add(item)
+        item = say(new)
+        missed += item != first
+        wrong += item in controls
+        found = [result["content"] for result in memory.recall(question, space="chat", limit=limit)]
+        ranked = [text for text in found if text in (old, new)]
+        stale += bool(ranked) and ranked[0] == old
+        top1 += bool(found) and found[0] == new
+        memory.close()
+    return {"pairs": len(pairs), "missed_corrections": missed, "wrong_merges": wrong, "stale_first": stale,
+            "current_top1": top1}
 
 
 # -- the stream -------------------------------------------------------------------------------------------
@@ -523,6 +561,9 @@ def main() -> None:
         chosen = first_person_set(path)
         if chosen is not None:
             figures["first_person"][part] = run_first_person(limit=args.limit, **chosen)
+    chosen = first_person_set(FIRST_PERSON_FRESH5_FILE)
+    if chosen is not None:
+        figures["first_person"]["fresh5"] = run_first_person_isolated(limit=args.limit, **chosen)
     parts = tuple(figures["first_person"])
     print_table([("first-person chat (stack=True): pairs", "  ".join(
         f"{figures['first_person'][part]['pairs']:>12}" for part in parts))] + [
