@@ -9500,7 +9500,10 @@ _ELIDED_I = _lazy_regex(
     r"^(\s*)(?:(?:just|finally|recently|also|actually|eventually)\s+)?(?:moved|sold|switched|swapped|started|"
     r"finished|ended|changed|got|left|quit|joined|bought|dropped|stopped|upgraded|downgraded|adopted|booked|"
     r"cancelled|canceled|signed|transferred|traded|replaced|relocated|gave|took|went|picked|landed|retired|"
-    r"graduated|married|divorced|lost|found|became|sorted|ditched|began|turned|gone|been)(?=\s+[a-z0-9])",
+    r"graduated|married|divorced|lost|found|became|sorted|ditched|began|turned|gone|been|put|had|saw|read|"
+    r"wiped|installed|migrated|ported|registered|chopped|smashed|packed|handed|swapped|sold|"
+    # or any past tense typed in lower case ("*bumped* up to a bigger plot")
+    r"(?-i:[a-z]{3,}ed))(?=\s+[a-z0-9])",
     re.IGNORECASE)
 # Someone else in the speaker's words ("Bob told me *he* moved", "Priya *said*"): then a name that opens the
 # statement is still who it is about.
@@ -9541,6 +9544,8 @@ def first_person(text: str, speaker: str | None) -> str:
     return _first_person_cached(text, speaker, speaker != "Assistant")
 
 
+# "fave film = Heat", "Favourite book is ...": a user's message that opens with a favourite is the speaker's
+_FAVOURITE_OPENING = _lazy_regex(r"^(\s*)((?:new |current |all[- ]time )?(?:fave|favourite|favorite|fav)\b)", re.IGNORECASE)
 # "i", "im", "ive" as chat is typed: a user's "I" in lower case
 _LOWER_I = _lazy_regex(r"(?<![\w'’-])(i|im|i'm|i’m|ive|i've|i’ve|i'd|i’d|i'll|i’ll)(?![\w'’-])")
 _LOWER_I_FORMS = {"i": "I", "im": "I'm", "ive": "I've"}
@@ -9550,6 +9555,8 @@ _LOWER_I_FORMS = {"i": "I", "im": "I'm", "ive": "I've"}
 def _first_person_cached(text: str, speaker: str, user: bool) -> str:
     if user and ("i" in text or "I" in text):
         text = _LOWER_I.sub(lambda match: _LOWER_I_FORMS.get(match.group(1), "I" + match.group(1)[1:]), text)
+    if user and _FAVOURITE_OPENING.match(text):       # "fave film = Heat": the speaker's favourite
+        text = _FAVOURITE_OPENING.sub(lambda match: f"{match.group(1)}my {match.group(2)}", text, count=1)
     if user and _KIN_OPENING.match(text):             # "mum sold up and moved to Tenby": typed in lower case
         text = _KIN_OPENING.sub(lambda match: f"{match.group(1)}my {match.group(2)}", text, count=1)
     owner = _NAMED_OWNER.match(text) if user else None
@@ -9836,6 +9843,11 @@ def change_distances(text: str) -> dict[str, int]:
         for term in tokenize(words[index].group()):
             near[term] = min(between, near.get(term, between))
     for match in _CHANGE_SIGNAL.finditer(lowered):
+        inner = _CHANGE_OBJECT.match(match.group())
+        if inner is not None:                                     # "knocked *the secret history* off"
+            first = bisect.bisect_left(starts, match.start() + inner.start(1))
+            for index in range(first, bisect.bisect_left(starts, match.start() + inner.end(1))):
+                note(index, 0)
         after = bisect.bisect_left(starts, match.end())            # the first word after the word of change
         before = bisect.bisect_left(starts, match.start()) - 1     # the last word before it
         for between in range(ECHO_WINDOW):
@@ -9846,12 +9858,23 @@ def change_distances(text: str) -> dict[str, int]:
     return near
 
 
+# A word of change around its object ("knocked *the secret history* off", "put *the needles* away"): the
+# object is what changed, a word of its own.
+_CHANGE_OBJECT = _lazy_regex(r"(?:knock\w*|put)\s+(.+)\s+(?:off|away)$")
+
+
+def _change_object(match: re.Match) -> str:
+    """A word of change blanked, keeping the object it holds (``_CHANGE_OBJECT``)."""
+    inner = _CHANGE_OBJECT.match(match.group())
+    return f" {inner.group(1)} " if inner is not None else " "
+
+
 @functools.lru_cache(maxsize=4096)
 def echo_anchors(text: str) -> frozenset[str]:
     """The stems of a statement's specific words: what a correction may name again to tie itself to it (not
     stopwords, time, filler or change words, relation words, the relative or possessed thing it is about,
     numbers, or ``_ECHO_GENERIC`` nouns)."""
-    lowered = _CHANGE_SIGNAL.sub(" ", _RELATION_WORDS.sub(" ", text.casefold().replace("’", "'")))
+    lowered = _CHANGE_SIGNAL.sub(_change_object, _RELATION_WORDS.sub(" ", text.casefold().replace("’", "'")))
     lowered = re.sub(r"\b(?:my|our|your)\s+[a-z]+\b", " ", lowered)      # "my bike", "my mum": who or what
     words = re.findall(r"[a-z][a-z0-9-]*", lowered.replace("'s ", " "))
     return frozenset(term for word in words
@@ -9944,7 +9967,7 @@ BELIEF_RELATIONS: dict[str, str] = {
                r"seeing (?:a (?:guy|girl|man|woman|lad|bloke) |someone )(?:called |named )?[a-z]+|going out with)\b",
     "age": r"\b(?:years? old|age is|aged|turn(?:s|ed|ing)? (?:\d+|one|two|three|four|five|six|seven|eight|nine|"
            r"ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty)|"
-           r"\d+(?:st|nd|rd|th) birthday|(?:had|celebrated) (?:my|his|her|their) \d+(?:st|nd|rd|th)|(?:he|she)(?:'s| is) \d+)\b",
+           r"\d+(?:st|nd|rd|th) birthday|(?:had|celebrated) (?:[\w'-]+ )?\d+(?:st|nd|rd|th)\b|(?:he|she)(?:'s| is) \d+)\b",
     "school": r"\b(?:studies at|student at|enrolled|attends|graduated from)\b",
     "phone": r"\b(?:phone|mobile|cell) (?:number|no)\b",
     "email": r"\be-?mail(?: address)?\b",
@@ -9990,7 +10013,7 @@ FAVORITE_NOUNS = {"colour": "color", "dish": "food", "meal": "food", "cuisine": 
                   "band": "music", "song": "music", "singer": "music", "drink": "drink", "beverage": "drink",
                   "writer": "author", "novelist": "author", "authors": "author", "bands": "music",
                   "songs": "music", "musician": "music", "movies": "film", "books": "book", "novel": "book"}
-_FAVORITE = _lazy_regex(r"\bfavou?rite\s+([a-z]+)")
+_FAVORITE = _lazy_regex(r"\b(?:favou?rite|fave|fav|go-to)\s+([a-z]+)")
 _TYPED_NOUN = _lazy_regex(r"\b(?:the colou?r|colou?r)\b")
 _COMPILED_RELATIONS = {name: _lazy_regex(pattern) for name, pattern in BELIEF_RELATIONS.items()}
 # A possessed thing that moves ("Ann's gym sessions *moved* to Fridays") is what moved, not its owner's home.
@@ -10331,10 +10354,14 @@ class RelationMatcher:
                 best[1] / sum(votes.values()) >= self.min_share else None
         return self._kinds[word]
 
-    def value_relation(self, text: str) -> str | None:
+    def value_relation(self, text: str, besides: str = "") -> str | None:
         """The relation of a statement's value: the one ``value_kind`` its value words have, or None when
-        none or several ("likes teal and ramen" points at two)."""
-        kinds = {self.value_kind(word) for word in _value_words(text) if word not in _ECHO_GENERIC} - {None}
+        none or several ("likes teal and ramen" points at two). ``besides``: a statement whose value words do
+        not count (a word known only as the value of the belief a statement is compared with says nothing of
+        the statement's kind: "the rest is *history*" is no book for "favourite book is The Secret History")."""
+        held = set(_value_words(besides)) if besides else set()
+        kinds = {self.value_kind(word) for word in _value_words(text)
+                 if word not in _ECHO_GENERIC and word not in held} - {None}
         return next(iter(kinds)) if len(kinds) == 1 else None      # never by "early", "kids", "week"
 
     def inferred(self, text: str) -> frozenset[str]:
@@ -10399,13 +10426,16 @@ class RelationMatcher:
             near = changed_words(statement)
             values = {word for word in _value_words(statement) if set(tokenize(word)) & near
                       and not (len(word) > 4 and word.endswith("ed"))}      # "*joined* the ramblers": no value
-            mentioned = [index for index, text in unknown if values & set(_value_words(text))]
-            if len(mentioned) == 1:
+            shares = {index: len(values & set(_value_words(text))) for index, text in unknown}
+            most = max(shares.values(), default=0)
+            mentioned = [index for index, shared in shares.items() if shared and shared == most]
+            if len(mentioned) == 1:                       # the one that holds most of them
                 return mentioned[0]
         kind = (next(iter(mine)) if len(mine) == 1 else None) if mine else self.value_relation(statement)
         if kind is not None:
             typed = [index for index, text in unknown if kind in (kinds[index] or {self.value_relation(text)})
-                     and (mine or self.gives_new_value(statement, text, kind))]
+                     and (mine or (self.value_relation(statement, besides=text) == kind
+                                   and self.gives_new_value(statement, text, kind)))]
             if len(typed) == 1:
                 return typed[0]
         # No relation decides: the one belief whose value is of the same kind as the new one, by a margin.
