@@ -9508,7 +9508,7 @@ _ELIDED_I = _lazy_regex(
 # Someone else in the speaker's words ("Bob told me *he* moved", "Priya *said*"): then a name that opens the
 # statement is still who it is about.
 _OTHER_PERSON = _lazy_regex(r"(?i)(?<![\w'’-])(?:he|she|him|his|her|hers|they|them|their|theirs|told|tells|"
-                            r"said|says|asked|mentioned|thinks|thought)(?![\w'’-])")
+                            r"said|says|asked|mentioned|thinks|thought)(?:['’](?:s|ll|d|re|ve))?(?![\w'’-])")
 _SINGULAR_FIRST_PERSON = _lazy_regex(r"(?<![\w'’-])(?:I|I'm|I’m|I've|I’ve|I'd|I’d|I'll|I’ll|[Mm]e|[Mm]y|[Mm]yself)"
                                      r"(?![\w'’-])")
 SPACE_USER_ATTRIBUTE = "user"   # a space attribute (``set_space_attribute``): who "I" is in its memories
@@ -9934,10 +9934,14 @@ MULTI_VALUED_PREDICATES = frozenset(stem(word) for word in (
 
 _JOB_NOUNS = ("engineer|designer|developer|manager|analyst|teacher|nurse|doctor|lawyer|consultant|scientist|writer|"
               "architect|researcher|director|intern|accountant|programmer|administrator|lead|specialist|officer|"
-              "coordinator|assistant|technician")
+              "coordinator|assistant|technician|postman|postwoman|plumber|electrician|chef|cook|driver|pilot|"
+              "paramedic|firefighter|solicitor|barrister|pharmacist|dentist|receptionist|cashier|baker|builder|"
+              "carpenter|mechanic|farmer|journalist|photographer|barista|waiter|waitress|bartender|librarian|"
+              "lecturer|professor|tutor|midwife|carer|surgeon|physio|therapist|psychologist|recruiter|banker")
 BELIEF_RELATIONS: dict[str, str] = {
     # "moved *my gym sessions*", "since *moving out* west": only a move to somewhere is a move of home
-    "residence": r"\b(?:lives?|lived|living|resides?|resided|residing|based in|home is|hometown|"
+    "residence": r"\b(?:lives?|lived|living|resides?|resided|residing|based in|home is|hometown|got the keys|"
+                 r"(?:shifted|moved) across town|renting in|"
                  r"(?<!\bbeen )(?<!\bbeing )(?<!\bgot )(?<!\bwas )(?<!\bwere )"
                  r"(?:moved|moves|moving)(?= to\b| back\b| abroad\b| house\b| home\b| in\b|[.!,;]|$)|relocat\w*|"
                  r"apartment|flat in|house in|settled in)\b",
@@ -9968,11 +9972,13 @@ BELIEF_RELATIONS: dict[str, str] = {
     "age": r"\b(?:years? old|age is|aged|turn(?:s|ed|ing)? (?:\d+|one|two|three|four|five|six|seven|eight|nine|"
            r"ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty)|"
            r"\d+(?:st|nd|rd|th) birthday|(?:had|celebrated) (?:[\w'-]+ )?\d+(?:st|nd|rd|th)\b|(?:he|she)(?:'s| is) \d+)\b",
-    "school": r"\b(?:studies at|student at|enrolled|attends|graduated from)\b",
+    "school": r"\b(?:studies at|student at|enrolled|attends|graduated from|degree in|(?:an?|my|the) [\w-]+ degree|"
+              r"pathway|nursery)\b",
     "phone": r"\b(?:phone|mobile|cell) (?:number|no)\b",
     "email": r"\be-?mail(?: address)?\b",
     # what people correct about themselves (issue 16): role, devices, tools, diet, schedule, plans
-    "role": r"\b(?:role|(?:job|work) title|title at work|promoted|works? as an?|working as an?|position as|"
+    "role": r"\b(?:role|(?:job|work) title|title at work|promoted|promotion|works? as an?|working as an?|position as|"
+            r"(?:I|i|I'm|i'm|finally|just|has|have|he|she) retired|retired (?:last|this|in|from)|retirement|"
             r"(?:as|is|am|'m) (?:an?|the) (?:[\w-]+ ){0,2}(?:" + _JOB_NOUNS + r")s?)\b",
     # "Ann's boss is Priya" (a relative's identity, see ``_relative_after``) and "Ann reports to Marco"
     "manager": r"\b(?:reports? to|reporting to|supervisor|line manager|(?:boss|manager)(?:'s name)? is)\b",
@@ -9984,15 +9990,36 @@ BELIEF_RELATIONS: dict[str, str] = {
               r"editing code|for coding)\b",
     "display": r"\b(?:dark|light) (?:mode|theme)\b",
     "diet": r"\b(?:vegetarian|vegan|pescatarian|keto|paleo|gluten-free|dairy-free|diet|eat meat|eating meat)\b",
+    # the services and providers a household switches between
+    "insurance": r"\b(?:insur(?:ance|ed|er)|insured with)\b",
+    "energy": r"\b(?:energy (?:supplier|provider|company|tariff)|gas and electric\w*|electricity (?:supplier|provider))\b",
+    "mobile network": r"\b(?:mobile (?:contract|network|provider)|sim[- ]only|ported (?:my|our) number|phone contract)\b",
+    "music service": r"\b(?:spotify|apple music|tidal|deezer|youtube music|playlists)\b",
+    "doctor": r"\b(?:gp|doctor|dr [a-z]+|surgery is)\b",
+    "dentist": r"\b(?:dentist(?!'s)(?! (?:appointment|visit|trip|check)s?\b)|dental (?:practice|surgery|care))\b",
+    # renting or owning, and what kind of home: another fact than where it is
+    "housing": r"\b(?:rent(?:s|ing)? (?:a|an|our|my)\b|bought (?:a|our|my) (?:first |new )?(?:house|flat|home|place)|"
+               r"mortgage|landlord)\b",
+    "hosting": r"\b(?:hosted (?:on|at|with)|hosting (?:is|on|with|provider)|heroku|vercel|netlify|fly\.io)\b",
+    "password manager": r"\b(?:password manager|lastpass|1password|bitwarden|dashlane|for passwords)\b",
+    "work chat": r"\b(?:slack|microsoft teams|onto teams|on teams)\b",
+    # how one looks, drinks and worships
+    "hair": r"\b(?:(?:long|short|curly|straight|wavy|blonde|brown|red|grey|gray|dyed|dark) hair|haircut|pixie cut|"
+            r"buzz cut|bob cut|chopped it all off|fringe)\b",
+    "eyesight": r"\b(?:glasses|contact lenses|laser eye)\b",
+    "coffee": r"\b(?:coffee|flat whites?|lattes?|espresso|cappuccinos?|americanos?|matcha)\b",
+    "faith": r"\b(?:go(?:es|ing)? to (?:[\w'-]+ ){0,3}(?:church|mosque|synagogue|temple|gurdwara)|churchgoer|"
+             r"member of (?:[\w'-]+ ){0,3}church)\b",
     "wake": r"\b(?:wakes? up|woke up|waking up|gets? up at|alarm)\b",
     "bedtime": r"\b(?:bedtime|go(?:es)? to bed|went to bed|go(?:es)? to sleep|in bed by|asleep by)\b",
     "hours": r"\b(?:work(?:ing)? hours|shift starts|start work|starts? work|(?:four|five|six|\d)[- ]day (?:work ?)?weeks?|"
              r"works? (?:(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s? to|nights|weekends|shifts|(?:part|full)[- ]time|"
              r"\d+ ?(?:to|-) ?\d+))\b",
     "trip": r"\b(?:trip|vacation|holiday|honeymoon|flying to|fly to|flight to|heading to)\b",
-    "health": r"\b(?:diagnosed|injur\w*|sprain\w*|torn|tore|broke my|recovering from|surgery)\b",
+    "health": r"\b(?:diagnosed|injur\w*|sprain\w*|torn|tore|broke my|recovering from|surgery|healed|crutches|"
+              r"physio)\b",
     "medication": r"\b(?:medication|medicine|prescri\w*|\d+ ?mg|dosage|(?:pressure|pain) tablets?)\b",
-    "exercise": r"\b(?:gym|workouts?|work(?:ing)? out|training sessions?)\b",
+    "exercise": r"\b(?:gym|workouts?|work(?:ing)? out|training sessions?|yoga|pilates|spin class(?:es)?|crossfit)\b",
     "bank": r"\b(?:bank(?:s|ed|ing)? (?:with|at)|current account|checking account|bank account)\b",
     "internet": r"\b(?:broadband|internet provider|isp|wi-?fi provider)\b",
     "team": r"\b(?:root(?:s|ed)? for|support(?:s|ed)? the|fan of the)\b",
@@ -10044,7 +10071,8 @@ def belief_relations(text: str) -> frozenset[str]:
     aged_match = _BARE_AGE.search(lowered.strip())
     aged = aged_match is not None and (aged_match.group("owned") is None or
                                        bool(_relative_after(aged_match.group("owned")[2:])))
-    if not aged and not _RELATION_WORDS.search(lowered) and not _POSSESSED_COPULA.search(lowered):
+    if not aged and not _RELATION_WORDS.search(lowered) and not _POSSESSED_COPULA.search(lowered) and \
+            not _FAVORITE.search(lowered):
         # one pass for the many texts that name none
         return frozenset()
     lowered = _THING_LIVES.sub(r"\1 is kept", lowered)   # "the dell lives in a drawer": where a thing is kept
@@ -10268,6 +10296,7 @@ class RelationMatcher:
         self.kinship_margin = kinship_margin
         self._typed: dict[str, str | None] = {}
         self._kinds: dict[str, str | None] = {}
+        self._kind_votes: dict[str, int] = {}
         self._statements: dict[str, list[str]] = {}
         self._profiles: dict[str, dict[str, float]] = {}
 
@@ -10352,16 +10381,19 @@ class RelationMatcher:
             best = max(votes.items(), key=lambda pair: (pair[1], pair[0]), default=None)
             self._kinds[word] = best[0] if best is not None and best[1] >= self.min_kind_votes and \
                 best[1] / sum(votes.values()) >= self.min_share else None
+            self._kind_votes[word] = best[1] if best is not None else 0
         return self._kinds[word]
 
-    def value_relation(self, text: str, besides: str = "") -> str | None:
+    def value_relation(self, text: str, besides: str = "", votes: int = 1) -> str | None:
         """The relation of a statement's value: the one ``value_kind`` its value words have, or None when
         none or several ("likes teal and ramen" points at two). ``besides``: a statement whose value words do
         not count (a word known only as the value of the belief a statement is compared with says nothing of
-        the statement's kind: "the rest is *history*" is no book for "favourite book is The Secret History")."""
+        the statement's kind: "the rest is *history*" is no book for "favourite book is The Secret History").
+        ``votes``: the statements that must name the kind before a word (``value_kind`` asks one)."""
         held = set(_value_words(besides)) if besides else set()
         kinds = {self.value_kind(word) for word in _value_words(text)
-                 if word not in _ECHO_GENERIC and word not in held} - {None}
+                 if word not in _ECHO_GENERIC and word not in held
+                 and (votes <= 1 or (self.value_kind(word) is not None and self._kind_votes[word] >= votes))} - {None}
         return next(iter(kinds)) if len(kinds) == 1 else None      # never by "early", "kids", "week"
 
     def inferred(self, text: str) -> frozenset[str]:
@@ -10433,7 +10465,9 @@ class RelationMatcher:
                 return mentioned[0]
         kind = (next(iter(mine)) if len(mine) == 1 else None) if mine else self.value_relation(statement)
         if kind is not None:
-            typed = [index for index, text in unknown if kind in (kinds[index] or {self.value_relation(text)})
+            # a belief that names no relation is of the named one only by words two statements give it
+            typed = [index for index, text in unknown
+                     if kind in (kinds[index] or {self.value_relation(text, votes=2 if mine else 1)})
                      and (mine or (self.value_relation(statement, besides=text) == kind
                                    and self.gives_new_value(statement, text, kind)))]
             if len(typed) == 1:
