@@ -9979,7 +9979,7 @@ BELIEF_RELATIONS: dict[str, str] = {
     # what people correct about themselves (issue 16): role, devices, tools, diet, schedule, plans
     "role": r"\b(?:role|(?:job|work) title|title at work|promoted|promotion|works? as an?|working as an?|position as|"
             r"(?:I|i|I'm|i'm|finally|just|has|have|he|she) retired|retired (?:last|this|in|from)|retirement|"
-            r"(?:as|is|am|'m) (?:an?|the) (?:[\w-]+ ){0,2}(?:" + _JOB_NOUNS + r")s?)\b",
+            r"(?:as|is|am|'m|'s) (?:an?|the) (?:[\w-]+ ){0,2}(?:" + _JOB_NOUNS + r")s?)\b",
     # "Ann's boss is Priya" (a relative's identity, see ``_relative_after``) and "Ann reports to Marco"
     "manager": r"\b(?:reports? to|reporting to|supervisor|line manager|(?:boss|manager)(?:'s name)? is)\b",
     "pet": r"\b(?:pet|hamster|parrot|rabbit|bunny|guinea pig|goldfish|turtle|tortoise)\b",

@@ -611,3 +611,48 @@ def test_generic_words_give_a_statement_no_kind_of_value(memory):
     partner = said(memory, "my boyfriend is called Leo")
     said(memory, "leo and i split up. seeing someone called Kai now, early days")
     assert item_of(said(memory, "collected the kids from school early today")) != item_of(partner)
+
+
+@pytest.mark.parametrize("text, relation", [
+    ("home insurance is with admiral", "insurance"), ("octopus supply our gas and electric", "energy"),
+    ("ported my number to voxi", "mobile network"), ("moved my playlists over to deezer", "music service"),
+    ("my gp is dr rahman", "doctor"), ("signed up with an nhs dentist", "dentist"), ("we rent a tiny flat", "housing"),
+    ("the blog is hosted on netlify", "hosting"), ("switched to bitwarden", "password manager"),
+    ("work moved us onto teams", "work chat"), ("got a buzz cut", "hair"), ("I wear contact lenses", "eyesight"),
+    ("two lattes a day", "coffee"), ("we go to St Mary's church", "faith"), ("my uncle's a plumber", "role"),
+    ("doing a maths degree", "school"), ("on crutches for a month", "health"), ("pilates on tuesdays", "exercise"),
+    ("fave film = Alien", "favorite:film"), ("my go-to podcast is Serial", "favorite:podcast")])
+def test_the_registry_covers_households_looks_and_habits(text, relation):
+    assert relation in km.belief_relations(text)
+
+
+@pytest.mark.parametrize("text, not_relation", [
+    ("got a dentist appointment on monday", "dentist"), ("hosting a quiz night friday", "hosting"),
+    ("our church is doing a jumble sale", "faith"), ("had my hair cut for the wedding", "hair"),
+    ("we rent a van for the move", "residence")])
+def test_a_mention_of_a_household_thing_names_no_relation(text, not_relation):
+    assert not_relation not in km.belief_relations(text)
+
+
+def test_someone_elses_contraction_is_someone_else():
+    assert km._OTHER_PERSON.search("jo moved back, she's renting in hull")
+    assert not km.Memory._speakers_own("jo moved back, she's renting in hull", ANN)
+    assert km.Memory._speakers_own("down to 70kg now", ANN)
+
+
+def test_what_a_word_of_change_holds_is_what_changed():
+    assert km.change_distances("it knocked the big sleep off the top spot")["sleep"] == 0
+    assert "sleep" in km.echo_anchors("it knocked the big sleep off the top spot")
+
+
+@pytest.mark.parametrize("text, resolved", [
+    ("fave film = Alien", "Ann's fave film = Alien"), ("bumped up to plot 9", "Ann bumped up to plot 9"),
+    ("Fred moved to Leeds", "Fred moved to Leeds")])
+def test_a_users_message_opening_with_a_favourite_or_a_past_tense_is_the_speakers(text, resolved):
+    assert km.resolved_statement(text, ANN) == resolved
+
+
+def test_a_value_named_in_the_compared_belief_only_gives_no_kind(memory):
+    book = said(memory, "favourite book is The Long Goodbye")
+    podcast = said(memory, "the podcast I put on every night is goodbye to all that")
+    assert item_of(podcast) != item_of(book)
