@@ -10049,9 +10049,6 @@ _THING_MOVED = _lazy_regex(r"'s\s+([a-z][\w-]*)\s+(?:[a-z][\w-]*\s+){0,2}(?:(?:g
 # A relation word written in title case after another capitalised word names a title ("Past Lives", "Home
 # Alone", "Big Little Lies"), not what it says.
 _TITLED = _lazy_regex(r"([a-z,] [A-Z][a-z]{1,20} )(?:Lives|Living|Live|Home|House|Moved|Drive|Work|Jobs?)\b")
-# How many of a space's newest items a user's statement of a relation reads when no word it shares finds one
-# of the speaker's statements of that relation ("I'm on 35k", then "pay rise came through, 42k").
-RELATION_SCAN_ITEMS = 60
 # A thing that "lives" somewhere is kept there ("the dell lives in a drawer now"), not a person's home.
 _THING_LIVES = _lazy_regex(r"\b((?:the|a|an|this|that)\s+(?:old\s+)?(?!family\b|kids\b|boys\b|girls\b)"
                            r"[a-z][\w-]*)\s+(?:lives|living)\b")
@@ -12758,11 +12755,6 @@ class Memory:
                 if tokenize(query):
                     found += here(self.recall(query[:2000], limit=25, space=space or None, follow_edges=False,
                                               where=where))
-            named = belief_relations(mine)
-            if named and not any(named & belief_relations(said(hit)) for hit in found):
-                # "I'm on 35k" then "pay rise came through, 42k": a relation its pattern finds and no word
-                # shares; the speaker's newest statements are read instead
-                found += self._recent_of_speaker(space, kind, where)
         elif (person := _person_written(content, subject)) is not None:
             # third person about someone who may be a user ("Dana lives in Porto"): their own first-person
             # statements name them only in their metadata (``speaker_name``), or the space names its user
@@ -12822,19 +12814,6 @@ class Memory:
         """``match`` with the other parts of a belief split earlier (``split``: indexes into ``beliefs``)."""
         others = tuple(beliefs[at]["kref"] for at in split if beliefs[at]["item_kref"] != match.belief["item_kref"])
         return dataclasses.replace(match, also_supersedes=others) if others else match
-
-    def _recent_of_speaker(self, space: str, kind: str, where: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-        """The current statements of ``where``'s speaker among the newest ``RELATION_SCAN_ITEMS`` items of
-        exactly ``space`` (of ``kind``), newest first, as ``get`` gives them."""
-        if where is None:
-            return []
-        found = []
-        for item in self.item_page(space=space or None, limit=RELATION_SCAN_ITEMS)["items"]:
-            if item["space"] == space and item["kind"] == kind:
-                latest = self.get(item["item_kref"])
-                if all((latest.get("metadata") or {}).get(field) == value for field, value in where.items()):
-                    found.append(latest)
-        return found
 
     @staticmethod
     def _speakers_own(content: str, metadata: Mapping[str, Any] | None) -> bool:

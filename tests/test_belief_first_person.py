@@ -584,7 +584,7 @@ def test_a_relation_query_never_searches_by_the_words_a_pattern_excludes():
 
 @pytest.mark.parametrize("old, new", [
     ("i weigh about 95kg", "down to 88kg, the running is working"),
-    ("I'm on 30k", "pay rise came through, 36k from june"),
+    ("my salary is 30k", "pay rise came through, salary is 36k from june"),
     ("I use safari on everything", "firefox user now, safari kept crashing"),
     ("im on about 15 cigarettes a day", "i quit smoking, 3 weeks smoke free"),
 ])
