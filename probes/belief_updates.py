@@ -219,8 +219,11 @@ FIRST_PERSON_TRAIN_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE),
 FIRST_PERSON_FRESH4_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_fresh4.json")
 # Round 6 (issue 16): forty-eight pairs, fourteen controls and fourteen distractors, written blind by someone
 # who read nothing here, with pairs written apart (two pairs may state two homes), so it runs a pair per store
-# (``run_first_person_isolated``); only its totals were read, before and after the round's changes.
+# (``run_first_person_isolated``); only its totals were read, and they were used once to drop a change.
 FIRST_PERSON_FRESH5_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_fresh5.json")
+# fresh6: fifty pairs, fifteen controls and fifteen distractors, written the same way after fresh5's totals had
+# been used to drop one change; run once, on the round's final rules.
+FIRST_PERSON_FRESH6_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_fresh6.json")
 
 
 def first_person_fresh(path: str = FIRST_PERSON_FRESH_FILE) -> tuple[list[tuple[str, str, str, str]], list[str]]:
@@ -561,9 +564,10 @@ def main() -> None:
         chosen = first_person_set(path)
         if chosen is not None:
             figures["first_person"][part] = run_first_person(limit=args.limit, **chosen)
-    chosen = first_person_set(FIRST_PERSON_FRESH5_FILE)
-    if chosen is not None:
-        figures["first_person"]["fresh5"] = run_first_person_isolated(limit=args.limit, **chosen)
+    for part, path in (("fresh5", FIRST_PERSON_FRESH5_FILE), ("fresh6", FIRST_PERSON_FRESH6_FILE)):
+        chosen = first_person_set(path)
+        if chosen is not None:
+            figures["first_person"][part] = run_first_person_isolated(limit=args.limit, **chosen)
     parts = tuple(figures["first_person"])
     print_table([("first-person chat (stack=True): pairs", "  ".join(
         f"{figures['first_person'][part]['pairs']:>12}" for part in parts))] + [
