@@ -11810,7 +11810,12 @@ class SpaceAttributeHolder(Protocol):
 
 def _keyed_item(memory: SpaceAttributeHolder, space: str, key: str,
                 kind: str | None = None) -> dict[str, Any] | None:
-    """The item (live or deprecated) that holds supersession ``key`` in exactly ``space``, or None."""
+    """The item (live or deprecated) that holds supersession ``key`` in exactly ``space``, or None. A
+    ``Memory`` asks its backend for the one item (a lookup by key); another holder lists the space."""
+    backend = getattr(memory, "backend", None)
+    if isinstance(backend, GraphBackend) and isinstance(getattr(memory, "project", None), str):
+        record = backend.item_by_key(memory.project, space, key)
+        return None if record is None or (kind is not None and record.kref.kind != kind) else record.to_dict()
     for item in memory.items(space=space, kind=kind, include_deprecated=True):
         if item["space"] == space and item["key"] == key:
             return item

@@ -353,3 +353,26 @@ def test_cli_profile_command(tmp_path, capsys, monkeypatch):
     result = json.loads(capsys.readouterr().out)
     assert result["dry_run"] is True and result["profiles"]["facts"]["empty"] is False
     assert km.main(["profile", "--window-days", "0"]) == 2
+
+
+def test_a_space_attribute_reads_the_same_by_key_lookup_and_by_listing(tmp_path):
+    """``Memory`` finds an attribute by its key in the backend; a holder with only the public face lists the
+    space: both give the same value, set, changed and removed."""
+    memory = km.Memory(str(tmp_path / "a.db"))
+
+    class Holder:                                    # the protocol's public face, no backend
+        def items(self, **options):
+            return memory.items(**options)
+
+        def get(self, kref):
+            return memory.get(kref)
+
+        def remember(self, content, **options):
+            return memory.remember(content, **options)
+    holder = Holder()
+    memory.remember("an unrelated note", space="team")
+    for value in ("ann", "bo", None, "cy"):
+        km.set_space_attribute(memory, "team", "user", value)
+        assert km.space_attribute(memory, "team", "user") == km.space_attribute(holder, "team", "user") == value
+    assert km.space_attribute(memory, "team", "missing") is None is km.space_attribute(holder, "team", "missing")
+    memory.close()
