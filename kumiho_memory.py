@@ -9939,11 +9939,10 @@ _JOB_NOUNS = ("engineer|designer|developer|manager|analyst|teacher|nurse|doctor|
               "lecturer|professor|tutor|midwife|carer|surgeon|physio|therapist|psychologist|recruiter|banker")
 BELIEF_RELATIONS: dict[str, str] = {
     # "moved *my gym sessions*", "since *moving out* west": only a move to somewhere is a move of home
-    "residence": r"\b(?:lives?|lived|living|resides?|resided|residing|based in|home is|hometown|got the keys|"
-                 r"(?:shifted|moved) across town|renting in|"
+    "residence": r"\b(?:lives?|lived|living|resides?|resided|residing|based in|home is|hometown|"
                  r"(?<!\bbeen )(?<!\bbeing )(?<!\bgot )(?<!\bwas )(?<!\bwere )"
                  r"(?:moved|moves|moving)(?= to\b| back\b| abroad\b| house\b| home\b| in\b|[.!,;]|$)|relocat\w*|"
-                 r"apartment|flat in|house in|settled in)\b",
+                 r"apartment|flat in|house in|settled in|got the keys|(?:shifted|moved) across town|renting in)\b",
     # "get *to work*", "my title *at work*", "the gym *after work*", "all *my work*" say where, when or what,
     # not for whom; "it *wasn't working*" says how well
     "employer": r"\b(?:(?<!\bto )(?<!\bat )(?<!\bfrom )(?<!\bafter )(?<!\bbefore )(?<!'s )(?<!\bmy )(?<!\bour )"
@@ -9977,8 +9976,8 @@ BELIEF_RELATIONS: dict[str, str] = {
     "email": r"\be-?mail(?: address)?\b",
     # what people correct about themselves (issue 16): role, devices, tools, diet, schedule, plans
     "role": r"\b(?:role|(?:job|work) title|title at work|promoted|promotion|works? as an?|working as an?|position as|"
-            r"(?:I|i|I'm|i'm|finally|just|has|have|he|she) retired|retired (?:last|this|in|from)|retirement|"
-            r"(?:as|is|am|'m|'s) (?:an?|the) (?:[\w-]+ ){0,2}(?:" + _JOB_NOUNS + r")s?)\b",
+            r"(?:as|is|am|'m|'s) (?:an?|the) (?:[\w-]+ ){0,2}(?:" + _JOB_NOUNS + r")s?|"
+            r"retirement|(?<=\bi )retired|(?<=finally )retired|(?<=just )retired|(?<=has )retired|retired(?= last| this| in| from))\b",
     # "Ann's boss is Priya" (a relative's identity, see ``_relative_after``) and "Ann reports to Marco"
     "manager": r"\b(?:reports? to|reporting to|supervisor|line manager|(?:boss|manager)(?:'s name)? is)\b",
     "pet": r"\b(?:pet|hamster|parrot|rabbit|bunny|guinea pig|goldfish|turtle|tortoise)\b",
@@ -10018,7 +10017,8 @@ BELIEF_RELATIONS: dict[str, str] = {
     "health": r"\b(?:diagnosed|injur\w*|sprain\w*|torn|tore|broke my|recovering from|surgery|healed|crutches|"
               r"physio)\b",
     "medication": r"\b(?:medication|medicine|prescri\w*|\d+ ?mg|dosage|(?:pressure|pain) tablets?)\b",
-    "exercise": r"\b(?:gym|workouts?|work(?:ing)? out|training sessions?|yoga|pilates|spin class(?:es)?|crossfit)\b",
+    "exercise": r"\b(?:gym|workouts?|work(?:ing)? out|training sessions?)\b",
+    "fitness class": r"\b(?:yoga|pilates|spin class(?:es)?|crossfit|zumba|barre)\b",
     "bank": r"\b(?:bank(?:s|ed|ing)? (?:with|at)|current account|checking account|bank account)\b",
     "internet": r"\b(?:broadband|internet provider|isp|wi-?fi provider)\b",
     "team": r"\b(?:root(?:s|ed)? for|support(?:s|ed)? the|fan of the)\b",
@@ -10749,7 +10749,13 @@ class BeliefJudge:
 def _belief_features(memory: Mapping[str, Any]) -> tuple[Any, ...] | None:
     """What ``_same_relation`` compares of a recalled memory: (subject, relations, identifiers, claim terms,
     official), or None when it names no subject or no relation."""
-    features = _statement_features(resolved_statement(memory.get("content") or "", memory.get("metadata")))
+    content, metadata = memory.get("content") or "", memory.get("metadata")
+    features = _statement_features(resolved_statement(content, metadata))
+    if features is None and _speaker_filter(metadata) is not None and chat_owner(content) == "self" and \
+            _OTHER_PERSON.search(content) is None:
+        # a user's message with no subject ("home insurance is with aviva") states the speaker's relation
+        owner = "-".join(part[:1].upper() + part[1:] for part in _WORD.findall(speaker_name(metadata)))
+        features = _statement_features(f"As for {owner}, {resolved_statement(content, metadata)}")
     if features is None:
         return None
     return features + (parse_evidence(memory.get("metadata"), memory.get("tags")) == OFFICIAL,)

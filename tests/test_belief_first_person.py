@@ -620,7 +620,7 @@ def test_generic_words_give_a_statement_no_kind_of_value(memory):
     ("the blog is hosted on netlify", "hosting"), ("switched to bitwarden", "password manager"),
     ("work moved us onto teams", "work chat"), ("got a buzz cut", "hair"), ("I wear contact lenses", "eyesight"),
     ("two lattes a day", "coffee"), ("we go to St Mary's church", "faith"), ("my uncle's a plumber", "role"),
-    ("doing a maths degree", "school"), ("on crutches for a month", "health"), ("pilates on tuesdays", "exercise"),
+    ("doing a maths degree", "school"), ("on crutches for a month", "health"), ("pilates on tuesdays", "fitness class"),
     ("fave film = Alien", "favorite:film"), ("my go-to podcast is Serial", "favorite:podcast")])
 def test_the_registry_covers_households_looks_and_habits(text, relation):
     assert relation in km.belief_relations(text)
