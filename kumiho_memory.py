@@ -9531,7 +9531,7 @@ def speaker_name(metadata: Mapping[str, Any] | None, user: str | None = None) ->
     return user.strip() if isinstance(user, str) and user.strip() else SPACE_USER
 
 
-def first_person(text: str, speaker: str | None) -> str:
+def first_person(text: str, speaker: str | None, *, typed: bool = False) -> str:
     """``text`` with its first person rewritten into ``speaker``'s name (see above); unchanged without a
     speaker or first person. "I moved to Munich" -> "Ann moved to Munich", "my daughter" -> "Ann's daughter".
     A user's message (any speaker but "Assistant") is read as a person speaks: a left-out "I" ("Moved to
@@ -9540,21 +9540,31 @@ def first_person(text: str, speaker: str | None) -> str:
     let me go" -> "As for Ann, Northwind let Ann go"), unless someone else is in it ("Bob told me he moved")."""
     if not speaker:
         return text
-    return _first_person_cached(text, speaker, speaker != "Assistant")
+    return _first_person_cached(text, speaker, speaker != "Assistant", typed and speaker != "Assistant")
 
 
+# A word that reads as a verb after a subject ("sam *weighs*", "jess *moved*", "priya *works*").
+_VERB_LIKE = _lazy_regex(r"[a-z]{2,}(?:ed|es|ing)|[a-z]{3,}[^s']s")
 # "fave film = Heat", "Favourite book is ...": a user's message that opens with a favourite is the speaker's
-_FAVOURITE_OPENING = _lazy_regex(r"^(\s*)((?:new |current |all[- ]time )?(?:fave|favourite|favorite|fav)\b)", re.IGNORECASE)
+_FAVOURITE_OPENING = _lazy_regex(r"^(\s*)((?:new |current |all[- ]time )?(?:fave|favourite|favorite|fav)\b)"
+                                 r"(?= [\w-]+(?: (?:is|are|was|atm|rn|=|:)\b| ?[=:]))", re.IGNORECASE)
 # "i", "im", "ive" as chat is typed: a user's "I" in lower case
-_LOWER_I = _lazy_regex(r"(?<![\w'’-])(i|im|i'm|i’m|ive|i've|i’ve|i'd|i’d|i'll|i’ll)(?![\w'’-])")
+_LOWER_I = _lazy_regex(r"(?<![\w'’.:/\[(-])(?:(im|i'm|i’m|ive|i've|i’ve|i'd|i’d|i'll|i’ll)(?![\w'’-])|(i)(?= (?:am|was|have|"
+                       r"had|do|did|don't|didn't|dont|didnt|can|can't|cant|could|will|would|should|just|think|thought|"
+                       r"know|knew|live|lived|work|worked|moved|got|get|love|like|hate|use|used|drive|drove|go|went|"
+                       r"play|played|need|want|wanted|feel|felt|started|start|stopped|quit|switched|bought|sold|left|"
+                       r"joined|finally|also|really|still|never|always|usually|only|now|actually|weigh|smoke|drink|"
+                       r"run|ran|take|took|wear|read|eat|ate|prefer|study|studied|support|rent|own|saw|met|tried|"
+                       r"made|found|lost|gave|told|said|booked|adopted|changed|upgraded)\b))")
 _LOWER_I_FORMS = {"i": "I", "im": "I'm", "ive": "I've"}
 
 
 @functools.lru_cache(maxsize=1024)
-def _first_person_cached(text: str, speaker: str, user: bool) -> str:
-    if user and ("i" in text or "I" in text):
-        text = _LOWER_I.sub(lambda match: _LOWER_I_FORMS.get(match.group(1), "I" + match.group(1)[1:]), text)
-    if user and _FAVOURITE_OPENING.match(text):       # "fave film = Heat": the speaker's favourite
+def _first_person_cached(text: str, speaker: str, user: bool, typed: bool = False) -> str:
+    if typed and "i" in text:
+        text = _LOWER_I.sub(lambda match: _LOWER_I_FORMS.get(match.group(1) or match.group(2),
+                                                          "I" + (match.group(1) or match.group(2))[1:]), text)
+    if typed and _FAVOURITE_OPENING.match(text):      # "fave film = Heat": the speaker's favourite
         text = _FAVOURITE_OPENING.sub(lambda match: f"{match.group(1)}my {match.group(2)}", text, count=1)
     if user and _KIN_OPENING.match(text):             # "mum sold up and moved to Tenby": typed in lower case
         text = _KIN_OPENING.sub(lambda match: f"{match.group(1)}my {match.group(2)}", text, count=1)
@@ -9585,8 +9595,12 @@ def _first_person_cached(text: str, speaker: str, user: bool) -> str:
 
 def resolved_statement(text: str, metadata: Mapping[str, Any] | None = None, user: str | None = None) -> str:
     """The statement a memory makes, as the belief logic compares it: first person resolved to the speaker
-    (``speaker_name``; ``user`` is the space's user)."""
-    return first_person(text, speaker_name(metadata, user))
+    (``speaker_name``; ``user`` is the space's user). Chat as it is typed ("i", "im", "fave film = Heat") is
+    read so only in a message whose metadata names a user speaker, never an assistant's (by ``role`` too)."""
+    role = (metadata or {}).get("role")
+    assistant = isinstance(role, str) and role.strip().casefold() in ASSISTANT_ROLES
+    speaker = "Assistant" if assistant else speaker_name(metadata, user)
+    return first_person(text, speaker, typed=not assistant and _speaker_filter(metadata) is not None)
 
 
 def _person_written(text: str, subject: str) -> str | None:
@@ -9947,12 +9961,14 @@ BELIEF_RELATIONS: dict[str, str] = {
     # not for whom; "it *wasn't working*" says how well
     "employer": r"\b(?:(?<!\bto )(?<!\bat )(?<!\bfrom )(?<!\bafter )(?<!\bbefore )(?<!'s )(?<!\bmy )(?<!\bour )"
                 r"(?<!\bthe )(?<!\ball )(?<!\bof )(?<!\bfor )"
-                r"(?<!\binto )(?:(?<!n't )(?<!\bnot )(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )(?:works?|worked|working)|working(?= (?:at|with|in)\b))"
-                r"(?! out\b| from home\b| remotely\b| (?:part|full)[- ]time\b| (?:nights|days|weekends|shifts)\b|"
+                r"(?<!\binto )(?:(?<!n't )(?<!\bnot )(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )(?:works?|worked|working)|"
+                r"working(?= (?:at|with|in)\b)|(?<!n't )working(?= for\b(?! (?:us|me|him|her|them|you)\b)))"
+                r"(?! out\b| from home\b| remotely\b| (?:part|full)[- ]time\b|"
+                r" (?:\d+ )?(?:nights|days|weekends|shifts)\b(?! (?:at|for|in)\b)|"
                 # "work christmas party", "work handed me a macbook": work as a noun, not whom one works for
                 r" (?:christmas|party|do|drinks|laptop|phone|trip|event|mates|friends|stuff|handed|gave|sent|bought|"
                 r"paid|is|was|has|said|wants)\b|"
-                r" (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b| \d)|"
+                r" (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b(?! (?:at|for|in)\b)| \d+ ?(?:to|-) ?\d)|"
                 r"employ\w*|jobs?|joined(?! (?:a|an|the|my|our) (?:[\w-]+ )?(?:club|group|class|team|gym|choir|league|"
                 r"course|band|society|community|leisure|centre|center|library|ramblers|church))|hired|workplace|"
                 r"started at|career at|position at|"
@@ -9975,9 +9991,9 @@ BELIEF_RELATIONS: dict[str, str] = {
     "phone": r"\b(?:phone|mobile|cell) (?:number|no)\b",
     "email": r"\be-?mail(?: address)?\b",
     # what people correct about themselves (issue 16): role, devices, tools, diet, schedule, plans
-    "role": r"\b(?:role|(?:job|work) title|title at work|promoted|promotion|works? as an?|working as an?|position as|"
+    "role": r"\b(?:role|(?:job|work) title|title at work|promoted|works? as an?|working as an?|position as|"
             r"(?:as|is|am|'m|'s) (?:an?|the) (?:[\w-]+ ){0,2}(?:" + _JOB_NOUNS + r")s?|"
-            r"retirement|(?<=\bi )retired|(?<=finally )retired|(?<=just )retired|(?<=has )retired|retired(?= last| this| in| from))\b",
+            r"retirement|(?<!\ba )(?<!\ban )retired(?! (?:greyhound|racehorse|people|folk|couple|teacher|nurse)s?\b))\b",
     # "Ann's boss is Priya" (a relative's identity, see ``_relative_after``) and "Ann reports to Marco"
     "manager": r"\b(?:reports? to|reporting to|supervisor|line manager|(?:boss|manager)(?:'s name)? is)\b",
     "pet": r"\b(?:pet|hamster|parrot|rabbit|bunny|guinea pig|goldfish|turtle|tortoise)\b",
@@ -9993,19 +10009,22 @@ BELIEF_RELATIONS: dict[str, str] = {
     "energy": r"\b(?:energy (?:supplier|provider|company|tariff)|gas and electric\w*|electricity (?:supplier|provider))\b",
     "mobile network": r"\b(?:mobile (?:contract|network|provider)|sim[- ]only|ported (?:my|our) number|phone contract)\b",
     "music service": r"\b(?:spotify|apple music|tidal|deezer|youtube music|playlists)\b",
-    "doctor": r"\b(?:gp|doctor|dr [a-z]+|surgery is)\b",
+    "doctor": r"\b(?:(?:my|our) (?:gp|doctor)|(?:gp|doctor|surgery) is|registered (?:with|at) (?:a |an |the )?(?:new )?"
+              r"(?:gp|doctor|surgery))\b",
     "dentist": r"\b(?:dentist(?!'s)(?! (?:appointment|visit|trip|check)s?\b)|dental (?:practice|surgery|care))\b",
     # renting or owning, and what kind of home: another fact than where it is
-    "housing": r"\b(?:rent(?:s|ing)? (?:a|an|our|my)\b|bought (?:a|our|my) (?:first |new )?(?:house|flat|home|place)|"
+    "housing": r"\b(?:rent(?:s|ing)? (?:a|an|our|my) (?:[\w-]+ ){0,2}(?:flat|house|place|room|apartment|home|studio)|"
+               r"bought (?:a|our|my) (?:first |new )?(?:house|flat|home|place)|"
                r"mortgage|landlord)\b",
-    "hosting": r"\b(?:hosted (?:on|at|with)|hosting (?:is|on|with|provider)|heroku|vercel|netlify|fly\.io)\b",
+    "hosting": r"\b(?:hosted (?:on|with)|hosting (?:is|on|with|provider)|heroku|vercel|netlify|fly\.io)\b",
     "password manager": r"\b(?:password manager|lastpass|1password|bitwarden|dashlane|for passwords)\b",
     "work chat": r"\b(?:slack|microsoft teams|onto teams|on teams)\b",
     # how one looks, drinks and worships
     "hair": r"\b(?:(?:long|short|curly|straight|wavy|blonde|brown|red|grey|gray|dyed|dark) hair|haircut|pixie cut|"
             r"buzz cut|bob cut|chopped it all off|fringe)\b",
-    "eyesight": r"\b(?:glasses|contact lenses|laser eye)\b",
-    "coffee": r"\b(?:coffee|flat whites?|lattes?|espresso|cappuccinos?|americanos?|matcha)\b",
+    "eyesight": r"\b(?:(?:wear|wears|wearing|need|my|no more) (?:glasses|contacts)|contact lenses|laser eye)\b",
+    "coffee": r"\b(?:(?:drink|drinks|drinking|off|quit|gave up|no) coffee|coffee (?:drinker|person|a day)|flat whites?|"
+              r"lattes?|cappuccinos?|americanos?|matcha)\b",
     "faith": r"\b(?:go(?:es|ing)? to (?:[\w'-]+ ){0,3}(?:church|mosque|synagogue|temple|gurdwara)|churchgoer|"
              r"member of (?:[\w'-]+ ){0,3}church)\b",
     "wake": r"\b(?:wakes? up|woke up|waking up|gets? up at|alarm)\b",
@@ -10018,17 +10037,21 @@ BELIEF_RELATIONS: dict[str, str] = {
               r"physio)\b",
     "medication": r"\b(?:medication|medicine|prescri\w*|\d+ ?mg|dosage|(?:pressure|pain) tablets?)\b",
     "exercise": r"\b(?:gym|workouts?|work(?:ing)? out|training sessions?)\b",
-    "fitness class": r"\b(?:yoga|pilates|spin class(?:es)?|crossfit|zumba|barre)\b",
     "bank": r"\b(?:bank(?:s|ed|ing)? (?:with|at)|current account|checking account|bank account)\b",
     "internet": r"\b(?:broadband|internet provider|isp|wi-?fi provider)\b",
     "team": r"\b(?:root(?:s|ed)? for|support(?:s|ed)? the|fan of the)\b",
     # the body, habits and money people track about themselves
-    "weight": r"\b(?:weigh(?:s|ed|ing)?|\d+ ?(?:kg|kgs|lbs?|stone)|body weight)\b",
-    "salary": r"\b(?:salary|pay rise|payrise|raise to|(?:earn|earns|earning|on) (?:about |around )?[£$€]?\d+k|[£$€]\d+k)\b",
-    "smoking": r"\b(?:smoke|smokes|smoking|smoker|smoke[- ]free|cigarettes?|vap(?:e|es|ing))\b",
-    "drinking": r"\b(?:drink(?:s|ing)? (?:most|every|at weekends|on weekends)|sober|teetotal|alcohol|booze)\b",
+    "weight": r"\b(?:weigh(?:s|ed|ing)?|(?:down|up) to \d+ ?(?:kg|kgs|lbs?|stone)|body weight|"
+              r"\d+ ?(?:kg|kgs|lbs?|stone)(?= (?:now|down|lighter|heavier|after|since)\b))\b",
+    "salary": r"\b(?:salary|pay rise|payrise|raise to|(?:earn|earns|earning|on) [£$€]?\d+k|[£$€]\d+k)\b",
+    "smoking": r"\b(?:smokes?(?= (?:\d|a |about|around|every|daily|roll)\b|[.!,]|$)|smoking|smoker|smoke[- ]free|"
+               r"cigarettes?|vap(?:e|es|ing))\b",
+    "drinking": r"\b(?:drink(?:s|ing)? (?:most|every|at weekends|on weekends)|sober|teetotal|alcohol[- ]free|"
+                r"(?:no|off|quit|gave up|cut out|cutting out) (?:alcohol|booze|drinking))\b",
     # what one's devices run, and the apps one uses for it
-    "browser": r"\b(?:browser|chrome|firefox|safari|brave|edge browser)\b",
+    "browser": r"\b(?:browser|(?:use|uses|using|switched to|moved to|back to|browse with|browsing with|browse on) "
+               r"(?:chrome|firefox|safari|brave|edge)|"
+               r"(?:chrome|firefox|safari|brave) (?:user|browser))\b",
     "system": r"\b(?:windows (?:\d+|xp|vista)|linux|ubuntu|macos|mac os|operating system|chromeos)\b",
     "headphones": r"\b(?:headphones|earbuds|earphones|airpods)\b",
     "ereader": r"\b(?:kindle|kobo|e-?reader)\b",
@@ -10047,9 +10070,9 @@ _THING_MOVED = _lazy_regex(r"'s\s+([a-z][\w-]*)\s+(?:[a-z][\w-]*\s+){0,2}(?:(?:g
                            r"(moved|moves|moving|relocated)\b")
 # A relation word written in title case after another capitalised word names a title ("Past Lives", "Home
 # Alone", "Big Little Lies"), not what it says.
-_TITLED = _lazy_regex(r"([a-z,] [A-Z][a-z]{1,20} )(?:Lives|Living|Live|Home|House|Moved|Drive|Work|Jobs?)\b")
+_TITLED = _lazy_regex(r"([a-z,] [A-Z][a-z]{1,20} )(?:Lives|Living|Home|House)\b")
 # A thing that "lives" somewhere is kept there ("the dell lives in a drawer now"), not a person's home.
-_THING_LIVES = _lazy_regex(r"\b((?:the|a|an|this|that)\s+(?:old\s+)?(?!family\b|kids\b|boys\b|girls\b)"
+_THING_LIVES = _lazy_regex(r"\b((?:the|this|that)\s+(?:old\s+)?(?!family\b|kids\b|boys\b|girls\b)"
                            r"[a-z][\w-]*)\s+(?:lives|living)\b")
 # A person or a relative that "is 89" is that old ("Ann is 34", "Ann's daughter Elsie is 6"; not "Ann's cat is
 # 12", which is the cat's age, and not a relation of Ann's).
@@ -10749,13 +10772,7 @@ class BeliefJudge:
 def _belief_features(memory: Mapping[str, Any]) -> tuple[Any, ...] | None:
     """What ``_same_relation`` compares of a recalled memory: (subject, relations, identifiers, claim terms,
     official), or None when it names no subject or no relation."""
-    content, metadata = memory.get("content") or "", memory.get("metadata")
-    features = _statement_features(resolved_statement(content, metadata))
-    if features is None and _speaker_filter(metadata) is not None and chat_owner(content) == "self" and \
-            _OTHER_PERSON.search(content) is None:
-        # a user's message with no subject ("home insurance is with aviva") states the speaker's relation
-        owner = "-".join(part[:1].upper() + part[1:] for part in _WORD.findall(speaker_name(metadata)))
-        features = _statement_features(f"As for {owner}, {resolved_statement(content, metadata)}")
+    features = _statement_features(resolved_statement(memory.get("content") or "", memory.get("metadata")))
     if features is None:
         return None
     return features + (parse_evidence(memory.get("metadata"), memory.get("tags")) == OFFICIAL,)
@@ -12730,6 +12747,8 @@ class Memory:
         mine = self._relative_by_name(mine, space, metadata, user)
         similar = here(self.recall(content[:2000], limit=5, space=space or None, follow_edges=False))
         target = next((hit for hit in similar if same_belief(said(hit), mine)), None)
+        if "?" in content[-3:] or _QUESTION.search(content):
+            return None if target is None else BeliefMatch(target)   # a question states nothing to correct
         subject = statement_subject(mine)
         if subject is None and target is None and self._speakers_own(content, metadata):
             # "down to 82kg", "pay rise came through, 42k": a user's message that names a relation of nobody
@@ -12752,8 +12771,9 @@ class Memory:
         if target is not None and not any(_single_valued(relation) for relation in belief_relations(mine)):
             return BeliefMatch(target)                    # nothing that could be split: done
         # the subject's current beliefs: recall by the subject's own words (as written in the statement)
+        subject_words = set(subject.split())
         name = " ".join(word for word in re.findall(r"[\w'-]+", _statement_body(mine))
-                        if set(tokenize(word)) & set(subject.split()))
+                        if subject_words.intersection(tokenize(word)))
         found = here(self.recall(name or subject, limit=25, space=space or None, follow_edges=False))
         relation_words = " ".join(_RELATION_QUERY.get(relation, "") for relation in belief_relations(mine))
         if mine != content:          # first person: the speaker's own statements hold no name to find them by
@@ -12827,13 +12847,26 @@ class Memory:
 
     @staticmethod
     def _speakers_own(content: str, metadata: Mapping[str, Any] | None) -> bool:
-        """Whether a message with no subject is its (user) speaker's statement of a relation: it names one,
-        nobody else, and a number or a word of change ("firefox user now")."""
-        lowered = content.casefold()
-        return _speaker_filter(metadata) is not None and bool(belief_relations(content)) and \
-            chat_owner(content) == "self" and _OTHER_PERSON.search(content) is None and \
-            (re.search(r"\d", content) is not None or _CORRECTION_CUE.search(lowered) is not None or
-             _CHANGE_SIGNAL.search(lowered) is not None)
+        """Whether a message with no subject is its (user) speaker's statement of a relation ("firefox user
+        now", "pay rise came through, 42k"): a user's, not a question, naming a relation, nobody else and no
+        denial, with a word of change or a correction cue, and not opening as another subject does ("the parcel
+        weighs", "sam moved": a determiner, a possessive, or a word then a verb)."""
+        role = (metadata or {}).get("role")
+        if _speaker_filter(metadata) is None or (isinstance(role, str) and role.strip().casefold() in ASSISTANT_ROLES):
+            return False
+        lowered = content.casefold().replace("’", "'")
+        words = re.findall(r"[a-z0-9][\w'-]*", lowered)
+        def verb(word: str) -> bool:
+            return word in _VERB_BOUNDARY or _VERB_LIKE.fullmatch(word) is not None
+        if len(words) < 2 or "?" in content or _QUESTION.search(content) or words[0] in _DETERMINERS or \
+                words[0].endswith("'s") or verb(words[1]) or content.lstrip().startswith(">") or \
+                (len(words) > 2 and not verb(words[0]) and verb(words[2])) or \
+                re.search(r"\b(?:never|not|no|n't|any)\b", lowered):
+            return False                                  # "dev team switched": a subject of its own
+        return bool(belief_relations(content)) and chat_owner(content) == "self" and \
+            _OTHER_PERSON.search(content) is None and \
+            (_CORRECTION_CUE.search(lowered) is not None or _CHANGE_SIGNAL.search(lowered) is not None or
+             re.search(r"\b(?:down|up) to \d", lowered) is not None)
 
     def _echoed_match(self, content: str, space: str, kind: str, metadata: Mapping[str, Any] | None,
                       user: str | None) -> BeliefMatch | None:

@@ -620,7 +620,7 @@ def test_generic_words_give_a_statement_no_kind_of_value(memory):
     ("the blog is hosted on netlify", "hosting"), ("switched to bitwarden", "password manager"),
     ("work moved us onto teams", "work chat"), ("got a buzz cut", "hair"), ("I wear contact lenses", "eyesight"),
     ("two lattes a day", "coffee"), ("we go to St Mary's church", "faith"), ("my uncle's a plumber", "role"),
-    ("doing a maths degree", "school"), ("on crutches for a month", "health"), ("pilates on tuesdays", "fitness class"),
+    ("doing a maths degree", "school"), ("on crutches for a month", "health"),
     ("fave film = Alien", "favorite:film"), ("my go-to podcast is Serial", "favorite:podcast")])
 def test_the_registry_covers_households_looks_and_habits(text, relation):
     assert relation in km.belief_relations(text)
@@ -656,3 +656,40 @@ def test_a_value_named_in_the_compared_belief_only_gives_no_kind(memory):
     book = said(memory, "favourite book is The Long Goodbye")
     podcast = said(memory, "the podcast I put on every night is goodbye to all that")
     assert item_of(podcast) != item_of(book)
+
+
+# A hostile review of round 6's rules: what must stay apart (each pair was merged by a draft of them).
+HOSTILE_APART = [
+    ("I live in Leeds", "sam moved to york 2 weeks ago"), ("I weigh 70kg", "sam weighs 90kg now"),
+    ("my salary is 40k", "jess got a pay rise to 50k"), ("I work at Tesco", "priya works at aldi now, 3 days a week"),
+    ("my insurance is with aviva", "any insurance tips for 2025?"), ("I weigh 70kg", "the parcel weighs 2kg"),
+    ("my insurance is with aviva", "never had an insurance claim in 10 years"), ("I weigh 70kg", "bought 5kg of potatoes"),
+    ("I weigh 70kg", "my luggage allowance is 23kg"), ("I'm teetotal", "bought alcohol gel, 2 bottles"),
+    ("I use firefox", "dev team switched to chrome last week"), ("switched to safari", "going on safari in kenya"),
+    ("my gp is dr patel", "dr who season 2 is great"), ("I rent a flat in Leeds", "renting a car for 3 days in spain"),
+    ("I wear glasses now", "bought 6 wine glasses"), ("I drink 2 lattes a day", "the coffee table arrived, 40kg"),
+    ("my favourite film is Heat", "favourite film of my dad is Jaws"), ("my cat is called Tom", "fave cat breed = siamese"),
+    ("I live in Leeds", "world war i veterans lived in care homes"), ("my salary is 40k", "for i in salaries: salary += 5k"),
+    ("I weigh 70kg", "what should I weigh at 5ft 6?"), ("I use firefox", "> switched to chrome last week"),
+]
+
+
+@pytest.mark.parametrize("old, new", HOSTILE_APART, ids=[pair[1] for pair in HOSTILE_APART])
+def test_hostile_look_alikes_never_merge(old, new):
+    memory = km.Memory(None)
+    first = said(memory, old)
+    assert item_of(said(memory, new)) != item_of(first)
+    memory.close()
+
+
+@pytest.mark.parametrize("text", ["i.e. the cat", "Part i of the book", "i) buy milk", "x[i] = 1",
+                                  "http://example.com/i/im/ive", "Jan i Anna mieszkają w Krakowie"])
+def test_a_lower_case_i_that_is_not_the_speaker_is_left_as_written(text):
+    assert km.resolved_statement(text, ANN) == text
+
+
+def test_chat_typing_is_read_only_in_a_users_message():
+    assert km.resolved_statement("im not sure, i think so", {"role": "assistant", "speaker": "Ava"}) == \
+        "im not sure, i think so"
+    assert km.resolved_statement("i live in leeds", None) == "i live in leeds"
+    assert km.resolved_statement("i live in leeds", ANN) == "Ann live in leeds"
