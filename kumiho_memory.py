@@ -9549,7 +9549,8 @@ _VERB_LIKE = _lazy_regex(r"[a-z]{2,}(?:ed|es|ing)|[a-z]{3,}[^s']s")
 _FAVOURITE_OPENING = _lazy_regex(r"^(\s*)((?:new |current |all[- ]time )?(?:fave|favourite|favorite|fav)\b)"
                                  r"(?= [\w-]+(?: (?:is|are|was|atm|rn|=|:)\b| ?[=:]))", re.IGNORECASE)
 # "i", "im", "ive" as chat is typed: a user's "I" in lower case
-_LOWER_I = _lazy_regex(r"(?<![\w'’.:/\[(-])(?:(im|i'm|i’m|ive|i've|i’ve|i'd|i’d|i'll|i’ll)(?![\w'’-])|(i)(?= (?:am|was|have|"
+_LOWER_I = _lazy_regex(r"(?<![\w'’.:/\[(-])(?:(im|i'm|i’m|ive|i've|i’ve|i'd|i’d|i'll|i’ll)(?![\w'’-])|(i)(?= (?:am|"
+                       r"was|have|"
                        r"had|do|did|don't|didn't|dont|didnt|can|can't|cant|could|will|would|should|just|think|thought|"
                        r"know|knew|live|lived|work|worked|moved|got|get|love|like|hate|use|used|drive|drove|go|went|"
                        r"play|played|need|want|wanted|feel|felt|started|start|stopped|quit|switched|bought|sold|left|"
@@ -9961,14 +9962,16 @@ BELIEF_RELATIONS: dict[str, str] = {
     # not for whom; "it *wasn't working*" says how well
     "employer": r"\b(?:(?<!\bto )(?<!\bat )(?<!\bfrom )(?<!\bafter )(?<!\bbefore )(?<!'s )(?<!\bmy )(?<!\bour )"
                 r"(?<!\bthe )(?<!\ball )(?<!\bof )(?<!\bfor )"
-                r"(?<!\binto )(?:(?<!n't )(?<!\bnot )(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )(?:works?|worked|working)|"
+                r"(?<!\binto )(?:(?<!n't )(?<!\bnot )(?<!\bis )(?<!\bare )(?<!\bwas )(?<!\bwere )(?:works?|worked|"
+                r"working)|"
                 r"working(?= (?:at|with|in)\b)|(?<!n't )working(?= for\b(?! (?:us|me|him|her|them|you)\b)))"
                 r"(?! out\b| from home\b| remotely\b| (?:part|full)[- ]time\b|"
                 r" (?:\d+ )?(?:nights|days|weekends|shifts)\b(?! (?:at|for|in)\b)|"
                 # "work christmas party", "work handed me a macbook": work as a noun, not whom one works for
                 r" (?:christmas|party|do|drinks|laptop|phone|trip|event|mates|friends|stuff|handed|gave|sent|bought|"
                 r"paid|is|was|has|said|wants)\b|"
-                r" (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b(?! (?:at|for|in)\b)| \d+ ?(?:to|-) ?\d)|"
+                r" (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b(?! (?:at|for|in)\b)| \d+ ?(?:to|"
+                r"-) ?\d)|"
                 r"employ\w*|jobs?|joined(?! (?:a|an|the|my|our) (?:[\w-]+ )?(?:club|group|class|team|gym|choir|league|"
                 r"course|band|society|community|leisure|centre|center|library|ramblers|church))|hired|workplace|"
                 r"started at|career at|position at|"
@@ -9977,7 +9980,8 @@ BELIEF_RELATIONS: dict[str, str] = {
     "commute": r"\b(?:to|from|into) (?:work|the office)\b",
     # "car insurance", "the car park" are other things than the car
     # "drive *to the office*" says how one travels, not what one drives
-    "vehicle": r"\b(?:(?:drives?|drove|driving)(?! (?:to|into|in|home|back|around|up|down|over)\b)|cars?(?! (?:insurance|park|parks|wash|keys?|seats?|boot|tyres?|service|"
+    "vehicle": r"\b(?:(?:drives?|drove|driving)(?! (?:to|into|in|home|back|around|up|down|over)\b)|"
+               r"cars?(?! (?:insurance|park|parks|wash|keys?|seats?|boot|tyres?|service|"
                r"loan|payments?|charger|lights?|boot sale|sharing|share|club)\b)|vehicle|motorbike|motorcycle)\b",
     "dog": r"\b(?:dog|dogs|puppy)\b",
     "cat": r"\b(?:cat|cats|kitten)\b",
@@ -9985,7 +9989,8 @@ BELIEF_RELATIONS: dict[str, str] = {
                r"seeing (?:a (?:guy|girl|man|woman|lad|bloke) |someone )(?:called |named )?[a-z]+|going out with)\b",
     "age": r"\b(?:years? old|age is|aged|turn(?:s|ed|ing)? (?:\d+|one|two|three|four|five|six|seven|eight|nine|"
            r"ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty)|"
-           r"\d+(?:st|nd|rd|th) birthday|(?:had|celebrated) (?:[\w'-]+ )?\d+(?:st|nd|rd|th)\b|(?:he|she)(?:'s| is) \d+)\b",
+           r"\d+(?:st|nd|rd|th) birthday|(?:had|celebrated) (?:[\w'-]+ )?\d+(?:st|nd|rd|th)\b|(?:he|she)(?:'s|"
+           r" is) \d+)\b",
     "school": r"\b(?:studies at|student at|enrolled|attends|graduated from|degree in|(?:an?|my|the) [\w-]+ degree|"
               r"pathway|nursery)\b",
     "phone": r"\b(?:phone|mobile|cell) (?:number|no)\b",
@@ -9993,21 +9998,25 @@ BELIEF_RELATIONS: dict[str, str] = {
     # what people correct about themselves (issue 16): role, devices, tools, diet, schedule, plans
     "role": r"\b(?:role|(?:job|work) title|title at work|promoted|works? as an?|working as an?|position as|"
             r"(?:as|is|am|'m|'s) (?:an?|the) (?:[\w-]+ ){0,2}(?:" + _JOB_NOUNS + r")s?|"
-            r"retirement|(?<!\ba )(?<!\ban )retired(?! (?:greyhound|racehorse|people|folk|couple|teacher|nurse)s?\b))\b",
+            r"retirement|(?<!\ba )(?<!\ban )retired(?! (?:greyhound|racehorse|people|folk|couple|teacher|"
+            r"nurse)s?\b))\b",
     # "Ann's boss is Priya" (a relative's identity, see ``_relative_after``) and "Ann reports to Marco"
     "manager": r"\b(?:reports? to|reporting to|supervisor|line manager|(?:boss|manager)(?:'s name)? is)\b",
     "pet": r"\b(?:pet|hamster|parrot|rabbit|bunny|guinea pig|goldfish|turtle|tortoise)\b",
     "handset": r"\b(?:iphone|android phone|pixel \d+|galaxy s\d+|smartphone|phone is an?)\b",
     # a "blood pressure tablet" is a medicine
-    "computer": r"\b(?:laptop|macbook|thinkpad|chromebook|desktop pc|tablet(?<!pressure tablet)(?<!pain tablet)|ipad)\b",
+    "computer": r"\b(?:laptop|macbook|thinkpad|chromebook|desktop pc|tablet(?<!pressure tablet)(?<!pain tablet)|"
+                r"ipad)\b",
     "editor": r"\b(?:editor|ide|vim|neovim|emacs|vs ?code|visual studio|intellij|pycharm|sublime text|"
               r"editing code|for coding)\b",
     "display": r"\b(?:dark|light) (?:mode|theme)\b",
     "diet": r"\b(?:vegetarian|vegan|pescatarian|keto|paleo|gluten-free|dairy-free|diet|eat meat|eating meat)\b",
     # the services and providers a household switches between
     "insurance": r"\b(?:insur(?:ance|ed|er)|insured with)\b",
-    "energy": r"\b(?:energy (?:supplier|provider|company|tariff)|gas and electric\w*|electricity (?:supplier|provider))\b",
-    "mobile network": r"\b(?:mobile (?:contract|network|provider)|sim[- ]only|ported (?:my|our) number|phone contract)\b",
+    "energy": r"\b(?:energy (?:supplier|provider|company|tariff)|gas and electric\w*|electricity (?:supplier|"
+              r"provider))\b",
+    "mobile network": r"\b(?:mobile (?:contract|network|provider)|sim[- ]only|ported (?:my|our) number|"
+                      r"phone contract)\b",
     "music service": r"\b(?:spotify|apple music|tidal|deezer|youtube music|playlists)\b",
     "doctor": r"\b(?:(?:my|our) (?:gp|doctor)|(?:gp|doctor|surgery) is|registered (?:with|at) (?:a |an |the )?(?:new )?"
               r"(?:gp|doctor|surgery))\b",
@@ -10029,8 +10038,10 @@ BELIEF_RELATIONS: dict[str, str] = {
              r"member of (?:[\w'-]+ ){0,3}church)\b",
     "wake": r"\b(?:wakes? up|woke up|waking up|gets? up at|alarm)\b",
     "bedtime": r"\b(?:bedtime|go(?:es)? to bed|went to bed|go(?:es)? to sleep|in bed by|asleep by)\b",
-    "hours": r"\b(?:work(?:ing)? hours|shift starts|start work|starts? work|(?:four|five|six|\d)[- ]day (?:work ?)?weeks?|"
-             r"works? (?:(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s? to|nights|weekends|shifts|(?:part|full)[- ]time|"
+    "hours": r"\b(?:work(?:ing)? hours|shift starts|start work|starts? work|(?:four|five|six|"
+             r"\d)[- ]day (?:work ?)?weeks?|"
+             r"works? (?:(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s? to|nights|weekends|shifts|"
+             r"(?:part|full)[- ]time|"
              r"\d+ ?(?:to|-) ?\d+))\b",
     "trip": r"\b(?:trip|vacation|holiday|honeymoon|flying to|fly to|flight to|heading to)\b",
     "health": r"\b(?:diagnosed|injur\w*|sprain\w*|torn|tore|broke my|recovering from|surgery|healed|crutches|"
@@ -12805,21 +12816,10 @@ class Memory:
 
         def search(term: str) -> list[str]:
             return [hit["content"] for hit in self.recall(term, limit=20, space=space or None, follow_edges=False)]
-        written = [[revision for revision in self.history(hit["item_kref"]) if not revision["deprecated"]]
-                   for hit in beliefs]
-        if mine != content:
-            # a chat message: a belief whose first message is about the speaker's relative ("my youngest, Noor,
-            # goes to ...") is not the speaker's own, though its words name the speaker
-            owner = chat_owner(content)
-
-            def owned_apart(first: str) -> bool:          # the speaker's, and a relative's: two people
-                return {owner[:4], chat_owner(first)[:4]} == {"self", "kin:"}
-            kept = [at for at, revisions in enumerate(written)
-                    if not owned_apart((revisions or [beliefs[at]])[0]["content"])]
-            beliefs, written = [beliefs[at] for at in kept], [written[at] for at in kept]
-            if not beliefs:
-                return self._echoed_match(content, space, kind, metadata, user) if target is None \
-                    else BeliefMatch(target)
+        beliefs, written = self._owned_alike(content, beliefs) if mine != content else \
+            (beliefs, [self._current_history(hit) for hit in beliefs])
+        if not beliefs:
+            return self._echoed_match(content, space, kind, metadata, user) if target is None else BeliefMatch(target)
         histories = [[resolved_statement(revision["content"], revision["metadata"], user)
                       for revision in revisions] or [said(hit)] for hit, revisions in zip(beliefs, written)]
         matcher = RelationMatcher(search)
@@ -12844,6 +12844,25 @@ class Memory:
         """``match`` with the other parts of a belief split earlier (``split``: indexes into ``beliefs``)."""
         others = tuple(beliefs[at]["kref"] for at in split if beliefs[at]["item_kref"] != match.belief["item_kref"])
         return dataclasses.replace(match, also_supersedes=others) if others else match
+
+    def _current_history(self, hit: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """A belief's revisions, oldest first, without deprecated ones."""
+        return [revision for revision in self.history(hit["item_kref"]) if not revision["deprecated"]]
+
+    def _owned_alike(self, content: str, beliefs: list[dict[str, Any]]
+                     ) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+        """For a chat message, ``beliefs`` (with their current histories) without those whose first message is
+        about someone else than the message is: the speaker's and a relative's are two people ("my youngest,
+        Noor, goes to ..." is not the speaker's own, though its words name the speaker)."""
+        owner = chat_owner(content)
+        kept: list[dict[str, Any]] = []
+        histories: list[list[dict[str, Any]]] = []
+        for hit in beliefs:
+            revisions = self._current_history(hit)
+            if {owner[:4], chat_owner((revisions or [hit])[0]["content"])[:4]} != {"self", "kin:"}:
+                kept.append(hit)
+                histories.append(revisions)
+        return kept, histories
 
     @staticmethod
     def _speakers_own(content: str, metadata: Mapping[str, Any] | None) -> bool:

@@ -250,8 +250,8 @@ def run_first_person(pairs: list[tuple[str, str, str, str]], *, limit: int,
     """Controls, then every pair's first statement, then every correction, then the distractors (new facts
     that share words with a pair's), one a minute, all stack=True in one space; then each question. Figures:
     missed corrections (a new item instead of the pair's), wrong merges (a control revised, a distractor
-    landing on an item, or a statement, first or correction, landing on another belief's item), stale first (the old statement ranked
-    above the correction, or returned without it) and current top-1."""
+    landing on an item, or a statement, first or correction, landing on another belief's item), stale first
+    (the old statement ranked above the correction, or returned without it) and current top-1."""
     memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
     owner: dict[str, str] = {}
 

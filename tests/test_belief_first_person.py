@@ -559,7 +559,8 @@ def test_a_lower_case_i_is_the_speaker(text):
 @pytest.mark.parametrize("text, relation", [
     ("i weigh 71kg", "weight"), ("down to 64 kg since the spring", "weight"), ("I'm on 48k now", "salary"),
     ("got a pay rise, it's 52k", "salary"), ("I quit smoking in june", "smoking"), ("three months sober", "drinking"),
-    ("I browse with firefox", "browser"), ("the desktop runs ubuntu", "system"), ("my earbuds are pixel buds", "headphones"),
+    ("I browse with firefox", "browser"), ("the desktop runs ubuntu", "system"),
+    ("my earbuds are pixel buds", "headphones"),
     ("I read on a kobo", "ereader"), ("I work nights at the depot", "hours"), ("we're on a four day week", "hours"),
     ("asleep by eleven most nights", "bedtime"), ("had my 40th on friday", "age")])
 def test_the_registry_covers_the_body_habits_money_and_devices(text, relation):
@@ -579,7 +580,7 @@ def test_words_that_look_like_a_relation_and_are_not(text, not_relation):
 def test_a_relation_query_never_searches_by_the_words_a_pattern_excludes():
     assert "insurance" not in km._RELATION_QUERY["vehicle"].split()
     assert {"into", "remotely", "home"}.isdisjoint(km._RELATION_QUERY["employer"].split())
-    assert "work" in km.query_expansions("where does Ann have a job?") or "job" in km.query_expansions("where does Ann work?")
+    assert "job" in km.query_expansions("where does Ann work?")
 
 
 @pytest.mark.parametrize("old, new", [
@@ -663,13 +664,16 @@ HOSTILE_APART = [
     ("I live in Leeds", "sam moved to york 2 weeks ago"), ("I weigh 70kg", "sam weighs 90kg now"),
     ("my salary is 40k", "jess got a pay rise to 50k"), ("I work at Tesco", "priya works at aldi now, 3 days a week"),
     ("my insurance is with aviva", "any insurance tips for 2025?"), ("I weigh 70kg", "the parcel weighs 2kg"),
-    ("my insurance is with aviva", "never had an insurance claim in 10 years"), ("I weigh 70kg", "bought 5kg of potatoes"),
+    ("my insurance is with aviva", "never had an insurance claim in 10 years"),
+    ("I weigh 70kg", "bought 5kg of potatoes"),
     ("I weigh 70kg", "my luggage allowance is 23kg"), ("I'm teetotal", "bought alcohol gel, 2 bottles"),
     ("I use firefox", "dev team switched to chrome last week"), ("switched to safari", "going on safari in kenya"),
     ("my gp is dr patel", "dr who season 2 is great"), ("I rent a flat in Leeds", "renting a car for 3 days in spain"),
     ("I wear glasses now", "bought 6 wine glasses"), ("I drink 2 lattes a day", "the coffee table arrived, 40kg"),
-    ("my favourite film is Heat", "favourite film of my dad is Jaws"), ("my cat is called Tom", "fave cat breed = siamese"),
-    ("I live in Leeds", "world war i veterans lived in care homes"), ("my salary is 40k", "for i in salaries: salary += 5k"),
+    ("my favourite film is Heat", "favourite film of my dad is Jaws"),
+    ("my cat is called Tom", "fave cat breed = siamese"),
+    ("I live in Leeds", "world war i veterans lived in care homes"),
+    ("my salary is 40k", "for i in salaries: salary += 5k"),
     ("I weigh 70kg", "what should I weigh at 5ft 6?"), ("I use firefox", "> switched to chrome last week"),
 ]
 
