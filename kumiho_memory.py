@@ -461,8 +461,8 @@ def format_instant(moment: _dt.datetime) -> str:
     """Format an instant the way the store keeps it: UTC, microseconds, ``Z`` (sorts as text)."""
     if type(moment) is not _dt.datetime or moment.tzinfo is not UTC:   # a clock's reading is already UTC
         moment = parse_instant(moment)
-    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:"
-            f"{moment.second:02d}.{moment.microsecond:06d}Z")           # %Y is not padded everywhere
+    # isoformat pads the year to four digits everywhere (%Y does not) and ends a UTC instant with "+00:00"
+    return moment.isoformat(timespec="microseconds")[:-6] + "Z"
 
 
 def _short_instant(moment: _dt.datetime) -> str:
@@ -732,6 +732,8 @@ def normalize_space(space: str) -> str:
     Raises:
         InvalidArgumentError: a segment is empty or has characters other than letters, digits, ``_``, ``-``.
     """
+    if type(space) is str and space in _NORMALIZED_SPACES:
+        return _NORMALIZED_SPACES[space]
     if not isinstance(space, str):
         raise InvalidArgumentError(f"space must be a string, not {type(space).__name__}")
     stripped = space.strip("/")
@@ -739,7 +741,25 @@ def normalize_space(space: str) -> str:
         return ""
     for segment in stripped.split("/"):
         _check_pattern(segment, SEGMENT_PATTERN, "space segment", InvalidArgumentError)
+    if type(space) is str and len(_NORMALIZED_SPACES) < NORMALIZED_SPACES_KEPT:
+        _NORMALIZED_SPACES[space] = stripped
     return stripped
+
+
+NORMALIZED_SPACES_KEPT = 4096      # valid space paths whose normal form normalize_space remembers (writes repeat them)
+_NORMALIZED_SPACES: dict[str, str] = {}
+_CHECKED_KINDS: set[str] = set()   # item kinds _checked_kind let pass (as many kept as spaces)
+
+
+def _checked_kind(kind: Any) -> str:
+    """``kind`` if it is a valid item kind (``KIND_PATTERN``), else ``InvalidArgumentError``; the kinds that
+    passed are remembered (writes repeat a few)."""
+    if type(kind) is str and kind in _CHECKED_KINDS:
+        return kind
+    _check_pattern(kind, KIND_PATTERN, "kind", InvalidArgumentError)
+    if type(kind) is str and len(_CHECKED_KINDS) < NORMALIZED_SPACES_KEPT:
+        _CHECKED_KINDS.add(kind)
+    return kind
 
 
 def validate_tag(tag: Any) -> str:
@@ -809,6 +829,13 @@ class Kref:
         kref.__dict__.update(project=project, space=space, name=name, kind=kind, revision=revision, tag=None,
                              time=None, artifact=None)       # what the frozen fields' setter would store
         return kref
+
+    @staticmethod
+    def revision_text(project: str, space: str, name: str, kind: str, revision: int) -> str:
+        """``str(Kref.trusted(project, space, name, kind, revision))`` without building the kref (hot paths)."""
+        if project and space:
+            return f"{KREF_SCHEME}{project}/{space}/{name}.{kind}?r={revision}"
+        return KREF_SCHEME + "/".join(part for part in (project, space, f"{name}.{kind}") if part) + f"?r={revision}"
 
     @classmethod
     def parse(cls, text: "str | Kref") -> "Kref":
@@ -1140,14 +1167,34 @@ def _is_consonant(word: str, index: int) -> bool:
     return True
 
 
+# ASCII to Porter's letter classes: a, e, i, o, u are vowels ("v"), y is settled by its neighbour, the rest are
+# consonants ("c")
+_LETTER_CLASSES = str.maketrans({chr(code): "v" if chr(code) in "aeiou" else "y" if chr(code) == "y" else "c"
+                                 for code in range(128)})
+
+
+def _letter_classes(stem_part: str) -> str:
+    """``"c"`` or ``"v"`` for each letter of ``stem_part``, as ``_is_consonant`` tells them (a ``y`` is a
+    consonant first and after a vowel, else a vowel)."""
+    if not stem_part.isascii():
+        return "".join("c" if _is_consonant(stem_part, i) else "v" for i in range(len(stem_part)))
+    classes = stem_part.translate(_LETTER_CLASSES)
+    if "y" not in classes:
+        return classes
+    settled: list[str] = []
+    for index, letter in enumerate(classes):
+        settled.append(("c" if index == 0 or settled[-1] == "v" else "v") if letter == "y" else letter)
+    return "".join(settled)
+
+
 def _measure(stem_part: str) -> int:
-    """Porter's m: the number of vowel-consonant sequences in ``stem_part``."""
-    pattern = "".join("c" if _is_consonant(stem_part, i) else "v" for i in range(len(stem_part)))
-    return len(re.findall("v+c+", pattern))
+    """Porter's m: the number of vowel-consonant sequences in ``stem_part`` (each ends where a vowel is
+    followed by a consonant)."""
+    return _letter_classes(stem_part).count("vc")
 
 
 def _has_vowel(stem_part: str) -> bool:
-    return any(not _is_consonant(stem_part, i) for i in range(len(stem_part)))
+    return "v" in _letter_classes(stem_part)
 
 
 def _ends_double_consonant(word: str) -> bool:
@@ -1243,6 +1290,22 @@ def stem(word: str) -> str:
     return word
 
 
+class _AsciiTerms(dict):
+    """``{lowercase ASCII word: its index term, or "" when tokenize drops it}``, filled on first sight of a word:
+    a text's words then cost one lookup each (stopword test and ``stem`` at once). Emptied when it holds
+    ``ASCII_TERMS_KEPT`` words, so it stays small (~6 MB full) whatever is indexed."""
+
+    def __missing__(self, word: str) -> str:
+        if len(self) >= ASCII_TERMS_KEPT:
+            self.clear()
+        term = self[word] = "" if word in _ASCII_DROPPED else stem(word)    # a stem is never empty
+        return term
+
+
+ASCII_TERMS_KEPT = 1 << 16
+_ASCII_TERMS = _AsciiTerms()
+
+
 def tokenize(text: str) -> list[str]:
     """Split text into index terms: casefolded words, stopwords dropped, Porter-stemmed.
 
@@ -1251,7 +1314,10 @@ def tokenize(text: str) -> list[str]:
     # ASCII text is already in NFKC, and casefolds as it lowercases
     text = text.lower() if text.isascii() else unicodedata.normalize("NFKC", text).casefold()
     if text.isascii():   # then ``[^\W_]`` is exactly [a-z0-9], which scans faster, and a one-letter word is a-z
-        return list(map(stem, itertools.filterfalse(_ASCII_DROPPED.__contains__, _ASCII_WORD.findall(text))))
+        words = text.split()
+        if not "".join(words).isalnum():   # not letters and digits between whitespace alone: the regex splits
+            words = _ASCII_WORD.findall(text)
+        return list(filter(None, map(_ASCII_TERMS.__getitem__, words)))
     return [stem(word) for word in _WORD.findall(text)
             if word not in STOPWORDS and (len(word) > 1 or word.isdigit())]
 
@@ -1342,10 +1408,10 @@ def implied_terms(text: str, terms: Collection[str]) -> dict[str, float]:
     return found
 
 
-def _terms_json(counts: Iterable[tuple[str, float]]) -> str:
-    """``canonical_json`` of ``dict(counts)`` for terms that ``tokenize`` made, byte for byte and faster: a term
+def _terms_json(counts: Mapping[str, float]) -> str:
+    """``canonical_json`` of ``counts`` for terms that ``tokenize`` made, byte for byte and faster: a term
     is word characters only (no quote, backslash or control character), so none needs an escape."""
-    return "{" + ",".join([f'"{term}":{count}' for term, count in sorted(counts)]) + "}"
+    return ",".join([f'"{term}":{counts[term]}' for term in sorted(counts)]).join("{}")
 
 
 BM25_K1 = 1.2
@@ -3591,7 +3657,49 @@ def _may_hold_credentials(text: str) -> bool:
     Every test looks for a literal or a fixed run of characters, none holding whitespace or "…", anywhere or
     at the text's start or after a character that is not a letter or digit (whitespace is none). So a text
     made of a prefix of another's words, their whitespace collapsed to single spaces and "…" after them (a
-    title made from a memory's first line), passes a test only when that other text passes it too."""
+    title made from a memory's first line), passes a test only when that other text passes it too.
+
+    For the same reason an ASCII text (whose ``lower()`` lowers each character alone) passes a test exactly
+    when one of its whitespace-separated words does: a word at the text's start or after whitespace is at a
+    start or after a fence either way. So each word's outcome is remembered (``_CLEAN_WORDS``,
+    ``_FLAGGED_WORDS``): an ASCII text of words seen before costs a lookup or two, one with a few new words
+    has those tested alone, and one with more is tested whole (its words are clean when it is)."""
+    if not text.isascii():
+        return _quick_tests_find(text)
+    words = text.split()
+    if _CLEAN_WORDS.issuperset(words):
+        return False
+    if not _FLAGGED_WORDS.isdisjoint(words):
+        return True
+    new_words = [word for word in dict.fromkeys(words) if word not in _CLEAN_WORDS]
+    if len(new_words) > WORDS_TESTED_ALONE:
+        if _quick_tests_find(text):
+            return True
+        _remember_word_outcome(_CLEAN_WORDS, new_words)
+        return False
+    for word in new_words:
+        found = _quick_tests_find(word)
+        _remember_word_outcome(_FLAGGED_WORDS if found else _CLEAN_WORDS, [word])
+        if found:
+            return True
+    return False
+
+
+WORD_OUTCOMES_KEPT = 1 << 16     # ASCII words whose quick-test outcome _may_hold_credentials keeps, each way (~5 MB)
+WORDS_TESTED_ALONE = 3           # a text with more words not seen before is tested whole
+_CLEAN_WORDS: set[str] = set()
+_FLAGGED_WORDS: set[str] = set()
+
+
+def _remember_word_outcome(remembered: set[str], words: Sequence[str]) -> None:
+    """Add ``words`` to one of ``_may_hold_credentials``'s sets (emptied first when it would grow too big)."""
+    if len(remembered) + len(words) > WORD_OUTCOMES_KEPT:
+        remembered.clear()
+    remembered.update(words[:WORD_OUTCOMES_KEPT])
+
+
+def _quick_tests_find(text: str) -> bool:
+    """``_may_hold_credentials``'s tests, run on ``text`` (nothing remembered)."""
     at_start, after_fence, infix = _provider_anchors()[2]
     return bool("/" in text or "-" in text and any(map(text.__contains__, _HYPHEN_LAYER_MARKS))
                 or any(map(text.__contains__, _LAYER_MARKS))
@@ -6207,43 +6315,12 @@ class SQLiteGraph(GraphBackend):
     def _held_new_item(self, pending: _PendingWrites, draft: RevisionDraft, text_hash: str) -> RevisionRecord:
         """``write_revision`` of a new item inside ``bulk``: the same rows, held in ``pending`` (the name is
         checked against the store and the held rows, as the insert's unique constraint would)."""
-        conn, rows, project, space, kind = self._connection(), pending.rows, draft.project, draft.space, draft.kind
+        conn, project, space, kind = self._connection(), draft.project, draft.space, draft.kind
         try:
-            created_at = self._now()
-            self._ensure_spaces(conn, project, space, created_at)
-            name, attempt = draft.name, 1
-            while (project, space, name, kind) in pending.names or conn.execute(
-                    "SELECT 1 FROM items WHERE project = ? AND space = ? AND name = ? AND kind = ?",
-                    (project, space, name, kind)).fetchone() is not None:
-                attempt += 1
-                name = f"{draft.name}-{attempt}"
-            pending.names.add((project, space, name, kind))
-            item_id, revision_id = pending.new_id(conn, "items"), pending.new_id(conn, "revisions")
-            terms_json, token_count = self._doc_terms(draft.title, draft.content, kind)
-            metadata_json = canonical_json(dict(draft.metadata)) if draft.metadata else "{}"
-            rows["items"].append((item_id, project, space, name, kind, created_at, revision_id))
-            rows["revisions"].append((revision_id, item_id, draft.title, draft.content, metadata_json, text_hash,
-                                      created_at, token_count))
-            tags = list(dict.fromkeys(draft.tags))      # a new item has no tags to move, nor their history
-            for tag in tags:
-                rows["tags"].append((item_id, tag, revision_id))
-                rows["tag_events"].append((item_id, tag, revision_id, created_at))
-            rows["doc_terms"].append((revision_id, terms_json))
-            if draft.vector is not None:
-                rows["vectors"].append((revision_id, draft.vector_model, array.array("f", draft.vector).tobytes()))
-            for artifact_name, location, artifact_metadata in draft.artifacts:
-                rows["artifacts"].append((revision_id, artifact_name, location, canonical_json(dict(artifact_metadata)),
-                                          created_at))
-            changed = [item_id]
-            if draft.metadata and is_message(draft.metadata):
-                changed.extend(self._held_thread(pending, conn, draft, revision_id, item_id, created_at))
-            unique = list(dict.fromkeys(changed))
-            last = 0
-            for changed_id in unique:
-                last = pending.new_id(conn, "changes")
-                rows["changes"].append((last, changed_id))
-            if last % 10_000 < len(unique):          # now and then, trim the log (as _log_change does)
-                pending.trim_changes_to = last - self.CHANGE_LOG_KEEP
+            name = self._free_name(pending, conn, project, space, kind, draft.name, None)
+            metadata_json, created_at, tags = self._held_rows(
+                pending, conn, project, space, kind, name, draft.title, draft.content, draft.metadata, draft.tags,
+                draft.artifacts, draft.vector, draft.vector_model, text_hash)
         except sqlite3.Error as exc:
             raise self._store_error(exc) from exc
         pending.held = self._batch_dirty = True
@@ -6252,11 +6329,115 @@ class SQLiteGraph(GraphBackend):
             metadata={} if metadata_json == "{}" else json.loads(metadata_json), created_at=created_at,
             deprecated=False, tags=tuple(sorted({*tags, LATEST_TAG})))
 
+    NAME_CHECK_CHUNK = 250        # names looked up in the store per query by hold_new_revisions
+
+    def hold_new_revisions(self, project: str,
+                           drafts: Sequence[tuple[str, str, str, str, str, Mapping[str, Any], tuple[str, ...],
+                                                  tuple[tuple[str, str, Mapping[str, Any]], ...]]]) -> list[str]:
+        """``write_revision`` of many new items, in order: each draft is ``(space, kind, name, title, content,
+        metadata, tags, artifacts)`` (a ``RevisionDraft`` without item, key, vector or edges); returns their
+        revision krefs.
+
+        Inside ``bulk`` their rows are held as ``write_revision`` holds one new item's, and their names are
+        looked up in the store together first (one query per space, kind and ``NAME_CHECK_CHUNK`` names); then
+        each is checked, in order, as the insert's unique constraint would (a taken name gets ``-2``, ...).
+        Outside ``bulk`` each is written by ``write_revision``."""
+        with self._lock:
+            pending = self._pending
+            if pending is None:
+                return [str(self.write_revision(RevisionDraft(
+                    project=project, space=space, kind=kind, name=name, title=title, content=content,
+                    metadata=metadata, tags=tags, artifacts=artifacts))[0].kref)
+                    for space, kind, name, title, content, metadata, tags, artifacts in drafts]
+            conn = self._connection()
+            try:
+                stored = self._stored_names(conn, project, [(space, kind, name) for space, kind, name, *_ in drafts])
+                krefs = []
+                for space, kind, name, title, content, metadata, tags, artifacts in drafts:
+                    name = self._free_name(pending, conn, project, space, kind, name, stored)
+                    self._held_rows(pending, conn, project, space, kind, name, title, content, metadata, tags,
+                                    artifacts, None, "", content_hash(content))
+                    krefs.append(Kref.revision_text(project, space, name, kind, 1))
+            except sqlite3.Error as exc:
+                raise self._store_error(exc) from exc
+            pending.held = self._batch_dirty = True
+            return krefs
+
+    def _stored_names(self, conn: sqlite3.Connection, project: str,
+                      names: Sequence[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+        """Which of ``(space, kind, name)`` the store's items already hold (in ``project``)."""
+        wanted: dict[tuple[str, str], list[str]] = {}
+        for space, kind, name in names:
+            wanted.setdefault((space, kind), []).append(name)
+        chunk = self.NAME_CHECK_CHUNK
+        statement = ("SELECT name FROM items WHERE project = ? AND space = ? AND kind = ? AND name IN ("
+                     + ", ".join("?" * chunk) + ")")
+        stored: set[tuple[str, str, str]] = set()
+        for (space, kind), group in wanted.items():
+            for start in range(0, len(group), chunk):
+                part = group[start:start + chunk]
+                part += part[:1] * (chunk - len(part))      # one statement for every chunk (a repeat finds nothing new)
+                stored.update((space, kind, name) for (name,) in conn.execute(statement, (project, space, kind, *part)))
+        return stored
+
     @staticmethod
-    def _held_thread(pending: _PendingWrites, conn: sqlite3.Connection, draft: RevisionDraft, revision_id: int,
-                     item_id: int, now: str) -> list[int]:
+    def _free_name(pending: _PendingWrites, conn: sqlite3.Connection, project: str, space: str, kind: str,
+                   name: str, stored: set[tuple[str, str, str]] | None) -> str:
+        """``name``, or the first of ``name-2``, ``name-3``, ... that neither the store nor the held rows
+        hold (``stored``: what ``_stored_names`` found of the first choices, else each is looked up)."""
+        base, attempt = name, 1
+        while (project, space, name, kind) in pending.names or (
+                (space, kind, name) in stored if attempt == 1 and stored is not None else conn.execute(
+                    "SELECT 1 FROM items WHERE project = ? AND space = ? AND name = ? AND kind = ?",
+                    (project, space, name, kind)).fetchone() is not None):
+            attempt += 1
+            name = f"{base}-{attempt}"
+        pending.names.add((project, space, name, kind))
+        return name
+
+    def _held_rows(self, pending: _PendingWrites, conn: sqlite3.Connection, project: str, space: str, kind: str,
+                   name: str, title: str, content: str, metadata: Mapping[str, Any],
+                   draft_tags: Sequence[str], artifacts: Sequence[tuple[str, str, Mapping[str, Any]]],
+                   vector: Sequence[float] | None, vector_model: str,
+                   text_hash: str) -> tuple[str, str, list[str]]:
+        """Hold the rows of one new item (named ``name``, checked) and its first revision: ``(metadata JSON,
+        created_at, tags)``."""
+        rows = pending.rows
+        created_at = self._now()
+        self._ensure_spaces(conn, project, space, created_at)
+        item_id, revision_id = pending.new_id(conn, "items"), pending.new_id(conn, "revisions")
+        terms_json, token_count = self._doc_terms(title, content, kind)
+        metadata_json = canonical_json(dict(metadata)) if metadata else "{}"
+        rows["items"].append((item_id, project, space, name, kind, created_at, revision_id))
+        rows["revisions"].append((revision_id, item_id, title, content, metadata_json, text_hash, created_at,
+                                  token_count))
+        tags = list(dict.fromkeys(draft_tags)) if draft_tags else []   # a new item has no tags to move, nor history
+        for tag in tags:
+            rows["tags"].append((item_id, tag, revision_id))
+            rows["tag_events"].append((item_id, tag, revision_id, created_at))
+        rows["doc_terms"].append((revision_id, terms_json))
+        if vector is not None:
+            rows["vectors"].append((revision_id, vector_model, array.array("f", vector).tobytes()))
+        for artifact_name, location, artifact_metadata in artifacts:
+            rows["artifacts"].append((revision_id, artifact_name, location, canonical_json(dict(artifact_metadata)),
+                                      created_at))
+        unique = [item_id]
+        if metadata and is_message(metadata):
+            unique = list(dict.fromkeys(unique + self._held_thread(pending, conn, project, space, metadata,
+                                                                   revision_id, item_id, created_at)))
+        last = 0
+        for changed_id in unique:
+            last = pending.new_id(conn, "changes")
+            rows["changes"].append((last, changed_id))
+        if last % 10_000 < len(unique):          # now and then, trim the log (as _log_change does)
+            pending.trim_changes_to = last - self.CHANGE_LOG_KEEP
+        return metadata_json, created_at, tags
+
+    @staticmethod
+    def _held_thread(pending: _PendingWrites, conn: sqlite3.Connection, project: str, space: str,
+                     metadata: Mapping[str, Any], revision_id: int, item_id: int, now: str) -> list[int]:
         """``_thread`` for a held message: the thread's previous message may itself be held."""
-        thread = (draft.project, draft.space, thread_key(draft.metadata))
+        thread = (project, space, thread_key(metadata))
         previous = pending.threads.get(thread)
         if previous is None:
             previous = conn.execute("SELECT t.last_revision_id, r.item_id FROM threads t JOIN revisions r "
@@ -6551,10 +6732,12 @@ class SQLiteGraph(GraphBackend):
             # nothing: without it an ASCII title takes the ASCII path.
             terms = tokenize(title[:-1] if title.endswith("…") else title)
             terms += tokenize(content)
-            counts, written = dict(collections.Counter(terms)), len(terms)
+            counts, written = {}, len(terms)
+            for term in terms:                  # Counter's order (first occurrence), without building one
+                counts[term] = counts.get(term, 0) + 1
         if counts:
             counts.update(implied_terms(content, counts))
-        return _terms_json(counts.items()), written
+        return _terms_json(counts), written
 
     def _index(self, conn: sqlite3.Connection, revision_id: int, title: str, content: str, kind: str) -> None:
         terms_json, token_count = self._doc_terms(title, content, kind)
@@ -12257,16 +12440,38 @@ class Memory:
             raise InvalidArgumentError("records must be a list of memories (strings or mappings), not one memory")
         written: list[str] = []
         try:
-            checked = [self._checked_record(position, record) for position, record in enumerate(records)]
+            checked, derived = [], []
+            for position, record in enumerate(records):
+                checked.append(self._checked_record(position, record))
+                derived.append(isinstance(record, str) or record.get("title") is None)
+            # a run of new memories goes to the backend together when it can hold them (never across a
+            # progress report, so every report comes after the same writes as one record at a time would)
+            together = self._embed is None and hasattr(self._backend, "hold_new_revisions")
+            total, done = len(checked), 0
             with self._backend.bulk():
-                for done, arguments in enumerate(checked, 1):
-                    written.append(self._store_belief(**arguments)["kref"])
-                    if progress is not None and (done % 1000 == 0 or done == len(checked)):
-                        progress(done, len(checked))
+                while done < total:
+                    end = done + 1
+                    if together and self._is_new_memory(checked[done]):
+                        stop = min(total, (done // self.PROGRESS_EVERY + 1) * self.PROGRESS_EVERY)
+                        while end < stop and self._is_new_memory(checked[end]):
+                            end += 1
+                        written.extend(self._store_new_memories(checked[done:end], derived[done:end]))
+                    else:
+                        written.append(self._store_belief(**checked[done])["kref"])
+                    done = end
+                    if progress is not None and (done % self.PROGRESS_EVERY == 0 or done == total):
+                        progress(done, total)
         except KumihoMemoryError as exc:
             exc.written = [] if self._backend.atomic_batches else written   # type: ignore[attr-defined]
             raise
         return written
+
+    PROGRESS_EVERY = 1000         # remember_many reports its progress after every this many records
+
+    @staticmethod
+    def _is_new_memory(arguments: Mapping[str, Any]) -> bool:
+        """Whether checked ``remember`` arguments always make a new item (no ``item``, ``key`` or ``stack``)."""
+        return arguments["item_kref"] is None and arguments["key"] is None and not arguments["stack"]
 
     _MEMORY_FIELDS = ("content", "space", "title", "kind", "metadata", "tags", "item", "key", "evidence_level",
                       "source", "stack", "artifacts")
@@ -12550,7 +12755,7 @@ class Memory:
         space = normalize_space(space)
         title = _title_from_content(content) if title is None else _checked_text(
             title, "title", limit=MAX_TITLE_CHARS)
-        kind = _check_pattern(kind, KIND_PATTERN, "kind", InvalidArgumentError)
+        kind = _checked_kind(kind)
         checked_metadata = _checked_metadata(metadata)
         checked_tags = _checked_tags(tags)
         if item is not None and key is not None:
@@ -12610,13 +12815,7 @@ class Memory:
             target = match.belief
         if judged:                                # the judge decided: the revision says so, and so does the outcome
             metadata["belief_judge"] = self._screen(judged, "metadata")
-        level = metadata.get("evidence_level")
-        source = metadata.get("source")
-        if source is not None:
-            metadata.setdefault("sources", [canonical_source(source)])
-            if level is None:
-                level = metadata["evidence_level"] = SINGLE_SOURCE     # first stored occurrence with a source
-                tags = tuple(dict.fromkeys(tags + (evidence_tag(SINGLE_SOURCE),)))
+        level, tags = self._sourced(metadata, tags)
         outcome, extra = "created", {}
         if target is not None:
             target_level = parse_evidence(target["metadata"], target["tags"])
@@ -12682,10 +12881,7 @@ class Memory:
         # never hands the old address (and its ?r=1) to new content.
         content, title, metadata, tags, key, artifacts, edges = self._screened_revision(
             content, space, title, metadata, tags, key, artifacts, edges)
-        if key is not None:
-            name = f"{slugify(key)}-{self._ids.new_id()}"
-        else:
-            name = f"{kind}-{self._ids.new_id()}"
+        name = self._new_name(kind, key)
         vector = self._embed_texts([_embedding_text(title, content)]) if self._embed is not None else None
         if vector is not None:
             self._catch_up_embeddings()
@@ -12698,22 +12894,65 @@ class Memory:
         self._changed(kref)
         return kref
 
+    def _new_name(self, kind: str, key: str | None) -> str:
+        """A new item's name: its kind (a keyed item's key, slugified) and a fresh id."""
+        return f"{kind}-{self._ids.new_id()}" if key is None else f"{slugify(key)}-{self._ids.new_id()}"
+
+    def _store_new_memories(self, run: Sequence[Mapping[str, Any]], derived_titles: Sequence[bool]) -> list[str]:
+        """``_store_belief`` of a run of new memories inside ``bulk`` (no ``item``, ``key`` or ``stack``, no
+        embedder: each becomes a new item, as ``_write`` makes it), for a backend that holds many together
+        (``SQLiteGraph.hold_new_revisions``). Each is screened, sourced and named in order, exactly as
+        ``_store_belief`` and ``_write`` do it (nothing here reads the store); then the backend holds them all
+        and checks their names together. ``derived_titles``: whether each title was made from its content.
+
+        Returns:
+            The revision krefs, in order."""
+        drafts = []
+        for arguments, derived in zip(run, derived_titles):
+            space, kind = arguments["space"], arguments["kind"]
+            content, title, metadata = self._screened_statement(arguments["content"], arguments["title"],
+                                                                arguments["metadata"], derived)
+            _, tags = self._sourced(metadata, arguments["tags"])
+            content, title, metadata, tags, _, artifacts, _ = self._screened_revision(
+                content, space, title, metadata, tags, None, arguments["artifacts"], ())
+            drafts.append((space, kind, self._new_name(kind, None), title, content, metadata, tags, artifacts))
+        krefs = self._backend.hold_new_revisions(self.project, drafts)
+        for kref in krefs:
+            self._changed(kref)
+        return krefs
+
+    @staticmethod
+    def _sourced(metadata: dict[str, Any], tags: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
+        """A statement's evidence level and tags once its source is counted: a memory with a source keeps it
+        canonicalized in ``sources`` and, graded nothing, is ``single_source`` (metadata is updated in place)."""
+        level = metadata.get("evidence_level")
+        source = metadata.get("source")
+        if source is not None:
+            metadata.setdefault("sources", [canonical_source(source)])
+            if level is None:
+                level = metadata["evidence_level"] = SINGLE_SOURCE     # first stored occurrence with a source
+                tags = tuple(dict.fromkeys(tags + (evidence_tag(SINGLE_SOURCE),)))
+        return level, tags
+
     def _screen(self, value: Any, field: str) -> Any:
         """``value`` under this memory's credential policy (see ``screen_for_store``)."""
         return screen_for_store(value, field=field, policy=self.credentials)
 
-    def _screened_statement(self, content: str, title: str, metadata: dict[str, Any]) -> tuple[str, str, Any]:
+    def _screened_statement(self, content: str, title: str, metadata: dict[str, Any],
+                            derived: bool = False) -> tuple[str, str, Any]:
         """A statement's content, title and metadata under the credential policy, each as ``_screen`` leaves it.
 
         A content in which no layer of the scan can find anything (``_may_hold_credentials``) is not scanned,
-        nor is a title made from it (``_title_from_content``): such a title passes a layer's tests only where
-        its content does. A title that is its content is scanned once."""
+        nor is a title made from it (``_title_from_content``; ``derived`` says the caller made it so): such a
+        title passes a layer's tests only where its content does. A title that is its content is scanned once."""
         if _may_hold_credentials(content):
             screened = self._screen(content, "content")
             title = screened if title == content else self._screen(title, "title")
             content = screened
-        elif title != content and title != _title_from_content(content):
+        elif not derived and title != content and title != _title_from_content(content):
             title = self._screen(title, "title")
+        if not metadata and self.credentials in CREDENTIAL_POLICIES:
+            return content, title, {}               # what screening an empty object leaves (a new one)
         return content, title, self._screen(metadata, "metadata")
 
     def _screened_revision(self, content: str, space: str, title: str, metadata: dict[str, Any],
@@ -12734,9 +12973,9 @@ class Memory:
         return (content, title, metadata, tags, key,
                 tuple((name, self._screen(location, f"artifact {name!r} location"),
                        self._screen(artifact_metadata, f"artifact {name!r} metadata"))
-                      for name, location, artifact_metadata in artifacts),
+                      for name, location, artifact_metadata in artifacts) if artifacts else (),
                 tuple((target, edge_type, self._screen(edge_metadata, "edge metadata"))
-                      for target, edge_type, edge_metadata in edges))
+                      for target, edge_type, edge_metadata in edges) if edges else ())
 
     def _stacking_match(self, content: str, space: str, kind: str, metadata: Mapping[str, Any] | None = None,
                         judged: dict[str, Any] | None = None) -> BeliefMatch | None:
