@@ -10493,14 +10493,17 @@ class RelationMatcher:
             (``value_kind``; ``min_share`` of them agreeing).
         min_kinship, kinship_margin: how alike two values must be, and by how much more than the next best
             belief, when only their kinship decides.
+        chat: the statement is a chat message of a named speaker: a value word the compared belief holds
+            counts for the statement's kind only when another statement gives that kind too.
 
     A statement whose words point at two relations is left alone: when unsure, a new belief.
     """
 
     def __init__(self, search: Callable[[str], list[str]], *, min_votes: int = 2, min_share: float = 0.75,
                  min_named: float = 0.6, min_kinship: float = 0.5, kinship_margin: float = 0.15,
-                 min_kind_votes: int = 1) -> None:
+                 min_kind_votes: int = 1, chat: bool = False) -> None:
         self.search = search
+        self.chat = chat
         self.min_votes = min_votes
         self.min_kind_votes = min_kind_votes
         self.min_share = min_share
@@ -10604,9 +10607,12 @@ class RelationMatcher:
         the statement's kind: "the rest is *history*" is no book for "favourite book is The Secret History").
         ``votes``: the statements that must name the kind before a word (``value_kind`` asks one)."""
         held = set(_value_words(besides)) if besides else set()
+
+        def counted(word: str) -> bool:           # a word ``besides`` holds needs another statement's vote too
+            needed = max(votes, 2 if word in held else 1)
+            return needed <= 1 or (self.value_kind(word) is not None and self._kind_votes[word] >= needed)
         kinds = {self.value_kind(word) for word in _value_words(text)
-                 if word not in _ECHO_GENERIC and word not in held
-                 and (votes <= 1 or (self.value_kind(word) is not None and self._kind_votes[word] >= votes))} - {None}
+                 if word not in _ECHO_GENERIC and counted(word)} - {None}
         return next(iter(kinds)) if len(kinds) == 1 else None      # never by "early", "kids", "week"
 
     def inferred(self, text: str) -> frozenset[str]:
@@ -10681,7 +10687,7 @@ class RelationMatcher:
             # a belief that names no relation is of the named one only by words two statements give it
             typed = [index for index, text in unknown
                      if kind in (kinds[index] or {self.value_relation(text, votes=2 if mine else 1)})
-                     and (mine or (self.value_relation(statement, besides=text) == kind
+                     and (mine or (self.value_relation(statement, besides=text if self.chat else "") == kind
                                    and self.gives_new_value(statement, text, kind)))]
             if len(typed) == 1:
                 return typed[0]
@@ -13061,7 +13067,7 @@ class Memory:
             return self._echoed_match(content, space, kind, metadata, user) if target is None else BeliefMatch(target)
         histories = [[resolved_statement(revision["content"], revision["metadata"], user)
                       for revision in revisions] or [said(hit)] for hit, revisions in zip(beliefs, written)]
-        matcher = RelationMatcher(search)
+        matcher = RelationMatcher(search, chat=_speaker_filter(metadata) is not None)
         split = matcher.split(mine, histories)
         if target is None:
             index = matcher.corrected(mine, histories)
