@@ -10684,9 +10684,9 @@ class RelationMatcher:
                 return mentioned[0]
         kind = (next(iter(mine)) if len(mine) == 1 else None) if mine else self.value_relation(statement)
         if kind is not None:
-            # a belief that names no relation is of the named one only by words two statements give it
+            # in chat, a belief that names no relation is of the named one only by words two statements give it
             typed = [index for index, text in unknown
-                     if kind in (kinds[index] or {self.value_relation(text, votes=2 if mine else 1)})
+                     if kind in (kinds[index] or {self.value_relation(text, votes=2 if mine and self.chat else 1)})
                      and (mine or (self.value_relation(statement, besides=text if self.chat else "") == kind
                                    and self.gives_new_value(statement, text, kind)))]
             if len(typed) == 1:
