@@ -9714,6 +9714,18 @@ def speaker_name(metadata: Mapping[str, Any] | None, user: str | None = None) ->
     return user.strip() if isinstance(user, str) and user.strip() else SPACE_USER
 
 
+def _written_name(speaker: str) -> str:
+    """A speaker's name as a statement writes it: each word capitalised, joined by hyphens ("ann lee" ->
+    "Ann-Lee")."""
+    return "-".join(part[:1].upper() + part[1:] for part in _WORD.findall(speaker))
+
+
+def _assistant_role(metadata: Mapping[str, Any] | None) -> bool:
+    """Whether a memory's ``role`` says an assistant wrote it, whatever its ``speaker`` is called."""
+    role = (metadata or {}).get("role")
+    return isinstance(role, str) and role.strip().casefold() in ASSISTANT_ROLES
+
+
 def first_person(text: str, speaker: str | None, *, typed: bool = False) -> str:
     """``text`` with its first person rewritten into ``speaker``'s name (see above); unchanged without a
     speaker or first person. "I moved to Munich" -> "Ann moved to Munich", "my daughter" -> "Ann's daughter".
@@ -9760,7 +9772,7 @@ def _first_person_cached(text: str, speaker: str, user: bool, typed: bool = Fals
     kin = user and _KIN_NAME.search(text) is not None
     if not _FIRST_PERSON.search(text) and not kin and elided is None:
         return text
-    name = "-".join(part[:1].upper() + part[1:] for part in _WORD.findall(speaker)) or SPACE_USER
+    name = _written_name(speaker) or SPACE_USER
     written = text
     if elided is not None:
         start = elided.end(1)
@@ -9781,8 +9793,7 @@ def resolved_statement(text: str, metadata: Mapping[str, Any] | None = None, use
     """The statement a memory makes, as the belief logic compares it: first person resolved to the speaker
     (``speaker_name``; ``user`` is the space's user). Chat as it is typed ("i", "im", "fave film = Heat") is
     read so only in a message whose metadata names a user speaker, never an assistant's (by ``role`` too)."""
-    role = (metadata or {}).get("role")
-    assistant = isinstance(role, str) and role.strip().casefold() in ASSISTANT_ROLES
+    assistant = _assistant_role(metadata)
     speaker = "Assistant" if assistant else speaker_name(metadata, user)
     return first_person(text, speaker, typed=not assistant and _speaker_filter(metadata) is not None)
 
@@ -13009,7 +13020,7 @@ class Memory:
         if subject is None and target is None and self._speakers_own(content, metadata):
             # "down to 82kg", "pay rise came through, 42k": a user's message that names a relation of nobody
             # else and gives a value (a number) or a word of change is the speaker's
-            owner = "-".join(part[:1].upper() + part[1:] for part in _WORD.findall(speaker_name(metadata, user)))
+            owner = _written_name(speaker_name(metadata, user))
             mine = f"As for {owner}, {mine}"
             subject = statement_subject(mine)
         if subject is None:
@@ -13115,8 +13126,7 @@ class Memory:
         now", "pay rise came through, 42k"): a user's, not a question, naming a relation, nobody else and no
         denial, with a word of change or a correction cue, and not opening as another subject does ("the parcel
         weighs", "sam moved": a determiner, a possessive, or a word then a verb)."""
-        role = (metadata or {}).get("role")
-        if _speaker_filter(metadata) is None or (isinstance(role, str) and role.strip().casefold() in ASSISTANT_ROLES):
+        if _speaker_filter(metadata) is None or _assistant_role(metadata):
             return False
         lowered = content.casefold().replace("’", "'")
         words = re.findall(r"[a-z0-9][\w'-]*", lowered)
@@ -13185,7 +13195,7 @@ class Memory:
         name = opening.group().split()[0] if opening else ""
         if not name or tokenize(name) != [subject] or "'" in name:
             return statement
-        owner = "-".join(part[:1].upper() + part[1:] for part in _WORD.findall(speaker_name(metadata, user)))
+        owner = _written_name(speaker_name(metadata, user))
         introduced = re.compile(rf"\b{re.escape(owner)}'s ((?:[a-z]+ ){{0,2}}[a-z]+) {re.escape(name)}\b")
         relatives = set()
         for hit in self.recall(name, limit=10, space=space or None, follow_edges=False, where=where):
