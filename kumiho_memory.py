@@ -1502,6 +1502,28 @@ class _BoundedCache:
             entry[2][entry[3]] = None
 
 
+class _TermNames(Sequence[str]):
+    """A snapshot's term names by id, cut from its newline-joined text when asked for: a searching process
+    looks up a few terms, and a list would hold a string object of about 60 bytes a term."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = array.array("q", [0])        # where each name starts; one past the last name's end
+        if text:
+            self.starts.extend(itertools.accumulate(map(operator.add, map(len, text.split("\n")),
+                                                        itertools.repeat(1))))
+
+    def __getitem__(self, term_id: int) -> str:       # type: ignore[override]
+        starts = self.starts
+        return self.text[starts[term_id]:starts[term_id + 1] - 1]
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.text.split("\n") if self.text else ())
+
+
 class _TermIds(Mapping[str, int]):
     """A snapshot's ``{term: term id}``, looked up by bisection in the stored alphabetical order (a process
     that only searches looks up a few terms, and never builds the dict); ``RecallIndex`` makes it a dict
@@ -1590,6 +1612,96 @@ class _TermTable(list):  # type: ignore[type-arg]
         postings.live, postings.max_impact = live[term_id], best[term_id]
         self._source.cache.put(term_id, postings, 12 * count + 200)
         return postings
+
+
+class _DocFlags:
+    """A set of revision row ids held as one byte per id: recall's current and live sets, which a set of
+    ints would hold at about 70 bytes a member (at 1,000,000 memories 70 MB; here 1 MB).
+
+    Row ids are small, dense and positive, so a flag per id costs little; an id far past every id held so far
+    (over ``SPARSE_GAP`` beyond the flags) is kept in a small set beside them instead of stretching the flags.
+    Membership, ``len``, ``add``, ``discard``, ``update`` and ascending iteration, like the set it replaces;
+    ``union`` ORs flags at C speed.
+    """
+
+    __slots__ = ("flags", "count", "sparse")
+    SPARSE_GAP = 1 << 20
+
+    def __init__(self, members: Iterable[int] = ()) -> None:
+        self.flags = bytearray()
+        self.count = 0
+        self.sparse: set[int] = set()
+        members = members if isinstance(members, (array.array, list, tuple)) else list(members)
+        if members and 0 <= min(members) and max(members) <= self.SPARSE_GAP + 64 * len(members):
+            self.flags = bytearray(max(members) + 1)     # set at C speed: a snapshot's sets are read here
+            collections.deque(map(self.flags.__setitem__, members, itertools.repeat(1)), maxlen=0)
+            self.count = self.flags.count(1)
+        else:
+            self.update(members)
+
+    def __contains__(self, doc: object) -> bool:
+        flags = self.flags
+        if type(doc) is int and 0 <= doc < len(flags):
+            return flags[doc] == 1
+        return doc in self.sparse
+
+    def __len__(self) -> int:
+        return self.count + len(self.sparse)
+
+    def __iter__(self) -> Iterator[int]:
+        # itertools.compress walks the flags in C; sparse ids lie before them (negative) or past them
+        sparse = sorted(self.sparse)
+        yield from (doc for doc in sparse if doc < 0)
+        yield from itertools.compress(range(len(self.flags)), self.flags)
+        yield from (doc for doc in sparse if doc >= 0)
+
+    def __repr__(self) -> str:
+        return f"_DocFlags({len(self)} members)"
+
+    def add(self, doc: int) -> None:
+        flags = self.flags
+        if not 0 <= doc < len(flags):
+            if doc < 0 or doc - len(flags) > self.SPARSE_GAP:
+                self.sparse.add(doc)
+                return
+            flags.extend(bytes(max(doc + 1 - len(flags), len(flags) // 4, 64)))
+            moved = [one for one in self.sparse if 0 <= one < len(flags)]     # sparse ids lie past the flags
+            self.sparse.difference_update(moved)
+            for one in moved:
+                flags[one] = 1
+            self.count += len(moved)
+        if not flags[doc]:
+            flags[doc] = 1
+            self.count += 1
+
+    def discard(self, doc: int) -> None:
+        flags = self.flags
+        if 0 <= doc < len(flags):
+            if flags[doc]:
+                flags[doc] = 0
+                self.count -= 1
+        else:
+            self.sparse.discard(doc)
+
+    def update(self, docs: Iterable[int]) -> None:
+        for doc in docs:
+            self.add(doc)
+
+    @classmethod
+    def union(cls, *sets: "_DocFlags") -> "_DocFlags":
+        """Every member of any of ``sets``."""
+        joined = cls()
+        size = max((len(one.flags) for one in sets), default=0)
+        bits = 0
+        for one in sets:                        # each byte is 0 or 1, so an OR of the integers ORs the flags
+            bits |= int.from_bytes(one.flags, "little")
+            joined.sparse.update(one.sparse)
+        joined.flags = flags = bytearray(bits.to_bytes(size, "little"))
+        for doc in [doc for doc in joined.sparse if 0 <= doc < size]:     # one set's flags reach past its id
+            joined.sparse.discard(doc)
+            flags[doc] = 1
+        joined.count = flags.count(1)
+        return joined
 
 
 def _packed(code: str, blob: bytes) -> array.array:
@@ -1922,8 +2034,7 @@ class RecallIndex:
         """An index from ``snapshot_parts``, fetching postings and forward blocks from ``source`` on demand;
         raises ``ValueError`` (or ``KeyError``, ``TypeError``) when the parts do not fit."""
         index = cls()
-        text = parts["index.terms"].decode()
-        names = text.split("\n") if text else []
+        names = _TermNames(parts["index.terms"].decode())
         order = _view("i", parts["index.term_order"])
         count = len(names)
         header = parts["index.postings"]
@@ -2012,8 +2123,8 @@ class RecallIndex:
         # Most queries may return nearly any document: then a slot enters the partial scores unchecked (a look-up
         # in ``eligible`` per posting read is the costliest step of the first pass), and is checked where it
         # could place: as a leader, a candidate finished exactly, or in the result. One that fails is banned.
-        admit = None if isinstance(eligible, (set, frozenset, dict)) and 2 * len(eligible) >= len(self) \
-            else eligible
+        admit = None if isinstance(eligible, (set, frozenset, dict, _DocFlags)) \
+            and 2 * len(eligible) >= len(self) else eligible
         scores: dict[int, float] = {}       # slot -> partial score (-inf for a slot found not eligible)
         exact: dict[int, float] = {}        # slot -> full score, for the best candidates so far
         missed = 0.0                         # the most any document can have lost to truncated postings
@@ -4864,9 +4975,9 @@ class _RecallState:
         self.item_space: dict[int, int] = {}
         self.item_deprecated: set[int] = set()
         self.item_published: dict[int, int] = {}
-        self.current_by_space: dict[int, set[int]] = {}
-        self.live_by_space: dict[int, set[int]] = {}
-        self.current_by_project: dict[str, set[int]] = {}
+        self.current_by_space: dict[int, _DocFlags] = {}
+        self.live_by_space: dict[int, _DocFlags] = {}
+        self.current_by_project: dict[str, _DocFlags] = {}
         self.space_project: dict[int, str] = {}
         self.space_newest: dict[int, float] = {}        # newest event_date in a space (epoch seconds)
         self._newest_stale: set[int] = set()             # spaces whose newest event was just forgotten
@@ -4891,7 +5002,8 @@ class _RecallState:
     _INT_GROUPS = ("item_docs", "current_by_space", "live_by_space", "contested")
     # What a read-only process may never touch (or, the current sets, only one view of), read from the store
     # and decoded on first use: most of what a cold start would otherwise hold.
-    _LAZY_GROUPS = {"item_docs": list, "live_by_space": set, "current_by_space": set, "current_by_project": set}
+    _LAZY_GROUPS = {"item_docs": list, "live_by_space": _DocFlags, "current_by_space": _DocFlags,
+                    "current_by_project": _DocFlags}
     _LAZY_MAPS = {"doc_item": "q", "item_space": "q", "doc_length": "d", "doc_event": "d"}
 
     def __getattr__(self, name: str) -> Any:
@@ -5152,9 +5264,10 @@ class _RecallState:
             self.index.remove(doc_id)
             space = self.item_space.get(self.doc_item.get(doc_id))   # type: ignore[arg-type]
             if space is not None:
-                self.current_by_space.get(space, set()).discard(doc_id)
-                self.live_by_space.get(space, set()).discard(doc_id)
-                self.current_by_project.get(self.space_project[space], set()).discard(doc_id)
+                for table, key in ((self.current_by_space, space), (self.live_by_space, space),
+                                   (self.current_by_project, self.space_project[space])):
+                    if key in table:
+                        table[key].discard(doc_id)
             previous, following = self.thread_prev.pop(doc_id, None), self.thread_next.pop(doc_id, None)
             if previous is not None and self.thread_next.get(previous) == doc_id:
                 del self.thread_next[previous]
@@ -5292,9 +5405,9 @@ class _RecallState:
         if space is None:
             return
         live = [doc for doc in self.item_docs.get(item_id, []) if doc not in self.doc_deprecated]
-        current_set = self.current_by_space.setdefault(space, set())
-        live_set = self.live_by_space.setdefault(space, set())
-        project_set = self.current_by_project.setdefault(self.space_project[space], set())
+        current_set = self.current_by_space.setdefault(space, _DocFlags())
+        live_set = self.live_by_space.setdefault(space, _DocFlags())
+        project_set = self.current_by_project.setdefault(self.space_project[space], _DocFlags())
         for doc in self.item_docs.get(item_id, []):
             current_set.discard(doc)
             live_set.discard(doc)
@@ -5325,7 +5438,7 @@ class _RecallState:
         """The ``k`` eligible revisions whose embeddings are closest (cosine) to a unit ``vector``."""
         query = array.array("f", vector)
         vectors = self.vectors
-        if isinstance(eligible, (set, frozenset)) and len(eligible) < len(vectors):
+        if isinstance(eligible, (set, frozenset, _DocFlags)) and len(eligible) < len(vectors):
             pairs = ((doc_id, vectors[doc_id]) for doc_id in eligible if doc_id in vectors)
         else:
             pairs = ((doc_id, stored) for doc_id, stored in vectors.items() if doc_id in eligible)
@@ -6768,11 +6881,11 @@ class SQLiteGraph(GraphBackend):
             if query.as_of is not None:
                 eligible: Container[int] = self._current_at(conn, query.project, query.as_of, state, set(space_ids))
             elif query.spaces is None and not query.include_superseded:
-                eligible = state.current_by_project.get(query.project, set())
+                eligible = state.current_by_project.get(query.project, _DocFlags())
             else:
                 by_space = state.live_by_space if query.include_superseded else state.current_by_space
                 sets = [by_space[space_id] for space_id in space_ids if by_space.get(space_id)]
-                eligible = sets[0] if len(sets) == 1 else set().union(*sets)
+                eligible = sets[0] if len(sets) == 1 else _DocFlags.union(*sets)
             ranked = state.candidates(query, eligible, None if query.as_of is not None else
                                       (query.project, query.spaces, query.include_superseded))
             if query.admit is None:

@@ -420,6 +420,62 @@ def test_a_process_over_the_snapshot_keeps_a_bounded_cache(tmp_path, small_snaps
     small.close()
 
 
+_FLAG_OPERATION = st.tuples(st.sampled_from(["add", "discard", "update"]),
+                            st.lists(st.one_of(st.integers(0, 300), st.integers(-5, -1),
+                                               st.integers(km._DocFlags.SPARSE_GAP, 3 * km._DocFlags.SPARSE_GAP)),
+                                     max_size=8))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(first=st.lists(_FLAG_OPERATION, max_size=25), second=st.lists(_FLAG_OPERATION, max_size=10),
+       start=st.lists(st.integers(0, 2000), max_size=40))
+def test_the_current_sets_behave_as_the_sets_they_replace(first, second, start):
+    """Recall's current and live sets hold a byte per revision id (``_DocFlags``); against Python sets under
+    random adds, discards and updates (ids past the flags, negative ones, a snapshot's sorted start), and
+    their union."""
+    flags, truth = [km._DocFlags(start), km._DocFlags()], [set(start), set()]
+    for which, operations in enumerate((first, second)):
+        for name, docs in operations:
+            for target in (flags[which], truth[which]):
+                if name == "update":
+                    target.update(docs)
+                else:
+                    for doc in docs:
+                        getattr(target, name)(doc)
+    for one, expected in zip(flags, truth):
+        assert len(one) == len(expected) and list(one) == sorted(expected)
+        assert all((doc in one) == (doc in expected) for doc in range(-6, 2100))
+        assert all(doc in one for doc in expected) and "1" not in one and 1.0 not in one
+    joined = km._DocFlags.union(*flags)
+    assert list(joined) == sorted(truth[0] | truth[1]) and len(joined) == len(truth[0] | truth[1])
+
+
+def test_a_reading_process_holds_a_few_bytes_a_memory_beyond_the_cache(tmp_path):
+    """A fresh process that recalls over a stored snapshot keeps per memory the index's columns and a byte of
+    the current set (a set of ints held about 70 more), measured by tracemalloc in that process."""
+    path = str(tmp_path / "m.db")
+    memory = km.Memory(path=path)
+    rng = random.Random(7)
+    for start in range(0, 20_000, 2_000):
+        memory.remember_many([{"content": " ".join(rng.choices(WORDS, k=8)), "space": f"s{n % 3}"}
+                              for n in range(start, start + 2_000)])
+    memory.recall("harbor", limit=5)                       # builds and stores the snapshot
+    memory.close()
+    run = child("""
+        import sys, tracemalloc
+        import kumiho_memory as km
+        memory = km.Memory(path=sys.argv[1])
+        tracemalloc.start()
+        memory.recall("copper meadow", limit=10)
+        memory.recall("lantern", limit=10, space="s1")
+        cache = memory.backend._recall.index._source.cache.size
+        print(tracemalloc.get_traced_memory()[0] - cache)
+    """, path)
+    assert run.returncode == 0, run.stderr
+    held = int(run.stdout.split()[-1])
+    assert held / 20_000 < 60, f"{held / 20_000:.0f} bytes a memory"
+
+
 def test_the_bounded_cache_drops_the_least_recently_used_and_empties_the_slots_holding_them():
     """The row cache's order of leaving: a value read by key moves to the back, one read from the slot that
     holds it does not; what leaves takes its size with it and empties its slot; many drops stay cheap."""
