@@ -91,7 +91,7 @@ import types
 import unicodedata
 import urllib.parse
 import zlib
-from collections.abc import Mapping, Sequence   # isinstance against these is cheaper than typing's aliases
+from collections.abc import Mapping, MutableMapping, Sequence   # isinstance: cheaper than typing's aliases
 from typing import IO, Any, Awaitable, Callable, Collection, Container, Iterable, Iterator, Protocol
 
 
@@ -1704,6 +1704,152 @@ class _DocFlags:
         return joined
 
 
+class _DenseMap(MutableMapping[int, Any]):
+    """``{row id: number}`` held in one ``array`` indexed by the id (8 bytes an id instead of a dict's
+    ~100): recall's per-revision and per-item columns (which item a revision is of, its length, its event
+    time, an item's space). A missing id holds ``MISSING`` of the typecode; an id that would leave the array
+    mostly empty (far past it while few ids are held) or a negative one goes to a small dict beside it."""
+
+    __slots__ = ("column", "missing", "count", "sparse")
+    MISSING = {"q": -(1 << 63), "d": -math.inf}
+
+    def __init__(self, code: str, keys: Sequence[int] = (), values: Sequence[Any] = ()) -> None:
+        self.missing = self.MISSING[code]
+        self.column = array.array(code)
+        self.count = 0
+        self.sparse: dict[int, Any] = {}
+        if len(keys) and 0 <= min(keys) and max(keys) < 2 * len(keys) + 4096:
+            self.column = array.array(code, [self.missing]) * (max(keys) + 1)     # a snapshot's map, at C speed
+            collections.deque(map(self.column.__setitem__, keys, values), maxlen=0)
+            self.count = len(self.column) - self.column.count(self.missing)
+        else:
+            for key, value in zip(keys, values):
+                self[key] = value
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        column = self.column
+        if type(key) is int and 0 <= key < len(column):
+            value = column[key]
+            return default if value == self.missing else value
+        return self.sparse.get(key, default)
+
+    def __getitem__(self, key: Any) -> Any:
+        value = self.get(key, self)
+        if value is self:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key, self) is not self
+
+    def __setitem__(self, key: int, value: Any) -> None:
+        column = self.column
+        if not 0 <= key < len(column):
+            if key < 0 or key >= max(2 * len(self) + 4096, len(column) + len(column) // 4):
+                self.sparse[key] = value
+                return
+            column.extend(array.array(column.typecode, [self.missing]) * max(key + 1 - len(column),
+                                                                             len(column) // 4, 64))
+            for one in [one for one in self.sparse if 0 <= one < len(column)]:   # sparse ids lie past it
+                self.count += 1
+                column[one] = self.sparse.pop(one)
+        if column[key] == self.missing:
+            self.count += 1
+        column[key] = value
+
+    def __delitem__(self, key: Any) -> None:
+        if self.pop(key, self) is self:
+            raise KeyError(key)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        column = self.column
+        if type(key) is int and 0 <= key < len(column) and column[key] != self.missing:
+            value, column[key] = column[key], self.missing
+            self.count -= 1
+            return value
+        if key in self.sparse or not default:
+            return self.sparse.pop(key)
+        return default[0]
+
+    def __len__(self) -> int:
+        return self.count + len(self.sparse)
+
+    def __iter__(self) -> Iterator[int]:
+        sparse = sorted(self.sparse)
+        yield from (key for key in sparse if key < 0)
+        yield from itertools.compress(range(len(self.column)), map(self.missing.__ne__, self.column))
+        yield from (key for key in sparse if key >= 0)
+
+
+class _ItemDocs(Mapping[int, list]):   # type: ignore[type-arg]
+    """``{item id: its revision ids, oldest first}`` for recall. Most items have one revision: that one is held
+    in a ``_DenseMap`` (``-1`` for an item with none yet), a list only for an item with more."""
+
+    def __init__(self) -> None:
+        self.one = _DenseMap("q")
+        self.many: dict[int, list[int]] = {}
+
+    @classmethod
+    def from_group(cls, keys: Sequence[int], sizes: Sequence[int], members: Sequence[int]) -> "_ItemDocs":
+        """From a snapshot's group layout (see ``_RecallState._groups``)."""
+        table, ones, firsts, start = cls(), array.array("q"), array.array("q"), 0
+        for key, size in zip(keys, sizes):
+            if size > 1:
+                table.many[key] = list(members[start:start + size])
+            else:
+                ones.append(key)
+                firsts.append(members[start] if size else -1)
+            start += size
+        table.one = _DenseMap("q", ones, firsts)
+        return table
+
+    def get(self, item: Any, default: Any = None) -> Any:
+        docs = self.many.get(item)
+        if docs is not None:
+            return docs
+        doc = self.one.get(item)
+        return default if doc is None else ([] if doc < 0 else [doc])
+
+    def __getitem__(self, item: Any) -> list[int]:
+        docs = self.get(item)
+        if docs is None:
+            raise KeyError(item)
+        return docs
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.many or item in self.one
+
+    def __len__(self) -> int:
+        return len(self.one) + len(self.many)
+
+    def __iter__(self) -> Iterator[int]:
+        yield from self.one
+        yield from self.many
+
+    def pop(self, item: int, default: Any = None) -> Any:
+        docs = self.many.pop(item, None)
+        if docs is not None:
+            return docs
+        doc = self.one.pop(item, None)
+        return default if doc is None else ([] if doc < 0 else [doc])
+
+    def touch(self, item: int) -> None:
+        """Hold ``item`` (with no revisions when new)."""
+        if item not in self.many and item not in self.one:
+            self.one[item] = -1
+
+    def append(self, item: int, doc: int) -> None:
+        if item in self.many:
+            self.many[item].append(doc)
+            return
+        first = self.one.get(item, -1)
+        if first < 0:
+            self.one[item] = doc
+        else:
+            del self.one[item]
+            self.many[item] = [first, doc]
+
+
 def _packed(code: str, blob: bytes) -> array.array:
     """An ``array`` of typecode ``code`` from a snapshot's bytes."""
     column = array.array(code)
@@ -1768,7 +1914,7 @@ class RecallIndex:
     def __init__(self) -> None:
         self.term_ids: dict[str, int] = {}
         self.terms: list[_TermPostings] = []      # a _TermTable when read from a snapshot (from_parts)
-        self.doc_slot: dict[int, int] = {}
+        self.doc_slot: MutableMapping[int, int] = _DenseMap("q")
         self.slot_doc = array.array("q")          # -1 once the slot is dead
         self.slot_length = array.array("d")
         self.slot_short = array.array("d")       # each slot's shortness, 0 documents .. 1 chat (bm25_profile)
@@ -1789,7 +1935,9 @@ class RecallIndex:
         # only searches reads slots, never documents, and never pays for the map.
         if name != "doc_slot" or "slot_doc" not in self.__dict__:
             raise AttributeError(name)
-        self.doc_slot = {doc_id: slot for slot, doc_id in enumerate(self.slot_doc) if doc_id >= 0}
+        slot_doc = self.slot_doc
+        slots = array.array("q", itertools.compress(range(len(slot_doc)), map((-1).__lt__, slot_doc)))
+        self.doc_slot = _DenseMap("q", array.array("q", map(slot_doc.__getitem__, slots)), slots)
         return self.doc_slot
 
     def __len__(self) -> int:
@@ -4962,8 +5110,8 @@ class _RecallState:
         self.last_seq = 0
         self.data_version: int | None = None
         self.space_ids: dict[tuple[str, str], int] = {}
-        self.doc_item: dict[int, int] = {}
-        self.doc_event: dict[int, float] = {}
+        self.doc_item: MutableMapping[int, int] = _DenseMap("q")
+        self.doc_event: MutableMapping[int, float] = _DenseMap("d")
         self.doc_who: dict[int, frozenset[str]] = {}
         self.doc_message: set[int] = set()
         self.doc_deprecated: set[int] = set()
@@ -4971,8 +5119,8 @@ class _RecallState:
         self.thread_next: dict[int, int] = {}
         self.links: dict[int, list[tuple[int, str]]] = {}
         self.superseded: set[int] = set()
-        self.item_docs: dict[int, list[int]] = {}
-        self.item_space: dict[int, int] = {}
+        self.item_docs = _ItemDocs()
+        self.item_space: MutableMapping[int, int] = _DenseMap("q")
         self.item_deprecated: set[int] = set()
         self.item_published: dict[int, int] = {}
         self.current_by_space: dict[int, _DocFlags] = {}
@@ -4983,7 +5131,7 @@ class _RecallState:
         self._newest_stale: set[int] = set()             # spaces whose newest event was just forgotten
         self.space_terms: dict[int, list[float]] = {}    # a space's [total length, revisions] in the index
         self.space_short: dict[int, float] = {}          # the shortness its revisions are indexed with
-        self.doc_length: dict[int, float] = {}
+        self.doc_length: MutableMapping[int, float] = _DenseMap("d")
         self.name_terms: dict[str, int] = {}
         self.vectors: dict[int, array.array] = {}        # unit-length embeddings, by revision
         self.contested: dict[int, set[int]] = {}         # revision -> revisions that CONTRADICT it
@@ -5002,7 +5150,7 @@ class _RecallState:
     _INT_GROUPS = ("item_docs", "current_by_space", "live_by_space", "contested")
     # What a read-only process may never touch (or, the current sets, only one view of), read from the store
     # and decoded on first use: most of what a cold start would otherwise hold.
-    _LAZY_GROUPS = {"item_docs": list, "live_by_space": _DocFlags, "current_by_space": _DocFlags,
+    _LAZY_GROUPS = {"item_docs": _ItemDocs, "live_by_space": _DocFlags, "current_by_space": _DocFlags,
                     "current_by_project": _DocFlags}
     _LAZY_MAPS = {"doc_item": "q", "item_space": "q", "doc_length": "d", "doc_event": "d"}
 
@@ -5013,7 +5161,7 @@ class _RecallState:
         fetch = lazy.pop(name)
         try:                                     # fetched now, from the snapshot the rest was read from
             if name in self._LAZY_MAPS:
-                value: Any = self._map(fetch(), self._LAZY_MAPS[name])
+                value: Any = self._map(fetch(), self._LAZY_MAPS[name], dense=True)
             else:
                 value = self._groups(_packed("q", fetch()), self._LAZY_GROUPS[name])
             if name == "current_by_project":     # keyed by the project's number in the snapshot
@@ -5103,16 +5251,17 @@ class _RecallState:
         return keys.tobytes() + sizes.tobytes() + flat.tobytes()
 
     @staticmethod
-    def _map(blob: bytes, code: str) -> dict[int, Any]:
-        """Decode ``keys + values`` (see ``snapshot_parts``) into a dict."""
+    def _map(blob: bytes, code: str, dense: bool = False) -> "dict[int, Any] | _DenseMap":
+        """Decode ``keys + values`` (see ``snapshot_parts``) into a dict (``dense``: a ``_DenseMap``)."""
         width = 8 + array.array(code).itemsize
         if len(blob) % width:
             raise ValueError("a recall snapshot map is damaged")
         size = 8 * (len(blob) // width)
-        return dict(zip(_packed("q", blob[:size]), _packed(code, blob[size:])))
+        keys, values = _packed("q", blob[:size]), _packed(code, blob[size:])
+        return _DenseMap(code, keys, values) if dense else dict(zip(keys, values))
 
     @staticmethod
-    def _groups(column: array.array, kind: type | None) -> dict[int, Any]:
+    def _groups(column: array.array, kind: type | None) -> Mapping[int, Any]:
         """Decode ``count, keys, sizes, members`` (see ``snapshot_parts``) into ``{key: kind(members)}``
         (``kind`` None: only check the layout)."""
         count = column[0] if column else -1
@@ -5122,6 +5271,8 @@ class _RecallState:
         if kind is None:
             return table
         start = 1 + 2 * count
+        if kind is _ItemDocs:
+            return _ItemDocs.from_group(column[1:1 + count], column[1 + count:start], column[start:])
         for key, size in zip(column[1:1 + count], column[1 + count:1 + 2 * count]):
             table[key] = kind(column[start:start + size])
             start += size
@@ -5186,12 +5337,12 @@ class _RecallState:
                 continue                  # bookkeeping is never recalled, nor counted in the word statistics
             space_id = self.space_id(project, space)
             self.item_space[item_id] = space_id
-            self.item_docs.setdefault(item_id, [])
+            self.item_docs.touch(item_id)
             if item_deprecated:
                 self.item_deprecated.add(item_id)
             if doc_id is None:
                 continue
-            self.item_docs[item_id].append(doc_id)
+            self.item_docs.append(item_id, doc_id)
             meta = json.loads(metadata) if metadata != "{}" else {}
             self.doc_item[doc_id] = item_id
             event = event_epoch(meta)

@@ -450,6 +450,85 @@ def test_the_current_sets_behave_as_the_sets_they_replace(first, second, start):
     assert list(joined) == sorted(truth[0] | truth[1]) and len(joined) == len(truth[0] | truth[1])
 
 
+_KEY = st.one_of(st.integers(0, 400), st.integers(-3, -1), st.integers(5_000, 10**7))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(start=st.dictionaries(st.integers(0, 3000), st.integers(-10**12, 10**12), max_size=40),
+       operations=st.lists(st.tuples(st.sampled_from(["set", "pop", "del"]), _KEY, st.integers(0, 99)),
+                           max_size=40))
+def test_the_per_revision_maps_behave_as_the_dicts_they_replace(start, operations):
+    """Recall's per-revision and per-item columns (``_DenseMap``) against a dict: a snapshot's start, sets,
+    pops and deletes of ids inside, far past and before the array; floats as well as ints."""
+    keys = sorted(start)
+    for code, cast in (("q", int), ("d", float)):
+        table = km._DenseMap(code, keys, [cast(start[key]) for key in keys])
+        truth = {key: cast(value) for key, value in start.items()}
+        for name, key, value in operations:
+            for target in (table, truth):
+                if name == "set":
+                    target[key] = cast(value)
+                elif name == "pop":
+                    assert table.pop(key, "none") == truth.pop(key, "none") if target is table else True
+                elif key in truth:
+                    del target[key]
+                else:
+                    with pytest.raises(KeyError):
+                        del target[key]
+        assert dict(table) == truth and len(table) == len(truth) and sorted(table) == list(table)
+        assert all((key in table) == (key in truth) and table.get(key) == truth.get(key)
+                   for key in range(-4, 3100))
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@given(operations=st.lists(st.tuples(st.sampled_from(["touch", "append", "pop"]), st.integers(0, 30),
+                                     st.integers(1, 500)), max_size=60))
+def test_the_revisions_of_each_item_behave_as_a_dict_of_lists(operations):
+    """``_ItemDocs`` (one revision held in a column, lists only for items with more) against a dict of
+    lists, and through the snapshot's group layout and back."""
+    table, truth = km._ItemDocs(), {}
+    for name, item, doc in operations:
+        if name == "touch":
+            table.touch(item)
+            truth.setdefault(item, [])
+        elif name == "append":
+            table.append(item, doc)
+            truth.setdefault(item, []).append(doc)
+        else:
+            assert table.pop(item, None) == truth.pop(item, None)
+    assert {item: table.get(item) for item in table} == truth and len(table) == len(truth)
+    layout = km.array.array("q", km._RecallState._group_bytes(table))
+    again = km._RecallState._groups(layout, km._ItemDocs)
+    assert {item: again[item] for item in again} == truth
+
+
+def test_a_writing_process_holds_a_bounded_share_a_memory(tmp_path):
+    """A fresh process that writes once to a stored snapshot's store and recalls holds per memory the index's
+    columns and recall's maps as arrays (dicts and lists held several hundred bytes more)."""
+    path = str(tmp_path / "m.db")
+    memory = km.Memory(path=path)
+    rng = random.Random(8)
+    for start in range(0, 20_000, 2_000):
+        memory.remember_many([{"content": " ".join(rng.choices(WORDS, k=8)), "space": f"s{n % 3}"}
+                              for n in range(start, start + 2_000)])
+    memory.recall("harbor", limit=5)
+    memory.close()
+    run = child("""
+        import sys, tracemalloc
+        import kumiho_memory as km
+        memory = km.Memory(path=sys.argv[1])
+        memory.recall("copper", limit=3)
+        tracemalloc.start()
+        memory.remember("a zeppelin over the quarry", space="s1")
+        assert memory.recall("zeppelin", limit=1)[0]["content"] == "a zeppelin over the quarry"
+        cache = memory.backend._recall.index._source.cache.size
+        print(tracemalloc.get_traced_memory()[0] - cache)
+    """, path)
+    assert run.returncode == 0, run.stderr
+    held = int(run.stdout.split()[-1])
+    assert held / 20_000 < 150, f"{held / 20_000:.0f} bytes a memory"
+
+
 def test_a_reading_process_holds_a_few_bytes_a_memory_beyond_the_cache(tmp_path):
     """A fresh process that recalls over a stored snapshot keeps per memory the index's columns and a byte of
     the current set (a set of ints held about 70 more), measured by tracemalloc in that process."""
