@@ -10208,6 +10208,11 @@ _NEGATED_AFTER = _lazy_regex(r"\b(?:never|not|no longer|no more|isn't|wasn't|are
 _NEGATED_BEFORE = _lazy_regex(r"([\w'-]+)(?:'s|\s+(?:is|was|are|were))\s+(?:fine|ok|okay|gone|over|history|not)\b|"
                               r"([\w'-]+)\s+(?:passed away|died|ran away|flew off|was stolen|got stolen)\b")
 _ADDITIVE = _lazy_regex(r"\b(?:also|too|as well|another|in addition|besides|both|not just|not only)\b")
+# What a speaker needs, wants or means to do is not what holds: "need to update my laptop", "I should switch to
+# linux", "thinking of moving to york" revise nothing ("had to sell the civic" did happen).
+_INTENT = _lazy_regex(r"\b(?:need|needs|have|has|got|want|wants|ought|plan|plans|planning|hoping|hope|hopes|"
+                      r"would like|'d like|trying|try) to\b|\b(?:gotta|wanna|should|must|might)\b|"
+                      r"\bthinking (?:of|about)\b")
 
 
 def negated_values(text: str) -> frozenset[str]:
@@ -10910,7 +10915,7 @@ class RelationMatcher:
         belief's statements oldest first) that ``statement`` revises at the relation level, or None when
         none or several do."""
         subject = statement_subject(statement)
-        if subject is None:
+        if subject is None or self.chat and _INTENT.search(statement.casefold()):
             return None
         mine = self.relations(statement)
         attribute = possessed_attribute(statement)

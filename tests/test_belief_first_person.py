@@ -676,6 +676,21 @@ def test_hostile_look_alikes_never_merge(old, new):
     memory.close()
 
 
+@pytest.mark.parametrize("old, new, merges", [
+    ("My laptop is a ThinkPad", "need to update my laptop tonight", False),
+    ("I use vim for editing code", "I should switch to emacs at some point", False),
+    ("I live in Leeds", "thinking of moving to york next year", False),
+    ("I live in Leeds", "moved to york last month", True),
+    ("my laptop is a dell", "work gave me a macbook, the dell is retired", True),
+])
+def test_what_a_speaker_means_to_do_revises_nothing_what_they_did_does(old, new, merges):
+    """Needing, wanting or meaning to change something is not a change (``_INTENT``)."""
+    memory = km.Memory(None)
+    first = said(memory, old)
+    assert (item_of(said(memory, new)) == item_of(first)) is merges
+    memory.close()
+
+
 @pytest.mark.parametrize("text", ["i.e. the cat", "Part i of the book", "i) buy milk", "x[i] = 1",
                                   "http://example.com/i/im/ive", "Jan i Anna mieszkają w Krakowie"])
 def test_a_lower_case_i_that_is_not_the_speaker_is_left_as_written(text):
