@@ -10208,6 +10208,8 @@ _NEGATED_AFTER = _lazy_regex(r"\b(?:never|not|no longer|no more|isn't|wasn't|are
 _NEGATED_BEFORE = _lazy_regex(r"([\w'-]+)(?:'s|\s+(?:is|was|are|were))\s+(?:fine|ok|okay|gone|over|history|not)\b|"
                               r"([\w'-]+)\s+(?:passed away|died|ran away|flew off|was stolen|got stolen)\b")
 _ADDITIVE = _lazy_regex(r"\b(?:also|too|as well|another|in addition|besides|both|not just|not only)\b")
+_DURATION_SPAN = _lazy_regex(r"(?i)\b(?:an?|\d+(?:\.\d+)?|one|two|three|four|five|six|ten|few|couple of)\s*"
+                             r"(?:hours?|hrs?|minutes?|mins?|seconds?|secs?|days?|nights?|weeks?|months?|years?)\b")
 # What a speaker needs, wants or means to do is not what holds: "need to update my laptop", "I should switch to
 # linux", "thinking of moving to york" revise nothing ("had to sell the civic" did happen).
 _INTENT = _lazy_regex(r"\b(?:need|needs|have|has|got|want|wants|ought|plan|plans|planning|hoping|hope|hopes|"
@@ -10937,6 +10939,8 @@ class RelationMatcher:
                 continue                                  # another value of a many-valued relation
             theirs = self.belief_relations(history)
             if mine & theirs:
+                if self.chat and not self.gives_new_value(statement, history[-1], min(mine & theirs)):
+                    continue                              # "our broadband went down for 3 hours": no new value
                 matches.append(index)
             elif not (mine and theirs) and possessed_attribute(history[-1]) == attribute:
                 # a known relation never meets another known one, nor "Ann's office" "Ann's home"
@@ -10992,6 +10996,8 @@ class RelationMatcher:
         if not any((len(word) > 4 and word.endswith("ed")) or word in TIME_NAMES or word in TIME_WORDS
                    for word in words):
             return True                                   # no event in time: a restatement ("really loves teal")
+        if self.chat:                                     # "went down *for 3 hours*": a duration is no value
+            statement = _DURATION_SPAN.sub(" ", statement)
         return any(word not in held and not (len(word) > 4 and word.endswith("ed")) and word not in TIME_NAMES
                    and not set(tokenize(word)) & _echo_time_stems() for word in _value_words(statement))
 

@@ -682,9 +682,12 @@ def test_hostile_look_alikes_never_merge(old, new):
     ("I live in Leeds", "thinking of moving to york next year", False),
     ("I live in Leeds", "moved to york last month", True),
     ("my laptop is a dell", "work gave me a macbook, the dell is retired", True),
+    ("we've got sky broadband", "our broadband went down for 2 hours last night", False),
+    ("we've got sky broadband", "we're on BT broadband now, sky was useless", True),
 ])
 def test_what_a_speaker_means_to_do_revises_nothing_what_they_did_does(old, new, merges):
-    """Needing, wanting or meaning to change something is not a change (``_INTENT``)."""
+    """Needing, wanting or meaning to change something is not a change (``_INTENT``), nor is a message that
+    names the relation and no new value (a duration is none: ``_DURATION_SPAN``)."""
     memory = km.Memory(None)
     first = said(memory, old)
     assert (item_of(said(memory, new)) == item_of(first)) is merges
