@@ -276,3 +276,27 @@ def test_a_remembered_space_is_normalized_and_a_bad_one_still_refused():
     for bad in ("a//b", "x y", "../up", 3, None):
         with pytest.raises(km.InvalidArgumentError):
             km.normalize_space(bad)
+
+
+def test_random_ids_ascend_from_a_random_start_so_new_names_land_together():
+    """``RandomIds`` (the default) makes ids in order from a random start (new items then go to one place in
+    the store's index of names, not all over it): still ten hex digits, unique, and a new factory starts
+    elsewhere; past the last ten-digit id it starts again at random, never growing an eleventh digit."""
+    ids = km.RandomIds()
+    made = [ids.new_id() for _ in range(5000)]
+    assert all(len(made_id) == 10 and set(made_id) <= set("0123456789abcdef") for made_id in made)
+    assert made == sorted(made) and len(set(made)) == len(made)
+    assert int(made[-1], 16) - int(made[0], 16) <= 16 * len(made)
+    assert km.RandomIds().new_id() not in made
+    ids._next = km.RandomIds._SPAN - 1
+    assert [len(ids.new_id()) for _ in range(3)] == [10, 10, 10]
+
+
+def test_names_of_ascending_ids_that_collide_get_a_suffix_in_bulk_and_one_by_one(tmp_path):
+    path = str(tmp_path / "store.db")
+    with km.Memory(path, ids=km.SequentialIds()) as first:
+        one_by_one = [first.remember(f"{word} one", space="s") for word in WORDS[:3]]
+    with km.Memory(path, ids=km.SequentialIds()) as second:           # the same ids again: every name is taken
+        together = second.remember_many([{"content": f"{word} two", "space": "s"} for word in WORDS[:3]])
+        assert len(set(one_by_one + together)) == 6
+        assert [second.get(kref)["content"] for kref in together] == [f"{word} two" for word in WORDS[:3]]

@@ -198,6 +198,22 @@ def test_three_copies_leave_only_the_keeper(memory, clock):
     assert deprecated(memory, newest) and deprecated(memory, middle)
 
 
+def test_a_phrase_written_many_times_keeps_the_best_copy_and_names_it_in_every_reason(memory, clock):
+    """Copies of one phrase are ranked once per group (a phrase said a thousand times asks the same question a
+    thousand times): the keeper is still the best by the spec's order, whatever order the copies come in."""
+    plain = [memory.remember(f"Dana parks in bay seven{'!' * number}", space="ops") for number in range(3)]
+    graded = memory.remember("dana parks in bay seven.", space="ops", evidence_level="corroborated")
+    plain += [memory.remember(f"DANA parks in bay seven{'?' * number}", space="ops") for number in range(1, 4)]
+    other_kind = memory.remember("Dana parks in bay seven", space="ops", kind="note")
+    clock.advance(days=30)
+
+    proposed = acted(dream(memory, dry_run=True, max_deprecation_ratio=0.9), "deprecate")
+
+    assert set(proposed) == set(plain)
+    assert {entry["reason"] for entry in proposed.values()} == {f"duplicate of {graded}"}
+    assert graded not in proposed and other_kind not in proposed
+
+
 def test_the_kept_copy_of_a_repeated_acknowledgement_is_still_stale_chat(memory, clock):
     first = memory.remember("ok thanks!", space="chat", metadata={"speaker": "user"})
     second = memory.remember("ok thanks!", space="chat", metadata={"speaker": "user"})
@@ -298,6 +314,22 @@ def test_the_ratio_cap_limits_a_run_and_the_deferred_are_picked_up_next_run(memo
     assert all(deprecated(memory, kref) for kref in copies)
     assert processed[0] > 0                                 # the cursor was held back for the deferred ones
     assert dream(memory, max_deprecation_ratio=0.1)["events_processed"] == 0
+
+
+def test_the_ratio_cap_is_a_share_of_everything_assessed_not_only_of_the_proposals(memory, clock):
+    for number in range(20):
+        memory.remember(f"Distinct note {number} on parking bay {number * 7} for the van fleet", space="ops")
+    copies = []
+    for number in range(4):
+        memory.remember(f"Loading dock {number} opens at six", space="ops")
+        copies.append(memory.remember(f"loading dock {number} opens at six!", space="ops"))
+    clock.advance(days=30)
+
+    first = dream(memory, max_deprecation_ratio=0.1)        # 28 assessed, 4 proposed -> max(1, int(2.8)) = 2
+
+    assert first["revisions_assessed"] == 28 and first["deprecations_proposed"] == 4
+    assert first["deprecated"] == 2 and first["guarded_skips"] == {"ratio_cap": 2}
+    assert sum(deprecated(memory, kref) for kref in copies) == 2
 
 
 def test_dry_run_changes_nothing_and_reports_what_a_run_does(memory, clock):

@@ -465,6 +465,54 @@ def test_edges_of_a_bare_item_cover_all_its_revisions(memory):
         [(second, first, "SUPERSEDES"), (other, first, "REFERENCED")])
 
 
+def test_edges_of_type_meet_each_edge_once_in_the_order_of_the_item_walk(memory, clock):
+    """``edges_of_type`` (one query on the embedded engine) gives what the default walk over every item gives:
+    each edge once, under the first of its items in the store's order, oldest first within an item; deprecated
+    items included. ``contradictions`` lists its pairs in that order."""
+    zeta = memory.remember("zeta note", space="zeta")
+    alpha = memory.remember("alpha note", space="alpha")
+    beta = memory.remember("beta note", space="beta")
+    beta_again = memory.remember("beta note again", item=item_of(beta))
+    memory.link(zeta, alpha, "CONTRADICTS")
+    memory.link(zeta, beta, "CONTRADICTS")
+    memory.link(beta_again, zeta, "CONTRADICTS")
+    for source, target in ((beta, alpha), (alpha, beta_again)):
+        clock.set("2026-03-01T00:00:00Z")                  # two edges at one instant: creation order decides
+        memory.link(source, target, "CONTRADICTS")
+    memory.link(alpha, zeta, "REFERENCED")
+    memory.deprecate(item_of(zeta))
+
+    walk = km.GraphBackend.edges_of_type(memory.backend, memory.project, "CONTRADICTS")
+    found = memory.backend.edges_of_type(memory.project, "CONTRADICTS")
+
+    assert found == walk
+    pairs = [(str(edge.source_kref), str(edge.target_kref)) for edge in found]
+    assert sorted(pairs) == sorted([(zeta, alpha), (zeta, beta), (beta_again, zeta), (beta, alpha),
+                                    (alpha, beta_again)])
+    assert pairs[0] == (zeta, alpha)                      # under alpha (the first item), oldest first
+    assert set(pairs[1:3]) == {(beta, alpha), (alpha, beta_again)}
+    assert [(pair["source_kref"], pair["target_kref"]) for pair in memory.contradictions()] == pairs
+    assert memory.backend.edges_of_type(memory.project, "SUPPORTS") == []
+
+
+def test_latest_revisions_are_what_get_gives_for_each_live_item(memory):
+    revised = memory.remember("first words", space="notes")
+    memory.remember("second words", item=item_of(revised))
+    retired = memory.remember("an item deprecated", space="notes")
+    memory.deprecate(item_of(retired))
+    head_retired = memory.remember("a revision deprecated", space="other", tags=["blue"])
+    memory.deprecate(head_retired)
+    trimmed = memory.remember("keep this one", space="other", metadata={"nested": {"list": [1, 2]}})
+    memory.forget(memory.remember("forget this newer one", item=item_of(trimmed)))
+
+    found = {str(record.kref): record.to_dict() for record in memory.backend.latest_revisions(memory.project)}
+
+    assert found == {revision["kref"]: revision for revision in (memory.get(item["item_kref"])
+                                                                 for item in memory.items())}
+    assert trimmed in found and found[head_retired]["deprecated"] is True
+    assert all(item_of(kref) != item_of(retired) for kref in found)
+
+
 # -- metadata --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("metadata", [
