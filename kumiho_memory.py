@@ -4844,17 +4844,21 @@ def named_terms(query: RecallQuery, signals: RecallSignals, name_terms: Containe
 
 def apply_who_and_when(scores: dict[int, float], notes: dict[int, dict[str, Any]], query: RecallQuery,
                        signals: RecallSignals, named: set[str], who: Mapping[int, frozenset[str]],
-                       events: Mapping[int, float]) -> None:
+                       events: Mapping[int, float], keep: int | None = None) -> None:
     """Boost, in place, the candidates by or about someone the query names (``who``: their name terms) and
-    those whose event falls in or near the time the query names (``events``: epoch seconds), and say so in
-    their ``notes``."""
+    those whose event falls in or near the time the query names (``events``: epoch seconds); then keep only
+    the best ``keep`` of them (all without it), and say in their ``notes`` what boosted them."""
+    by_whom: dict[int, list[str]] = {}
     if named:
+        factor, labels = 1.0 + signals.who, {}      # labels: each set of names' sorted share, worked out once
         for doc_id in scores:
             names = who.get(doc_id)
-            shared = names & named if names is not None and not names.isdisjoint(named) else None
-            if shared:
-                scores[doc_id] *= 1.0 + signals.who
-                notes.setdefault(doc_id, {})["who"] = sorted(shared)
+            if names is None or names.isdisjoint(named):
+                continue
+            scores[doc_id] *= factor
+            label = labels.get(names)
+            by_whom[doc_id] = label if label is not None else labels.setdefault(names, sorted(names & named))
+    by_when: dict[int, float] = {}
     if query.time_window is not None and signals.when:
         start, end = query.time_window
         for doc_id in scores:
@@ -4864,13 +4868,30 @@ def apply_who_and_when(scores: dict[int, float], notes: dict[int, dict[str, Any]
                 boost = signals.when * math.exp(-gap_days / max(signals.when_scale_days, 1e-9))
                 if boost > 1e-3:
                     scores[doc_id] *= 1.0 + boost
-                    notes.setdefault(doc_id, {})["when"] = round(boost, 4)
+                    by_when[doc_id] = boost
+    if keep is not None and len(scores) > keep:
+        kept = dict(sorted(scores.items(), key=operator.itemgetter(1), reverse=True)[:keep])
+        scores.clear()
+        scores.update(kept)
+    for doc_id, label in by_whom.items():
+        if doc_id in scores:
+            notes.setdefault(doc_id, {})["who"] = list(label)
+    for doc_id, boost in by_when.items():
+        if doc_id in scores:
+            notes.setdefault(doc_id, {})["when"] = round(boost, 4)
 
 
 # What a question about several occasions or about two events does to the ranking (both backends).
 THREAD_OPENING = 1.0         # share of its thread's best score a matching opening message is lifted to
 THREAD_REPEAT = 0.9          # what each further message of one thread counts, relative to the one before
 EVENT_EDGE_DAYS = 7.0        # "after the trip": the week from its date ("before": the week up to it)
+# A thread (a session) where several candidates match is likely what the query is about, and a message of it
+# that matched only weakly (a short reply, a turn that names the topic in other words) is likely part of the
+# answer (``lift_threads``). The lift reorders only what follows the best few, so it widens a long recall
+# without moving its best answers; a question about several occasions is spread over threads instead.
+THREAD_LIFT = 0.3            # a message of the best-matching thread grows by this share of its score (0: off)
+THREAD_LIFT_BEST = 3         # how many of a thread's best candidates make its weight
+THREAD_LIFT_HEAD = 5         # how many of the best candidates the lift never moves
 
 
 def event_match(index: RecallIndex, terms: Sequence[str], eligible: Container[int]) -> int | None:
@@ -4926,6 +4947,45 @@ def cover_threads(scores: dict[int, float], notes: dict[int, dict[str, Any]],
         members.sort(key=lambda doc_id: (-scores[doc_id], doc_id != start))     # a lifted opening leads
         for position, doc_id in enumerate(members[1:], start=1):
             scores[doc_id] *= THREAD_REPEAT ** position
+
+
+def lift_threads(scores: dict[int, float], thread: Callable[[int], int | None], reach: int = 0) -> None:
+    """Lift, in place, the candidates of the threads where the query's best matches gather (see
+    ``THREAD_LIFT``): ``thread(doc_id)`` names a message's thread (None for what is not a message). A thread
+    weighs the sum of its ``THREAD_LIFT_BEST`` best candidate scores; each message below the best
+    ``THREAD_LIFT_HEAD`` candidates grows by ``THREAD_LIFT`` times its thread's weight as a share of the best
+    thread's, and when one would climb into the head, the head is raised by one factor to stay just above
+    it (scores are relative: recall normalizes them to the best). The head keeps its order. The lift leaves
+    no note: it touches most candidates of a conversation."""
+    if not THREAD_LIFT or len(scores) <= THREAD_LIFT_HEAD:
+        return
+    ranked = sorted(scores.items(), key=operator.itemgetter(1), reverse=True)
+    if len(ranked) > reach > THREAD_LIFT_HEAD:
+        cut = ranked[reach - 1][1] / (1.0 + THREAD_LIFT)
+        ranked = [pair for pair in ranked if pair[1] >= cut]
+    threads = list(map(thread, map(operator.itemgetter(0), ranked)))
+    weight: dict[int, float] = {}
+    counted: dict[int, int] = {}
+    for start, (_, score) in zip(threads, ranked):      # best first: each thread sums its best scores
+        if start is not None:
+            count = counted.get(start, 0)
+            if count < THREAD_LIFT_BEST:
+                counted[start] = count + 1
+                weight[start] = weight.get(start, 0.0) + score
+    floor = ranked[THREAD_LIFT_HEAD - 1][1]
+    if not weight or floor <= 0:
+        return
+    scale = THREAD_LIFT / max(weight.values())
+    ceiling = ranked[THREAD_LIFT_HEAD][1]
+    for start, (doc_id, score) in zip(threads[THREAD_LIFT_HEAD:], ranked[THREAD_LIFT_HEAD:]):
+        if start is not None:
+            scores[doc_id] = lifted = score * (1.0 + scale * weight[start])
+            if lifted > ceiling:
+                ceiling = lifted
+    if ceiling >= floor:
+        factor = ceiling / floor * (1.0 + 1e-6)
+        for doc_id, score in ranked[:THREAD_LIFT_HEAD]:
+            scores[doc_id] = score * factor
 
 
 class GraphBackend(abc.ABC):
@@ -5175,6 +5235,11 @@ class _RecallState:
         # per scope searched: each term's postings within it, until the next change (``_search_scope``)
         self.within: dict[Any, dict[int, tuple[array.array, array.array]] | None] = {}
         self.within_size = 0
+        # each message walked to its thread's opening: the opening (None: further back than the walk goes)
+        # and how far back it is, until a change to a thread link other than a new message's own
+        # (``_thread_start``)
+        self.openings: dict[int, int | None] = {}
+        self.opening_back: dict[int, int] = {}
 
     # -- snapshot -----------------------------------------------------------------------------------------
 
@@ -5455,6 +5520,8 @@ class _RecallState:
                     if key in table:
                         table[key].discard(doc_id)
             previous, following = self.thread_prev.pop(doc_id, None), self.thread_next.pop(doc_id, None)
+            if previous is not None or following is not None or doc_id in self.openings:
+                self._forget_openings()           # the openings of the messages after it may have moved
             if previous is not None and self.thread_next.get(previous) == doc_id:
                 del self.thread_next[previous]
             if following is not None and self.thread_prev.get(following) == doc_id:
@@ -5563,6 +5630,8 @@ class _RecallState:
         linkable = set(self.signals.edge_types)
         for source, target, edge_type, source_item, target_item in rows:
             if edge_type == FOLLOWS:
+                if source in self.openings or self.thread_prev.get(source, target) != target:
+                    self._forget_openings()       # not a new message's own link: openings may have moved
                 self.thread_prev[source], self.thread_next[target] = target, source
             elif edge_type == SUPERSEDES:
                 if source_item != target_item:
@@ -5632,6 +5701,7 @@ class _RecallState:
         return heapq.nlargest(k, scored, key=lambda pair: pair[1])
 
     THREAD_WALK = 200            # how far back a thread's opening message is looked for
+    OPENINGS_KEPT = 1 << 18      # how many messages' openings ``_thread_start`` remembers
     RECORDS_KEPT = 1024          # how many recalled revisions ``records_for`` keeps (a long one counts once per 4 KB)
     WITHIN_POSTINGS = 1 << 20    # how many postings ``_search_scope`` keeps in all (12 bytes each)
 
@@ -5672,12 +5742,15 @@ class _RecallState:
         weights = query_term_weights(self.index, query)
         named = named_terms(query, signals, self.name_terms)
         reorders = bool(named) or (query.time_window is not None and bool(signals.when)) or query.occasions
-        depth = (3 if query.occasions else 2) * query.pool if reorders else query.pool
+        # the boosts are weighed over twice the candidates kept: a match by name or time may come from far
+        # below the words' best (at half the score of the last one kept, it still belongs among them)
+        keep = (3 if query.occasions else 2) * query.pool if reorders else query.pool
+        depth = 2 * keep if reorders else keep
         hits = self._search_scope(weights, depth, eligible, scope)
         if query.query_vector is not None and self.vectors:
             hits = self._fuse(hits, self._nearest(query.query_vector, depth, eligible), query.semantic_weight)
         scores = dict(hits)
-        notes: dict[int, dict[str, Any]] = {doc_id: {} for doc_id in scores}
+        notes: dict[int, dict[str, Any]] = {}          # only the candidates a signal touched
         if signals.neighbour_spread and hits:
             strong = 0.5 * hits[0][1]
             for doc_id, score in hits:
@@ -5688,11 +5761,11 @@ class _RecallState:
                         scores[neighbour] = scores.get(neighbour, 0.0) + signals.neighbour_spread * score
                         notes.setdefault(neighbour, {}).setdefault("neighbour_of", doc_id)
         events = self.doc_event if query.time_window is not None and signals.when else {}  # read when needed
-        apply_who_and_when(scores, notes, query, signals, named, self.doc_who, events)
+        apply_who_and_when(scores, notes, query, signals, named, self.doc_who, events, keep)
         if query.occasions:
-            found: dict[int, int | None] = {}
-            cover_threads(scores, notes,
-                          lambda doc_id: self._thread_start(doc_id, found) if doc_id in self.doc_message else None)
+            cover_threads(scores, notes, self._thread_openings(scores).get)
+        elif not self.doc_message.isdisjoint(scores):
+            lift_threads(scores, self._thread_openings(scores).get, query.keep or query.pool)
         if query.events and scores:
             keep_events(self.index, query.events, scores, notes, eligible)
         if signals.edges and query.follow_edges:
@@ -5704,8 +5777,8 @@ class _RecallState:
                         if other not in scores:
                             notes[other] = {"graph_augmented": True, "hop": 1}
                         scores[other] = lent
-                        notes[other].setdefault("via", {"kref_id": doc_id, "edge_type": edge_type})
-        ranked = sorted(scores.items(), key=lambda pair: (-pair[1], -pair[0]))
+                        notes.setdefault(other, {}).setdefault("via", {"kref_id": doc_id, "edge_type": edge_type})
+        ranked = sorted(scores.items(), key=operator.itemgetter(1, 0), reverse=True)   # ties: the newest first
         for doc_id, _ in ranked if self.contested else ():
             challengers = {other for other in self.contested.get(doc_id, ()) if other in self.doc_item}
             if challengers:
@@ -5735,21 +5808,45 @@ class _RecallState:
             self.within_size = 0
         return hits
 
-    def _thread_start(self, doc_id: int, found: dict[int, int | None]) -> int | None:
-        """The first message of ``doc_id``'s thread (None when it is further back than ``THREAD_WALK``);
-        ``found`` remembers every message walked over."""
+    _NOT_WALKED: Any = object()
+
+    def _thread_openings(self, doc_ids: Collection[int]) -> dict[int, int | None]:
+        """The first message of each message's thread among ``doc_ids`` (None for what is not a message or
+        is further back than ``THREAD_WALK``), from ``openings`` where a walk found it before."""
+        unknown = self._NOT_WALKED
+        found = dict(zip(doc_ids, map(self.openings.get, doc_ids, itertools.repeat(unknown))))
+        for doc_id in [doc_id for doc_id, start in found.items() if start is unknown]:
+            found[doc_id] = self._thread_start(doc_id) if doc_id in self.doc_message else None
+        return found
+
+    def _thread_start(self, doc_id: int) -> int | None:
+        """The first message of ``doc_id``'s thread (None when it is further back than ``THREAD_WALK``).
+        ``openings`` remembers each message walked over, and ``opening_back`` how far back its opening is,
+        so a later walk stops at the first message it knows and the answer never depends on which walks came
+        before."""
+        openings, back_of = self.openings, self.opening_back
+        if len(openings) > self.OPENINGS_KEPT:
+            self._forget_openings()
         path, current = [], doc_id
-        while current not in found and len(path) < self.THREAD_WALK:
-            path.append(current)
+        while current not in openings:
             previous = self.thread_prev.get(current)
             if previous is None:
-                found[current] = current
+                openings[current], back_of[current] = current, 0
                 break
+            if len(path) >= self.THREAD_WALK:       # further back than the walk goes: so is doc_id
+                openings[doc_id], back_of[doc_id] = None, len(path)
+                return None
+            path.append(current)
             current = previous
-        start = found.get(current)
-        for walked in path:
-            found[walked] = start
-        return start
+        start, back = openings[current], back_of[current]
+        for walked in reversed(path):       # nearest to the opening first
+            back += 1
+            openings[walked], back_of[walked] = (start if back <= self.THREAD_WALK else None), back
+        return openings[doc_id]
+
+    def _forget_openings(self) -> None:
+        self.openings.clear()
+        self.opening_back.clear()
 
     @staticmethod
     def _fuse(lexical: list[tuple[int, float]], semantic: list[tuple[int, float]],
@@ -7816,6 +7913,8 @@ class _KumihoCandidates:
                            self.events)
         if query.occasions:
             cover_threads(scores, notes, self._thread_opening())
+        else:
+            lift_threads(scores, self._thread_opening())
         if query.events and scores:
             keep_events(self.index, query.events, scores, notes, eligible)
         return scores, notes
