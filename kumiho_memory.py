@@ -10180,7 +10180,7 @@ _LOWER_I = _lazy_regex(r"(?<![\w'’.:/\[(-])(?:(im|i'm|i’m|ive|i've|i’ve|i'
 _LOWER_I_FORMS = {"i": "I", "im": "I'm", "ive": "I've"}
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=16384)
 def _first_person_cached(text: str, speaker: str, user: bool, typed: bool = False) -> str:
     if typed and "i" in text:
         text = _LOWER_I.sub(lambda match: _LOWER_I_FORMS.get(match.group(1) or match.group(2),
@@ -10718,7 +10718,7 @@ _RELATION_WORDS = _lazy_regex("|".join(f"(?:{pattern})" for pattern in BELIEF_RE
                              + r"|\bfavou?rite\s+[a-z]+|\bcolou?r\b")
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=16384)
 def belief_relations(text: str) -> frozenset[str]:
     """The single-valued relations a statement names about its subject: registry names (``residence``,
     ``employer``, ...) and ``favorite:<noun>`` ("favourite dish" -> ``favorite:food``); a possessed noun no
@@ -11425,7 +11425,7 @@ def _belief_features(memory: Mapping[str, Any]) -> tuple[Any, ...] | None:
     return features + (parse_evidence(memory.get("metadata"), memory.get("tags")) == OFFICIAL,)
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=16384)
 def _statement_features(text: str) -> tuple[Any, ...] | None:
     subject = statement_subject(text)
     relations = belief_relations(text) if subject is not None else frozenset()
