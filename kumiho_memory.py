@@ -397,6 +397,21 @@ class SequentialIds:
             return f"{next(self._counter):06d}"
 
 
+SHORT_TEXT_CACHE, SHORT_TEXT_CHARS = 16384, 600     # at most ~10 MB of text a cache
+
+
+def _short_text_cache(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Remember ``function``'s answers for up to ``SHORT_TEXT_CACHE`` texts of at most ``SHORT_TEXT_CHARS``
+    characters (its first argument): chat turns and notes recur across recalls, and a cache that kept whole
+    documents would hold their text long after the store let them go."""
+    cached = functools.lru_cache(maxsize=SHORT_TEXT_CACHE)(function)
+
+    @functools.wraps(function)
+    def answer(text: str, *args: Any) -> Any:
+        return cached(text, *args) if len(text) <= SHORT_TEXT_CHARS else function(text, *args)
+    return answer
+
+
 class _LazyRegex:
     """A regular expression compiled on first use: importing the module compiles none of its ~400 patterns,
     so a fresh process that only recalls never pays for the privacy rules (a third of a second)."""
@@ -10180,7 +10195,7 @@ _LOWER_I = _lazy_regex(r"(?<![\w'’.:/\[(-])(?:(im|i'm|i’m|ive|i've|i’ve|i'
 _LOWER_I_FORMS = {"i": "I", "im": "I'm", "ive": "I've"}
 
 
-@functools.lru_cache(maxsize=16384)
+@_short_text_cache
 def _first_person_cached(text: str, speaker: str, user: bool, typed: bool = False) -> str:
     if typed and "i" in text:
         text = _LOWER_I.sub(lambda match: _LOWER_I_FORMS.get(match.group(1) or match.group(2),
@@ -10718,7 +10733,7 @@ _RELATION_WORDS = _lazy_regex("|".join(f"(?:{pattern})" for pattern in BELIEF_RE
                              + r"|\bfavou?rite\s+[a-z]+|\bcolou?r\b")
 
 
-@functools.lru_cache(maxsize=16384)
+@_short_text_cache
 def belief_relations(text: str) -> frozenset[str]:
     """The single-valued relations a statement names about its subject: registry names (``residence``,
     ``employer``, ...) and ``favorite:<noun>`` ("favourite dish" -> ``favorite:food``); a possessed noun no
@@ -11425,7 +11440,7 @@ def _belief_features(memory: Mapping[str, Any]) -> tuple[Any, ...] | None:
     return features + (parse_evidence(memory.get("metadata"), memory.get("tags")) == OFFICIAL,)
 
 
-@functools.lru_cache(maxsize=16384)
+@_short_text_cache
 def _statement_features(text: str) -> tuple[Any, ...] | None:
     subject = statement_subject(text)
     relations = belief_relations(text) if subject is not None else frozenset()
