@@ -309,6 +309,13 @@ def scale_store_table(document: dict) -> str:
             factor = f"{entry['ratio_ours_to_fts5']}x" if entry.get("ratio_ours_to_fts5") is not None else "–"
             rows.append(f"| {int(size):,} | {mine} | {theirs} | {factor} |")
         parts.append("\n".join(rows))
+        repeated = [(size, entry["runs"]) for size, entry in sorted(bulk.items(), key=lambda pair: int(pair[0]))
+                    if len(entry.get("runs", {}).get("pair_ratios", ())) > 1]
+        if repeated:
+            pairs = "; ".join(f"{int(size):,}: " + ", ".join(f"{value}x" for value in runs["pair_ratios"])
+                              for size, runs in repeated)
+            parts.append(f"Bulk ingest is the median of several builds of each, ours and FTS5 in turn; each pair's "
+                         f"ratio: {pairs}.")
     return "\n\n".join(parts)
 
 

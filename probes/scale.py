@@ -2,7 +2,7 @@
 
 Usage: python probes/scale.py [--sizes 10000,100000] [--queries 200] [--seed 11]
                               [--systems ours,rank-bm25,bm25s] [--disk] [--phases warm,cold,bulk]
-                              [--cold-runs 3] [--build-budget-s 600] [--out PATH]
+                              [--cold-runs 3] [--bulk-runs K] [--build-budget-s 600] [--out PATH]
 
 Writes probes/results/scale.json (or --out). The corpus is synthetic and deterministic from --seed: a
 vocabulary of 50,000 pseudo-words (lowercase a-z, 4-10 letters, no stopwords, chosen so the Porter stemmer
@@ -35,7 +35,10 @@ BULK INGEST (``figures["bulk_ingest"][size]``): the same texts written to a fres
              a remember() loop (for the cold start) and ours says "missing".
   fts5       sqlite3: a fresh file db, CREATE VIRTUAL TABLE t USING fts5(body), every text inserted with
              executemany in one transaction, commit, close.
-  ``ratio_ours_to_fts5`` = ours seconds / fts5 seconds.
+  ``ratio_ours_to_fts5`` = ours seconds / fts5 seconds. With --bulk-runs K (default 3 up to 100,000
+  memories, 1 above), both are built K times, ours and fts5 in turn, each into a fresh file; ``seconds`` is
+  then the median of a system's runs and ``runs`` lists every run's seconds and the pairs' ratios (one run of
+  each on a shared machine can land 30% apart).
 
 COLD START (``figures["cold_start"][size]``): the stores built above (ours, the FTS5 db, and a bm25s index
   saved once with save()) are opened by a FRESH python process that runs one query, the first of the query
@@ -74,6 +77,7 @@ ours' warm figures), ``--phases warm`` or ``--phases cold,bulk`` runs a part. Th
 from __future__ import annotations
 
 import argparse
+import glob
 import itertools
 import json
 import os
@@ -611,6 +615,28 @@ def ratio(numerator, denominator) -> float | None:
     return None
 
 
+def bulk_reruns(size: int, args: argparse.Namespace, workdir: str, bulk: dict) -> None:
+    """Build ours and fts5 ``--bulk-runs`` times in all, in turn, each into a fresh file deleted after; make
+    each system's ``seconds`` the median of its runs and list the runs (the first is the build kept for the
+    cold start)."""
+    runs = args.bulk_runs if args.bulk_runs is not None else (3 if size <= 100_000 else 1)
+    seconds = {"ours": [bulk["ours"]["seconds"]], "fts5": [bulk["fts5"]["seconds"]]}
+    for number in range(1, runs):
+        for system in ("ours", "fts5"):
+            path = os.path.join(workdir, f"bulk-{number}-{system}.db")
+            figures = run_child(f"build-{system}", size, args, path)
+            if "seconds" in figures:
+                seconds[system].append(figures["seconds"])
+            for leftover in glob.glob(path + "*"):
+                os.remove(leftover)
+    for system, values in seconds.items():
+        bulk[system]["first_run_s"] = bulk[system]["seconds"]
+        bulk[system]["seconds"] = round(median(values), 3)
+        bulk[system]["memories_per_s"] = round(size / bulk[system]["seconds"], 1)
+    bulk["runs"] = {"ours_s": seconds["ours"], "fts5_s": seconds["fts5"],
+                    "pair_ratios": [round(a / b, 2) for a, b in zip(seconds["ours"], seconds["fts5"]) if b]}
+
+
 def stores_phase(size: int, args: argparse.Namespace, phases: set, warm_ours: dict) -> tuple[dict, dict, dict]:
     """Bulk ingest, cold start and warm-on-reopened for one size: (bulk, cold, reopened) figures."""
     workdir = tempfile.mkdtemp(prefix=f"kumiho-scale-{size}-", dir=args.workdir)
@@ -627,8 +653,10 @@ def stores_phase(size: int, args: argparse.Namespace, phases: set, warm_ours: di
             if "skipped" not in ours and not ours.get("api", "").startswith("remember_many ("):
                 ours = {"missing": f"Memory has no usable remember_many; the store was built with "
                                    f"{ours.get('api', '?')} in {ours.get('seconds', '?')} s", "built": ours}
-            bulk = {"ours": ours, "fts5": built["fts5"],
-                    "ratio_ours_to_fts5": ratio(ours.get("seconds"), built["fts5"].get("seconds"))}
+            bulk = {"ours": ours, "fts5": dict(built["fts5"])}
+            if "seconds" in ours and "missing" not in ours and "seconds" in built["fts5"]:
+                bulk_reruns(size, args, workdir, bulk)
+            bulk["ratio_ours_to_fts5"] = ratio(bulk["ours"].get("seconds"), bulk["fts5"].get("seconds"))
         cold: dict = {}
         reopened: dict = {}
         if "cold" in phases:
@@ -779,6 +807,8 @@ def main() -> None:
     parser.add_argument("--disk", action="store_true", help="also run ours warm on a file store in a temp dir")
     parser.add_argument("--phases", default="warm,cold,bulk", help="any of warm, cold, bulk")
     parser.add_argument("--cold-runs", type=int, default=3, help="fresh processes per cold system (median)")
+    parser.add_argument("--bulk-runs", type=int, default=None,
+                        help="builds per system for the bulk figure, in turn (median; 3 up to 100,000, else 1)")
     parser.add_argument("--build-budget-s", type=float, default=600.0,
                         help="skip ours at a size whose build projects longer than this")
     parser.add_argument("--workdir", default=None, help="where the built stores go (default the temp dir)")
@@ -797,9 +827,9 @@ def main() -> None:
         systems.insert(systems.index("ours") + 1 if "ours" in systems else 0, "ours-disk")
     unknown = set(systems) - set(SYSTEMS)
     if unknown or args.queries < 1 or not sizes or phases - {"warm", "cold", "bulk"} or not phases \
-            or args.cold_runs < 1:
+            or args.cold_runs < 1 or (args.bulk_runs is not None and args.bulk_runs < 1):
         parser.error(f"systems must be among {', '.join(SYSTEMS)}, phases among warm, cold, bulk; "
-                     "--queries, --cold-runs and --sizes must be positive")
+                     "--queries, --cold-runs, --bulk-runs and --sizes must be positive")
     if "warm" not in phases:
         systems = []
     started = time.perf_counter()
