@@ -296,7 +296,11 @@ def scale_store_table(document: dict) -> str:
             versus = f"{_ms(reference)} ({row['query_p50_ms'] / reference:.1f}x)" if reference else "–"
             rows.append(f"| {int(size):,} | {_ms(row['first_query_ms'])} | {_ms(row['query_p50_ms'])} "
                         f"| {_ms(row['query_p95_ms'])} | {row['peak_rss_mb']:.0f} MB | {versus} |")
-        parts.append("\n".join(rows))
+        spread = "; ".join(f"{int(size):,}: " + ", ".join(_ms(run["query_p50_ms"]) for run in row["runs"])
+                           for size, row in sorted(reopened.items(), key=lambda pair: int(pair[0]))
+                           if len(row.get("runs", ())) > 1)
+        parts.append("\n".join(rows) + (f"\n\nMedians over fresh processes, one after another; each one's p50: "
+                                        f"{spread}." if spread else ""))
     if bulk:
         rows = ["| N | `remember_many` into a fresh file store | SQLite FTS5, one transaction | ratio |",
                 "|---|---|---|---|"]
