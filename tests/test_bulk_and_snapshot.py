@@ -502,17 +502,23 @@ def test_the_revisions_of_each_item_behave_as_a_dict_of_lists(operations):
     assert {item: again[item] for item in again} == truth
 
 
-def test_a_writing_process_holds_a_bounded_share_a_memory(tmp_path):
-    """A fresh process that writes once to a stored snapshot's store and recalls holds per memory the index's
-    columns and recall's maps as arrays (dicts and lists held several hundred bytes more)."""
+def stored_snapshot_of_20_000(tmp_path, seed: int) -> str:
+    """A file store of 20,000 random eight-word memories in three spaces, its recall snapshot stored."""
     path = str(tmp_path / "m.db")
     memory = km.Memory(path=path)
-    rng = random.Random(8)
+    rng = random.Random(seed)
     for start in range(0, 20_000, 2_000):
         memory.remember_many([{"content": " ".join(rng.choices(WORDS, k=8)), "space": f"s{n % 3}"}
                               for n in range(start, start + 2_000)])
-    memory.recall("harbor", limit=5)
+    memory.recall("harbor", limit=5)                       # builds and stores the snapshot
     memory.close()
+    return path
+
+
+def test_a_writing_process_holds_a_bounded_share_a_memory(tmp_path):
+    """A fresh process that writes once to a stored snapshot's store and recalls holds per memory the index's
+    columns and recall's maps as arrays (dicts and lists held several hundred bytes more)."""
+    path = stored_snapshot_of_20_000(tmp_path, seed=8)
     run = child("""
         import sys, tracemalloc
         import kumiho_memory as km
@@ -532,14 +538,7 @@ def test_a_writing_process_holds_a_bounded_share_a_memory(tmp_path):
 def test_a_reading_process_holds_a_few_bytes_a_memory_beyond_the_cache(tmp_path):
     """A fresh process that recalls over a stored snapshot keeps per memory the index's columns and a byte of
     the current set (a set of ints held about 70 more), measured by tracemalloc in that process."""
-    path = str(tmp_path / "m.db")
-    memory = km.Memory(path=path)
-    rng = random.Random(7)
-    for start in range(0, 20_000, 2_000):
-        memory.remember_many([{"content": " ".join(rng.choices(WORDS, k=8)), "space": f"s{n % 3}"}
-                              for n in range(start, start + 2_000)])
-    memory.recall("harbor", limit=5)                       # builds and stores the snapshot
-    memory.close()
+    path = stored_snapshot_of_20_000(tmp_path, seed=7)
     run = child("""
         import sys, tracemalloc
         import kumiho_memory as km
