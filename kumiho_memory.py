@@ -1647,29 +1647,31 @@ class _TermTable(list):  # type: ignore[type-arg]
 
 
 class _DocFlags:
-    """A set of revision row ids held as one byte per id: recall's current and live sets, which a set of
-    ints would hold at about 70 bytes a member (at 1,000,000 memories 70 MB; here 1 MB).
+    """A set of revision row ids, held as one byte per id while that is the cheaper way: recall's current and
+    live sets, which a set of ints holds at about 70 bytes a member (at 1,000,000 memories, 70 MB a set).
 
-    Row ids are small, dense and positive, so a flag per id costs little; an id far past every id held so far
-    (over ``SPARSE_GAP`` beyond the flags) is kept in a small set beside them instead of stretching the flags.
-    Membership, ``len``, ``add``, ``discard``, ``update`` and ascending iteration, like the set it replaces;
-    ``union`` ORs flags at C speed.
+    Flags for the ids up to the largest cost a byte per id, so a set holds them only while it has at least one
+    member in ``DENSITY`` ids (a store's or a busy space's set); a sparse one (a space among thousands, its
+    members spread over the whole store) stays a plain set, and so do the ids past the flags until enough of
+    them gather (``_densify``, checked as that set doubles). The flags never hold more than ``DENSITY`` bytes
+    a member they were made for, so this never costs much more than the set it replaces. Membership, ``len``,
+    ``add``, ``discard``, ``update``, ascending iteration, and ``union``, which ORs flags at C speed.
     """
 
     __slots__ = ("flags", "count", "sparse")
-    SPARSE_GAP = 1 << 20
+    DENSITY = 64
 
     def __init__(self, members: Iterable[int] = ()) -> None:
         self.flags = bytearray()
         self.count = 0
-        self.sparse: set[int] = set()
         members = members if isinstance(members, (array.array, list, tuple)) else list(members)
-        if members and 0 <= min(members) and max(members) <= self.SPARSE_GAP + 64 * len(members):
+        if members and 0 <= min(members) and max(members) < self.DENSITY * len(members):
+            self.sparse: set[int] = set()
             self.flags = bytearray(max(members) + 1)     # set at C speed: a snapshot's sets are read here
             collections.deque(map(self.flags.__setitem__, members, itertools.repeat(1)), maxlen=0)
             self.count = self.flags.count(1)
         else:
-            self.update(members)
+            self.sparse = set(members)
 
     def __contains__(self, doc: object) -> bool:
         flags = self.flags
@@ -1681,7 +1683,7 @@ class _DocFlags:
         return self.count + len(self.sparse)
 
     def __iter__(self) -> Iterator[int]:
-        # itertools.compress walks the flags in C; sparse ids lie before them (negative) or past them
+        # itertools.compress walks the flags in C; the set's ids lie before them (negative) or past them
         sparse = sorted(self.sparse)
         yield from (doc for doc in sparse if doc < 0)
         yield from itertools.compress(range(len(self.flags)), self.flags)
@@ -1692,19 +1694,16 @@ class _DocFlags:
 
     def add(self, doc: int) -> None:
         flags = self.flags
-        if not 0 <= doc < len(flags):
-            if doc < 0 or doc - len(flags) > self.SPARSE_GAP:
-                self.sparse.add(doc)
-                return
-            flags.extend(bytes(max(doc + 1 - len(flags), len(flags) // 4, 64)))
-            moved = [one for one in self.sparse if 0 <= one < len(flags)]     # sparse ids lie past the flags
-            self.sparse.difference_update(moved)
-            for one in moved:
-                flags[one] = 1
-            self.count += len(moved)
-        if not flags[doc]:
-            flags[doc] = 1
-            self.count += 1
+        if 0 <= doc < len(flags):
+            if not flags[doc]:
+                flags[doc] = 1
+                self.count += 1
+            return
+        sparse = self.sparse
+        if doc not in sparse:
+            sparse.add(doc)
+            if len(sparse) >= 64 and not len(sparse) & (len(sparse) - 1):
+                self._densify()
 
     def discard(self, doc: int) -> None:
         flags = self.flags
@@ -1721,19 +1720,34 @@ class _DocFlags:
 
     @classmethod
     def union(cls, *sets: "_DocFlags") -> "_DocFlags":
-        """Every member of any of ``sets``."""
+        """Every member of any of ``sets`` (the flags of each, ORed; the sets' ids, joined)."""
         joined = cls()
-        size = max((len(one.flags) for one in sets), default=0)
+        dense = [one.flags for one in sets if one.flags]
+        size = max(map(len, dense), default=0)
         bits = 0
-        for one in sets:                        # each byte is 0 or 1, so an OR of the integers ORs the flags
-            bits |= int.from_bytes(one.flags, "little")
-            joined.sparse.update(one.sparse)
+        for flags in dense:                     # each byte is 0 or 1, so an OR of the integers ORs the flags
+            bits |= int.from_bytes(flags, "little")
         joined.flags = flags = bytearray(bits.to_bytes(size, "little"))
+        for one in sets:
+            joined.sparse.update(one.sparse)
         for doc in [doc for doc in joined.sparse if 0 <= doc < size]:     # one set's flags reach past its id
             joined.sparse.discard(doc)
             flags[doc] = 1
         joined.count = flags.count(1)
         return joined
+
+    def _densify(self) -> None:
+        """Move the set's ids past the flags into them, when flags up to the largest stay dense enough."""
+        top = max(self.sparse)
+        if top < len(self.flags) or top >= self.DENSITY * len(self):
+            return
+        flags = self.flags
+        flags.extend(bytes(max(top + 1 - len(flags), len(flags) // 4)))
+        moved = [doc for doc in self.sparse if 0 <= doc < len(flags)]
+        self.sparse.difference_update(moved)
+        for doc in moved:
+            flags[doc] = 1
+        self.count += len(moved)
 
 
 class _DenseMap(MutableMapping[int, Any]):
@@ -5713,7 +5727,7 @@ class _RecallState:
         else:
             pairs = ((doc_id, stored) for doc_id, stored in vectors.items() if doc_id in eligible)
         scored = [(doc_id, sum(map(operator.mul, stored, query))) for doc_id, stored in pairs]
-        return heapq.nlargest(k, scored, key=lambda pair: pair[1])
+        return heapq.nlargest(k, scored, key=lambda pair: (pair[1], pair[0]))    # ties: the newest first
 
     THREAD_WALK = 200            # how far back a thread's opening message is looked for
     OPENINGS_KEPT = 1 << 18      # how many messages' openings ``_thread_start`` remembers
