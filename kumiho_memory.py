@@ -1646,6 +1646,15 @@ class _TermTable(list):  # type: ignore[type-arg]
         return postings
 
 
+def _around(outside: Iterable[int], inside: Iterable[int]) -> Iterator[int]:
+    """Ascending ids of a column (``inside``, ascending, from 0) with the ids kept beside it (``outside``:
+    negative ones, or past the column's end)."""
+    kept = sorted(outside)
+    yield from (key for key in kept if key < 0)
+    yield from inside
+    yield from (key for key in kept if key >= 0)
+
+
 class _DocFlags:
     """A set of revision row ids, held as one byte per id while that is the cheaper way: recall's current and
     live sets, which a set of ints holds at about 70 bytes a member (at 1,000,000 memories, 70 MB a set).
@@ -1683,11 +1692,8 @@ class _DocFlags:
         return self.count + len(self.sparse)
 
     def __iter__(self) -> Iterator[int]:
-        # itertools.compress walks the flags in C; the set's ids lie before them (negative) or past them
-        sparse = sorted(self.sparse)
-        yield from (doc for doc in sparse if doc < 0)
-        yield from itertools.compress(range(len(self.flags)), self.flags)
-        yield from (doc for doc in sparse if doc >= 0)
+        # itertools.compress walks the flags in C
+        return _around(self.sparse, itertools.compress(range(len(self.flags)), self.flags))
 
     def __repr__(self) -> str:
         return f"_DocFlags({len(self)} members)"
@@ -1727,13 +1733,11 @@ class _DocFlags:
         bits = 0
         for flags in dense:                     # each byte is 0 or 1, so an OR of the integers ORs the flags
             bits |= int.from_bytes(flags, "little")
-        joined.flags = flags = bytearray(bits.to_bytes(size, "little"))
+        joined.flags = bytearray(bits.to_bytes(size, "little"))
         for one in sets:
             joined.sparse.update(one.sparse)
-        for doc in [doc for doc in joined.sparse if 0 <= doc < size]:     # one set's flags reach past its id
-            joined.sparse.discard(doc)
-            flags[doc] = 1
-        joined.count = flags.count(1)
+        joined.count = joined.flags.count(1)
+        joined._take_in()                       # one set's flags may reach past another's ids
         return joined
 
     def _densify(self) -> None:
@@ -1741,13 +1745,18 @@ class _DocFlags:
         top = max(self.sparse)
         if top < len(self.flags) or top >= self.DENSITY * len(self):
             return
+        self.flags.extend(bytes(max(top + 1 - len(self.flags), len(self.flags) // 4)))
+        self._take_in()
+
+    def _take_in(self) -> None:
+        """Move the set's ids that the flags now reach into them (the set holds only ids outside them)."""
         flags = self.flags
-        flags.extend(bytes(max(top + 1 - len(flags), len(flags) // 4)))
         moved = [doc for doc in self.sparse if 0 <= doc < len(flags)]
         self.sparse.difference_update(moved)
         for doc in moved:
-            flags[doc] = 1
-        self.count += len(moved)
+            if not flags[doc]:
+                flags[doc] = 1
+                self.count += 1
 
 
 class _DenseMap(MutableMapping[int, Any]):
@@ -1821,10 +1830,7 @@ class _DenseMap(MutableMapping[int, Any]):
         return self.count + len(self.sparse)
 
     def __iter__(self) -> Iterator[int]:
-        sparse = sorted(self.sparse)
-        yield from (key for key in sparse if key < 0)
-        yield from itertools.compress(range(len(self.column)), map(self.missing.__ne__, self.column))
-        yield from (key for key in sparse if key >= 0)
+        return _around(self.sparse, itertools.compress(range(len(self.column)), map(self.missing.__ne__, self.column)))
 
 
 class _ItemDocs(Mapping[int, list]):   # type: ignore[type-arg]

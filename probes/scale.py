@@ -596,13 +596,17 @@ def run_cold(system: str, store: str, query: list[str], size: int, timeout_s: fl
 COLD_FIGURES = ("first_result_ms", "first_query_ms", "import_ms", "open_ms", "process_ms", "peak_rss_mb")
 
 
+def median_figures(runs: list[dict], keys: tuple[str, ...]) -> dict:
+    """Each of ``keys``' median over ``runs`` (MB to 0.1, the rest to 0.001)."""
+    return {key: round(median([run[key] for run in runs]), 1 if key == "peak_rss_mb" else 3) for key in keys}
+
+
 def cold_summary(runs: list[dict]) -> dict:
     """The median of each figure over the runs that finished, and every run."""
     good = [run for run in runs if "error" not in run]
     if not good:
         return {"error": runs[0]["error"] if runs else "no runs", "runs": runs}
-    summary = {key: round(median([run[key] for run in good]), 3 if key != "peak_rss_mb" else 1)
-               for key in COLD_FIGURES}
+    summary = median_figures(good, COLD_FIGURES)
     summary["hits"] = good[0]["hits"]
     summary["top10"] = good[0]["top10"]
     summary["runs_measured"] = len(good)
@@ -628,8 +632,7 @@ def reopened_runs(size: int, args: argparse.Namespace, path: str) -> dict:
     good = [run for run in runs if all(key in run for key in REOPENED_FIGURES)]
     if good and "error" not in first:
         first["runs"] = [{key: run[key] for key in REOPENED_FIGURES} for run in good]
-        for key in REOPENED_FIGURES:
-            first[key] = round(median([run[key] for run in good]), 1 if key == "peak_rss_mb" else 3)
+        first.update(median_figures(good, REOPENED_FIGURES))
     return first
 
 
