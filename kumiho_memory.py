@@ -1477,7 +1477,8 @@ class _TermPostings:
 
 class _SnapshotSource(Protocol):
     """Where an index read from a stored snapshot fetches what it reads on demand (``_SnapshotRows``): one
-    term's postings, or one block of the forward index, as checked bytes of the expected size."""
+    term's postings, one block of the forward index or of the term dictionary, as checked bytes of the
+    expected size (any size: None); ``damaged`` raises what a row that does not decode calls for."""
 
     cache: "_BoundedCache"
 
@@ -1485,9 +1486,13 @@ class _SnapshotSource(Protocol):
 
     def forward(self, block: int, size: int) -> bytes: ...
 
+    def terms(self, block: int) -> bytes: ...
+
     def part(self, name: str) -> bytes: ...
 
-    def many(self, table: str, sizes: Mapping[int, int]) -> dict[int, bytes]: ...
+    def many(self, table: str, sizes: Mapping[int, int | None]) -> dict[int, bytes]: ...
+
+    def damaged(self, what: str) -> None: ...
 
 
 class _BoundedCache:
@@ -1534,46 +1539,58 @@ class _BoundedCache:
             entry[2][entry[3]] = None
 
 
-class _TermNames(Sequence[str]):
-    """A snapshot's term names by id, cut from its newline-joined text when asked for: a searching process
-    looks up a few terms, and a list would hold a string object of about 60 bytes a term."""
+class _StoredTerms(Mapping[str, int]):
+    """A snapshot's term dictionary, ``{term: term id}``, in blocks of ``BLOCK`` terms in alphabetical order
+    (table ``recall_terms``), each with its terms' ids and postings headers (postings stored, live postings,
+    best impact). Only the first term of each block is held; a block is fetched when a term in its range is
+    looked up and kept in the source's bounded cache, so a process that only searches holds the query's
+    terms, not the vocabulary. ``RecallIndex`` reads every block (``names``, ``columns``) before it writes."""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.starts = array.array("q", [0])        # where each name starts; one past the last name's end
-        if text:
-            self.starts.extend(itertools.accumulate(map(operator.add, map(len, text.split("\n")),
-                                                        itertools.repeat(1))))
+    BLOCK = 128
 
-    def __getitem__(self, term_id: int) -> str:       # type: ignore[override]
-        starts = self.starts
-        return self.text[starts[term_id]:starts[term_id + 1] - 1]
+    def __init__(self, firsts: Sequence[str], count: int, source: _SnapshotSource) -> None:
+        if len(firsts) != -(-count // self.BLOCK) or list(firsts) != sorted(firsts):
+            raise ValueError("the term dictionary's blocks do not fit its terms")
+        self.firsts, self.count, self._source = list(firsts), count, source
+        self._known: dict[int, tuple[int, int, float]] = {}     # the header of each term looked up so far
+        self._all: tuple[list[str], tuple[array.array, array.array, array.array]] | None = None
 
-    def __len__(self) -> int:
-        return len(self.starts) - 1
+    def get(self, term: str, default: Any = None) -> Any:      # type: ignore[override]
+        block = bisect.bisect_right(self.firsts, term) - 1
+        if block < 0:
+            return default
+        names, ids, counts, live, best = self._block(block)
+        position = bisect.bisect_left(names, term)
+        if position == len(names) or names[position] != term:
+            return default
+        term_id = ids[position]
+        self._known[term_id] = (counts[position], live[position], best[position])
+        return term_id
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.text.split("\n") if self.text else ())
+    def prefetch(self, terms: Iterable[str]) -> None:
+        """Fetch in one statement the blocks that ``terms`` fall in and the cache does not hold (a query's)."""
+        cached, firsts = self._source.cache._entries, self.firsts
+        wanted = {block: None for block in (bisect.bisect_right(firsts, term) - 1 for term in terms)
+                  if block >= 0 and ("terms", block) not in cached}
+        if len(wanted) > 1:
+            for block, data in self._source.many("recall_terms", wanted).items():
+                self._block(block, data)
 
+    def header(self, term_id: int) -> tuple[int, int, float]:
+        """A stored term's ``(postings stored, live postings, best impact)``."""
+        known = self._known.get(term_id)
+        if known is None:             # (never on a search: its terms were looked up by name first)
+            counts, live, best = self.columns()
+            known = counts[term_id], live[term_id], best[term_id]
+        return known
 
-class _TermIds(Mapping[str, int]):
-    """A snapshot's ``{term: term id}``, looked up by bisection in the stored alphabetical order (a process
-    that only searches looks up a few terms, and never builds the dict); ``RecallIndex`` makes it a dict
-    before its first write."""
+    def names(self) -> list[str]:
+        """Every term by id (every block read)."""
+        return self._everything()[0]
 
-    def __init__(self, names: Sequence[str], order: Sequence[int]) -> None:
-        self.names, self._order = names, order      # names by id; ids in the names' alphabetical order
-
-    def get(self, term: str, default: Any = None) -> Any:   # type: ignore[override]
-        names, order = self.names, self._order
-        low, high = 0, len(order)
-        while low < high:
-            middle = (low + high) // 2
-            if names[order[middle]] < term:
-                low = middle + 1
-            else:
-                high = middle
-        return order[low] if low < len(order) and names[order[low]] == term else default
+    def columns(self) -> tuple[array.array, array.array, array.array]:
+        """Every term's postings stored, live postings and best impact, by id (every block read)."""
+        return self._everything()[1]
 
     def __getitem__(self, term: str) -> int:
         found = self.get(term)
@@ -1582,66 +1599,109 @@ class _TermIds(Mapping[str, int]):
         return found
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.names)
+        return iter(self.names())
 
     def __len__(self) -> int:
-        return len(self.names)
+        return self.count
+
+    def _block(self, block: int, data: bytes | None = None) -> tuple[Any, ...]:
+        """Block ``block`` as ``(names, ids, counts, live, best)``, from the cache or fetched (``data``: given)."""
+        key = ("terms", block)
+        entry = self._source.cache.get(key) if data is None else None
+        if entry is not None:
+            return entry
+        size = min(self.BLOCK, self.count - block * self.BLOCK)
+        view = memoryview(self._source.terms(block) if data is None else data)
+        names = bytes(view[28 * size:]).decode("utf-8", "replace").split("\n")
+        if len(view) < 28 * size or len(names) != size:
+            self._source.damaged(f"term block {block} does not hold its {size} terms")
+        numbers = view[:24 * size]
+        entry = (names, view[24 * size:28 * size].cast("i"), numbers[:8 * size].cast("q"),
+                 numbers[8 * size:16 * size].cast("q"), numbers[16 * size:].cast("d"))
+        if any(not 0 <= term_id < self.count for term_id in entry[1]):
+            self._source.damaged(f"term block {block} holds an id out of range")
+        self._source.cache.put(key, entry, len(view) + 60 * size)
+        return entry
+
+    def _everything(self) -> tuple[list[str], tuple[array.array, array.array, array.array]]:
+        if self._all is None:
+            names = [""] * self.count
+            counts, live, best = array.array("q", bytes(8 * self.count)), array.array("q", bytes(8 * self.count)), \
+                array.array("d", bytes(8 * self.count))
+            blocks = range(len(self.firsts))
+            for first in range(0, len(blocks), 512):            # (SQLite's limit on a statement's variables)
+                rows = self._source.many("recall_terms", dict.fromkeys(blocks[first:first + 512]))
+                for block, data in rows.items():
+                    for name, term_id, count, alive, top in zip(*self._block(block, data)):
+                        names[term_id], counts[term_id], live[term_id], best[term_id] = name, count, alive, top
+                    self._source.cache.pop(("terms", block))
+            self._all = names, (counts, live, best)
+        return self._all
 
 
-class _TermTable(list):  # type: ignore[type-arg]
-    """Every term's postings. Read from a snapshot, a term's postings are fetched from the store on first use
-    and kept in the source's bounded cache; a term that is written to (``pinned``) stays in this list."""
+class _TermTable:
+    """Every term's postings, for an index read from a snapshot: a term's postings are fetched from the store
+    on first use and kept in the source's bounded cache; a term written to (``pinned``) or added since stays
+    here in memory."""
 
-    def __init__(self, header: tuple[Sequence[int], Sequence[int], Sequence[float]], source: _SnapshotSource) -> None:
-        super().__init__([None] * len(header[0]))
-        self.header = header       # per term: postings stored, live postings, best impact
-        self._source = source
+    def __init__(self, terms: _StoredTerms, source: _SnapshotSource) -> None:
+        self.stored, self._terms, self._source = terms.count, terms, source
+        self._held: dict[int, _TermPostings] = {}
+        self._count = terms.count
 
-    def __getitem__(self, term_id: int) -> _TermPostings:   # type: ignore[override]
-        postings = super().__getitem__(term_id)
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, term_id: int) -> _TermPostings:
+        postings = self._held.get(term_id)
         if postings is None:
             postings = self._source.cache.get(term_id)
             if postings is None:
                 postings = self._fetch(term_id)
         return postings
 
+    def __iter__(self) -> Iterator[_TermPostings]:
+        for term_id in range(len(self)):
+            yield self[term_id]
+
+    def append(self, postings: _TermPostings) -> None:
+        """A new term's postings (its id is the next one)."""
+        self._held[self._count] = postings
+        self._count += 1
+
     def prefetch(self, term_ids: Iterable[int]) -> None:
         """Fetch in one statement the postings of ``term_ids`` not held yet (a query's terms)."""
-        counts = self.header[0]
-        wanted = {term_id: 12 * counts[term_id] for term_id in term_ids
-                  if term_id < len(counts) and list.__getitem__(self, term_id) is None
-                  and term_id not in self._source.cache._entries}
+        cached = self._source.cache._entries
+        wanted = {term_id: 12 * self._terms.header(term_id)[0] for term_id in term_ids
+                  if term_id < self.stored and term_id not in self._held and term_id not in cached}
         if len(wanted) > 1:
             for term_id, data in self._source.many("recall_postings", wanted).items():
                 self._fetch(term_id, data)
 
     def pinned(self, term_id: int) -> _TermPostings:
         """A term's postings, kept in memory from now on (they are about to change)."""
-        postings = super().__getitem__(term_id)
+        postings = self._held.get(term_id)
         if postings is None:
             postings = self[term_id]
             self._source.cache.pop(term_id)
-            self[term_id] = postings
+            self._held[term_id] = postings
         return postings
 
     def written(self) -> Iterator[tuple[int, _TermPostings]]:
         """The terms held in memory (written to since the snapshot, or new): ``(term_id, postings)``."""
-        for term_id in range(len(self)):
-            postings = super().__getitem__(term_id)
-            if postings is not None:
-                yield term_id, postings
+        for term_id in sorted(self._held):
+            yield term_id, self._held[term_id]
 
-    def __iter__(self) -> Iterator[_TermPostings]:
-        for term_id in range(len(self)):
-            yield self[term_id]
+    def stored_columns(self) -> tuple[array.array, array.array, array.array]:
+        """The snapshot's postings headers of its terms, by id: postings stored, live postings, best impact."""
+        return self._terms.columns()
 
     def _fetch(self, term_id: int, data: bytes | None = None) -> _TermPostings:
-        counts, live, best = self.header
-        count = counts[term_id]
+        count, live, best = self._terms.header(term_id)
         data = memoryview(self._source.postings(term_id, 12 * count) if data is None else data)
         postings = _TermPostings()
         postings.impacts, postings.slots = data[:8 * count].cast("d"), data[8 * count:].cast("i")
-        postings.live, postings.max_impact = live[term_id], best[term_id]
+        postings.live, postings.max_impact = live, best
         self._source.cache.put(term_id, postings, 12 * count + 200)
         return postings
 
@@ -1968,8 +2028,11 @@ class RecallIndex:
         self.terms: list[_TermPostings] = []      # a _TermTable when read from a snapshot (from_parts)
         self.doc_slot: MutableMapping[int, int] = _DenseMap("q")
         self.slot_doc = array.array("q")          # -1 once the slot is dead
+        # The slots not in a stored snapshot's blocks (all of them in an index built here), from slot
+        # ``_stored_slots`` on: each one's length, shortness (0 documents .. 1 chat, ``bm25_profile``) and
+        # where its forward entries end in ``forward_terms`` / ``forward_tfs``.
         self.slot_length = array.array("d")
-        self.slot_short = array.array("d")       # each slot's shortness, 0 documents .. 1 chat (bm25_profile)
+        self.slot_short = array.array("d")
         self.forward_offsets = array.array("q", [0])
         self.forward_terms = array.array("i")
         self.forward_tfs = array.array("d")
@@ -1978,9 +2041,10 @@ class RecallIndex:
         self.dead_slots = 0
         self._rebuilding = False
         self._source: _SnapshotSource | None = None    # set by from_parts
-        self._stored_slots = 0           # slots whose forward entries are in the snapshot's blocks ...
-        self._stored_entries = 0         # ... and how many entries those hold (forward_terms holds the rest)
+        self._stored_slots = 0           # slots held in the snapshot's blocks (fetched on demand) ...
+        self._block_ends = array.array("q")     # ... and per block, the forward entries up to its end
         self._blocks: list[Any] = []     # per stored block: its entry while the source's cache keeps it
+        self._written_ends: array.array | None = None   # the block ends of a snapshot being written
 
     def __getattr__(self, name: str) -> Any:
         # After a snapshot read, which slot a document holds is worked out on first use: a process that
@@ -1998,10 +2062,14 @@ class RecallIndex:
     def __contains__(self, doc_id: object) -> bool:
         return doc_id in self.doc_slot
 
+    def slot_stats(self, slot: int) -> tuple[float, float]:
+        """A slot's ``(length, shortness)``, as ``add`` was given them."""
+        return self._slot_row(slot)[4:]
+
     def _thaw(self) -> None:
         """Columns read from a snapshot are views of its bytes: make them arrays before the first write."""
-        if isinstance(self.term_ids, _TermIds):
-            self.term_ids = {name: term_id for term_id, name in enumerate(self.term_ids.names)}
+        if isinstance(self.term_ids, _StoredTerms):
+            self.term_ids = {name: term_id for term_id, name in enumerate(self.term_ids.names())}
         for name, code in self._COLUMNS:
             column = getattr(self, name)
             if isinstance(column, memoryview):
@@ -2009,43 +2077,54 @@ class RecallIndex:
 
     def _term_names(self) -> Mapping[int, str]:
         """``{term_id: term}``."""
-        if isinstance(self.term_ids, _TermIds):
-            return dict(enumerate(self.term_ids.names))
+        if isinstance(self.term_ids, _StoredTerms):
+            return dict(enumerate(self.term_ids.names()))
         return {term_id: term for term, term_id in self.term_ids.items()}
 
     def _for_update(self, term_id: int) -> _TermPostings:
         terms = self.terms
         return terms.pinned(term_id) if isinstance(terms, _TermTable) else terms[term_id]
 
+    def _slot_row(self, slot: int) -> tuple[Sequence[int], Sequence[float], int, int, float, float]:
+        """Where a slot's forward entries are, sorted by term id, and its length and shortness: ``(terms,
+        tfs, start, end, length, shortness)``."""
+        stored = self._stored_slots
+        if slot >= stored:
+            position, offsets = slot - stored, self.forward_offsets
+            return (self.forward_terms, self.forward_tfs, offsets[position], offsets[position + 1],
+                    self.slot_length[position], self.slot_short[position])
+        block, position = divmod(slot, self.FORWARD_BLOCK)
+        terms, tfs, ends, lengths, shorts = self._blocks[block] or self._fetch_block(block)
+        return terms, tfs, ends[position - 1] if position else 0, ends[position], lengths[position], shorts[position]
+
     def _forward(self, slot: int) -> tuple[Sequence[int], Sequence[float], int, int]:
         """Where a slot's forward entries are: ``(terms, tfs, start, end)``, sorted by term id."""
-        start, end = self.forward_offsets[slot], self.forward_offsets[slot + 1]
-        if slot >= self._stored_slots:
-            shift = self._stored_entries
-            return self.forward_terms, self.forward_tfs, start - shift, end - shift
-        block = slot // self.FORWARD_BLOCK
-        entry = self._blocks[block]                # the cache holds it here while it keeps it
-        if entry is None:
-            entry = self._fetch_block(block)
-        terms, tfs, low = entry
-        return terms, tfs, start - low, end - low
+        return self._slot_row(slot)[:4]
+
+    def _block_shape(self, block: int) -> tuple[int, int]:
+        """How many slots and forward entries a stored block holds."""
+        ends = self._block_ends
+        slots = min(self.FORWARD_BLOCK, self._stored_slots - block * self.FORWARD_BLOCK)
+        return slots, ends[block] - (ends[block - 1] if block else 0)
 
     def _block_size(self, block: int) -> int:
-        """How many bytes a stored block of the forward index holds."""
-        first = block * self.FORWARD_BLOCK
-        last = min(first + self.FORWARD_BLOCK, self._stored_slots)
-        return 12 * (self.forward_offsets[last] - self.forward_offsets[first])
+        """How many bytes a stored block holds: per slot its length, shortness and where its entries end, and
+        12 bytes per forward entry (``_block_bytes``)."""
+        slots, entries = self._block_shape(block)
+        return 20 * slots + 12 * entries
 
-    def _fetch_block(self, block: int, data: bytes | None = None) -> tuple[Sequence[int], Sequence[float], int]:
-        """A stored block of the forward index (fetched unless ``data`` is given) kept in the cache: its term
-        ids, tfs and the offset of its first entry."""
-        size = self._block_size(block)
+    def _fetch_block(self, block: int, data: bytes | None = None) -> tuple[Sequence[Any], ...]:
+        """A stored block (fetched unless ``data`` is given) kept in the cache: its term ids, tfs, where each
+        slot's entries end, and the slots' lengths and shortness (``_block_bytes``)."""
+        slots, entries = self._block_shape(block)
+        size = 20 * slots + 12 * entries
         source = self._source
         view = memoryview(source.forward(block, size) if data is None else data)   # type: ignore[union-attr]
-        entry = (view[size * 2 // 3:].cast("i"), view[:size * 2 // 3].cast("d"),
-                 self.forward_offsets[block * self.FORWARD_BLOCK])
+        # (The source checked its size and CRC-32, which its row id seeds.)
+        wide, narrow = view[:16 * slots + 8 * entries].cast("d"), view[16 * slots + 8 * entries:].cast("i")
+        entry = (narrow[slots:], wide[2 * slots:], narrow[:slots], wide[:slots], wide[slots:2 * slots])
         # Keyed ~block: a term's postings are keyed by its id (>= 0).
-        source.cache.put(~block, entry, size + 300, held_in=(self._blocks, block))   # type: ignore[union-attr]
+        source.cache.put(~block, entry, size + 400, held_in=(self._blocks, block))   # type: ignore[union-attr]
         return entry
 
     def _prefetch(self, slots: Iterable[int]) -> None:
@@ -2107,7 +2186,7 @@ class RecallIndex:
             postings.live += 1
             if impact > postings.max_impact:
                 postings.max_impact = impact
-        self.forward_offsets.append(len(forward_terms) + self._stored_entries)
+        self.forward_offsets.append(len(forward_terms))
         self._maybe_reorganize()
 
     def remove(self, doc_id: int) -> None:
@@ -2117,7 +2196,7 @@ class RecallIndex:
         if slot is None:
             return
         self.slot_doc[slot] = -1
-        self.total_length -= self.slot_length[slot]
+        self.total_length -= self.slot_stats(slot)[0]
         for term_id in self._forward_entries(slot)[0]:
             self._for_update(term_id).live -= 1
         self.dead_slots += 1
@@ -2134,7 +2213,8 @@ class RecallIndex:
         try:
             for slot in live_slots:
                 frequencies = {term_names[term_id]: tf for term_id, tf in zip(*old._forward_entries(slot))}
-                self.add(old.slot_doc[slot], frequencies, old.slot_length[slot], short=old.slot_short[slot])
+                length, short = old.slot_stats(slot)
+                self.add(old.slot_doc[slot], frequencies, length, short=short)
         finally:
             self._rebuilding = False
         self.compact()
@@ -2180,42 +2260,52 @@ class RecallIndex:
     # -- snapshot -----------------------------------------------------------------------------------------
 
     _SCALARS = ("total_length", "reference_length", "dead_slots")
-    _COLUMNS = (("slot_doc", "q"), ("slot_length", "d"), ("slot_short", "d"), ("forward_offsets", "q"))
+    _COLUMNS = (("slot_doc", "q"),)
 
-    def snapshot_parts(self, kept: bool = False) -> tuple[dict[str, bytes], Iterator[tuple[int, bytes]],
-                                                          Iterator[tuple[int, bytes]]]:
-        """The index for ``from_parts``: named byte strings, each term's postings as a row ``(term_id,
-        impacts + slots)`` and the forward index as rows ``(block, tfs + term ids)`` of ``FORWARD_BLOCK``
-        slots. With ``kept`` (an index read from a snapshot that is still the stored one) only the rows that
-        changed since: the terms held in memory, and the blocks from the first slot added."""
+    def snapshot_parts(self, kept: bool = False) -> tuple[dict[str, bytes], dict[str, Iterator[tuple[int, bytes]]]]:
+        """The index for ``from_parts``: named byte strings, and rows ``(id, data)`` per table: each term's
+        postings (``recall_postings``: impacts, then slots), the forward index in blocks of ``FORWARD_BLOCK``
+        slots (``recall_forward``, ``_block_bytes``) and the term dictionary in blocks of ``_StoredTerms.BLOCK``
+        terms (``recall_terms``, ``_term_block``). With ``kept`` (an index read from a snapshot that is still the
+        stored one) only the postings and forward rows that changed since: the terms held in memory, and the
+        blocks from the first slot added."""
         self.compact()
         terms = self.terms
         backed = isinstance(terms, _TermTable)
         if kept != backed:
             raise ValueError("only an index read from the stored snapshot keeps its rows")
         # Per term: postings stored, live postings, best impact (a term still only in the snapshot: as read).
-        stored = terms.header if backed else ((), (), ())
+        stored = terms.stored_columns() if backed else ((), (), ())
         added = len(terms) - len(stored[0])
         counts, live, best = (array.array(code, column) + array.array(code, [0] * added)
                               for code, column in zip("qqd", stored))
         changed = list(terms.written() if backed else enumerate(terms))
         for term_id, postings in changed:
             counts[term_id], live[term_id], best[term_id] = len(postings.slots), postings.live, postings.max_impact
-        names = list(self.term_ids.names) if isinstance(self.term_ids, _TermIds) else \
+        names = self.term_ids.names() if isinstance(self.term_ids, _StoredTerms) else \
             sorted(self.term_ids, key=self.term_ids.__getitem__)
         if any("\n" in name for name in names):
             raise ValueError("an index term holds a line break")      # never: terms are runs of letters and digits
-        order = array.array("i", sorted(range(len(names)), key=names.__getitem__))
-        parts = {"index.terms": "\n".join(names).encode(), "index.term_order": order.tobytes(),
-                 "index.scalars": json.dumps([getattr(self, name) for name in self._SCALARS]).encode(),
-                 "index.postings": b"".join(column.tobytes() for column in (counts, live, best))}
+        order, size = sorted(range(len(names)), key=names.__getitem__), _StoredTerms.BLOCK
+        firsts = [names[order[first]] for first in range(0, len(order), size)]
+        parts = {"index.term_blocks": json.dumps({"terms": len(names), "block": size, "firsts": firsts},
+                                                 ensure_ascii=False).encode(),
+                 "index.scalars": json.dumps([getattr(self, name) for name in self._SCALARS]).encode()}
+        term_rows = ((block, self._term_block(names, order[block * size:(block + 1) * size], (counts, live, best)))
+                     for block in range(len(firsts)))
         for name, _code in self._COLUMNS:
             parts[f"index.{name}"] = getattr(self, name).tobytes()
         postings_rows = ((term_id, postings.impacts.tobytes() + postings.slots.tobytes())
                          for term_id, postings in changed)
         first_block = self._stored_slots // self.FORWARD_BLOCK if kept else 0
         blocks = range(first_block, -(-len(self.slot_doc) // self.FORWARD_BLOCK))
-        return parts, postings_rows, ((block, self._block_bytes(block)) for block in blocks)
+        ends = _packed("q", self._block_ends[:first_block].tobytes() if kept else b"")
+        for entries in map(self._block_entries, blocks):
+            ends.append((ends[-1] if ends else 0) + entries)
+        parts["index.block_ends"] = ends.tobytes()
+        self._written_ends = ends
+        forward_rows = ((block, self._block_bytes(block)) for block in blocks)
+        return parts, {"recall_postings": postings_rows, "recall_forward": forward_rows, "recall_terms": term_rows}
 
     def stored(self) -> None:
         """The snapshot now holds what ``snapshot_parts(kept=True)`` gave: forward entries are fetched from it
@@ -2226,52 +2316,78 @@ class RecallIndex:
         for block in range(self._stored_slots // self.FORWARD_BLOCK, len(self._blocks)):
             self._source.cache.pop(~block)
         self._blocks.extend([None] * (blocks - len(self._blocks)))
-        self._stored_slots, self._stored_entries = len(self.slot_doc), self.forward_offsets[-1]
+        self._stored_slots, self._block_ends = len(self.slot_doc), self._written_ends
         self.forward_terms, self.forward_tfs = array.array("i"), array.array("d")
+        self.slot_length, self.slot_short, self.forward_offsets = array.array("d"), array.array("d"), \
+            array.array("q", [0])
 
     @classmethod
     def from_parts(cls, parts: Mapping[str, bytes], source: _SnapshotSource) -> "RecallIndex":
         """An index from ``snapshot_parts``, fetching postings and forward blocks from ``source`` on demand;
         raises ``ValueError`` (or ``KeyError``, ``TypeError``) when the parts do not fit."""
         index = cls()
-        names = _TermNames(parts["index.terms"].decode())
-        order = _view("i", parts["index.term_order"])
-        count = len(names)
-        header = parts["index.postings"]
-        counts, live = _view("q", header[:8 * count]), _view("q", header[8 * count:16 * count])
-        best = _view("d", header[16 * count:])
-        if not len(counts) == len(live) == len(best) == len(order) == count:
-            raise ValueError("the index snapshot's postings do not fit its terms")
-        index.term_ids = _TermIds(names, order)
-        index.terms = _TermTable((counts, live, best), source)
+        shape = json.loads(parts["index.term_blocks"])
+        if shape["block"] != _StoredTerms.BLOCK:
+            raise ValueError("the index snapshot's term blocks are of another size")
+        index.term_ids = _StoredTerms(shape["firsts"], shape["terms"], source)      # type: ignore[assignment]
+        index.terms = _TermTable(index.term_ids, source)                           # type: ignore[assignment]
         for name, code in cls._COLUMNS:
             setattr(index, name, _view(code, parts[f"index.{name}"]))
         for name, value in zip(cls._SCALARS, json.loads(parts["index.scalars"])):
             setattr(index, name, value)
         slot_count = len(index.slot_doc)
-        if not (len(index.slot_length) == len(index.slot_short) == slot_count == len(index.forward_offsets) - 1):
+        index._block_ends = _view("q", parts["index.block_ends"])      # type: ignore[assignment]
+        if len(index._block_ends) != -(-slot_count // cls.FORWARD_BLOCK):
             raise ValueError("the index snapshot's columns do not fit each other")
-        index._source, index._stored_slots, index._stored_entries = source, slot_count, index.forward_offsets[-1]
-        index._blocks = [None] * -(-slot_count // cls.FORWARD_BLOCK)
+        index._source, index._stored_slots = source, slot_count
+        index._blocks = [None] * len(index._block_ends)
         del index.__dict__["doc_slot"]          # rebuilt on first use (__getattr__)
         if index.dead_slots != index.slot_doc.tolist().count(-1):
             raise ValueError("the index snapshot's dead slots do not add up")
         return index
 
-    def _block_bytes(self, block: int) -> bytes:
-        """One stored block of the forward index: its slots' tfs, then their term ids."""
-        first = block * self.FORWARD_BLOCK
+    @staticmethod
+    def _term_block(names: Sequence[str], ids: Sequence[int], columns: Sequence[Sequence[float]]) -> bytes:
+        """One block of the term dictionary (``_StoredTerms``): its terms' postings stored, live postings and
+        best impacts (8 bytes each), their ids (4 bytes each), then their names, one a line."""
+        counts, live, best = columns
+        return b"".join((array.array("q", map(counts.__getitem__, ids)).tobytes(),
+                         array.array("q", map(live.__getitem__, ids)).tobytes(),
+                         array.array("d", map(best.__getitem__, ids)).tobytes(), array.array("i", ids).tobytes(),
+                         "\n".join(map(names.__getitem__, ids)).encode()))
+
+    def _block_entries(self, block: int) -> int:
+        """How many forward entries block ``block`` holds now (its stored slots', then those added since)."""
+        first, stored = block * self.FORWARD_BLOCK, self._stored_slots
         last = min(first + self.FORWARD_BLOCK, len(self.slot_doc))
-        if first >= self._stored_slots:
-            shift = self._stored_entries
-            low, high = self.forward_offsets[first] - shift, self.forward_offsets[last] - shift
-            return self.forward_tfs[low:high].tobytes() + self.forward_terms[low:high].tobytes()
-        term_ids, tfs = array.array("i"), array.array("d")
+        entries = self._block_shape(block)[1] if first < stored else 0
+        if last > stored:
+            offsets = self.forward_offsets
+            entries += offsets[last - stored] - offsets[max(first, stored) - stored]
+        return entries
+
+    def _block_bytes(self, block: int) -> bytes:
+        """One stored block of the forward index: its slots' lengths, shortness and forward tfs (8 bytes each),
+        then where each slot's entries end within the block and the entries' term ids (4 bytes each)."""
+        first, stored = block * self.FORWARD_BLOCK, self._stored_slots
+        last = min(first + self.FORWARD_BLOCK, len(self.slot_doc))
+        if first >= stored:             # (every block of an index built here)
+            low, high = first - stored, last - stored
+            offsets = self.forward_offsets
+            start, end = offsets[low], offsets[high]
+            ends = array.array("i", map(start.__rsub__, offsets[low + 1:high + 1]))
+            return b"".join((self.slot_length[low:high].tobytes(), self.slot_short[low:high].tobytes(),
+                             self.forward_tfs[start:end].tobytes(), ends.tobytes(),
+                             self.forward_terms[start:end].tobytes()))
+        lengths, shorts, tfs, ends, term_ids = (array.array(code) for code in "dddii")
         for slot in range(first, last):
-            slot_terms, slot_tfs = self._forward_entries(slot)
-            term_ids.extend(slot_terms)
-            tfs.extend(slot_tfs)
-        return tfs.tobytes() + term_ids.tobytes()
+            slot_terms, slot_tfs, start, end, length, short = self._slot_row(slot)
+            term_ids.extend(slot_terms[start:end])
+            tfs.extend(slot_tfs[start:end])
+            ends.append(len(term_ids))
+            lengths.append(length)
+            shorts.append(short)
+        return b"".join(column.tobytes() for column in (lengths, shorts, tfs, ends, term_ids))
 
     # -- search -------------------------------------------------------------------------------------------
 
@@ -2280,6 +2396,8 @@ class RecallIndex:
         count = max(1, len(self))
         result = {}
         terms = list(dict.fromkeys(terms))
+        if isinstance(self.term_ids, _StoredTerms):
+            self.term_ids.prefetch(terms)
         if isinstance(self.terms, _TermTable):
             self.terms.prefetch(term_id for term_id in map(self.term_ids.get, terms) if term_id is not None)
         for term in terms:
@@ -2492,24 +2610,16 @@ class RecallIndex:
         inlined), times its weight, added in the order of ``weights`` (which ``search`` gives in plan order),
         so a score is the same float whichever way a query found it."""
         items = list(weights.items())
-        offsets, lengths, shorts, reference = self.forward_offsets, self.slot_length, self.slot_short, \
-            self.reference_length
-        stored, block_size, blocks, bisect_left = self._stored_slots, self.FORWARD_BLOCK, self._blocks, \
-            bisect.bisect_left
+        reference, row, bisect_left = self.reference_length, self._slot_row, bisect.bisect_left
         profiles: dict[float, tuple[float, float]] = {}
         result = []
         for slot in slots:
-            if slot >= stored:          # (all of them in an index built here)
-                terms, tfs, low = self.forward_terms, self.forward_tfs, self._stored_entries
-            else:
-                terms, tfs, low = blocks[slot // block_size] or self._fetch_block(slot // block_size)
-            start, end = offsets[slot] - low, offsets[slot + 1] - low
-            short = shorts[slot]
+            terms, tfs, start, end, length, short = row(slot)
             profile = profiles.get(short)
             if profile is None:
                 profile = profiles[short] = bm25_profile(short)
             k1, b = profile
-            saturation, norm = k1 + 1.0, k1 * (1.0 - b + b * lengths[slot] / reference)
+            saturation, norm = k1 + 1.0, k1 * (1.0 - b + b * length / reference)
             score = 0.0
             for term_id, weight in items:
                 position = bisect_left(terms, term_id, start, end)
@@ -2597,7 +2707,7 @@ class RecallIndex:
         more when the forward index is fetched from the store and does not all fit in the cache."""
         if self._source is None or not self._stored_slots:
             return float(self.EXACT_COST)
-        stored = 12 * self.forward_offsets[self._stored_slots]
+        stored = 20 * self._stored_slots + 12 * (self._block_ends[-1] if self._block_ends else 0)
         fetched = max(0.0, 1.0 - self._source.cache.budget / max(1, stored))    # the share not kept, roughly
         return self.EXACT_COST * (1.0 + self.FETCH_COST * fetched)
 
@@ -5306,12 +5416,11 @@ class _RecallState:
         setattr(self, name, value)
         return value
 
-    def snapshot_parts(self, kept: bool = False) -> tuple[dict[str, bytes], Iterator[tuple[int, bytes]],
-                                                          Iterator[tuple[int, bytes]]]:
+    def snapshot_parts(self, kept: bool = False) -> tuple[dict[str, bytes], dict[str, Iterator[tuple[int, bytes]]]]:
         """Everything recall keeps, as named byte strings (see ``from_parts``): fixed-width columns for
-        what grows with the store, JSON for the small or sparse rest; and the index's postings and forward
-        rows (``RecallIndex.snapshot_parts``)."""
-        parts, postings_rows, forward_rows = self.index.snapshot_parts(kept)
+        what grows with the store, JSON for the small or sparse rest; and the index's rows per table
+        (``RecallIndex.snapshot_parts``)."""
+        parts, rows = self.index.snapshot_parts(kept)
         for name, code in self._INT_MAPS:
             table = getattr(self, name)
             parts[name] = array.array("q", table).tobytes() + array.array(code, table.values()).tobytes()
@@ -5334,7 +5443,7 @@ class _RecallState:
         for vector in self.vectors.values():
             vectors.extend(vector)
         parts["vectors"] = vectors.tobytes()
-        return parts, postings_rows, forward_rows
+        return parts, rows
 
     @classmethod
     def from_parts(cls, signals: RecallSignals, parts: Mapping[str, bytes], source: _SnapshotSource) -> "_RecallState":
@@ -5602,7 +5711,7 @@ class _RecallState:
                 for doc_id in self.item_docs.get(item_id, ()):
                     if doc_id in self.index:
                         self.index.add(doc_id, self.index.term_frequencies(doc_id),
-                                       self.index.slot_length[self.index.doc_slot[doc_id]], short=shortness)
+                                       self.index.slot_stats(self.index.doc_slot[doc_id])[0], short=shortness)
 
     def _add_to_index(self, doc_id: int, base: Mapping[int, Mapping[str, float]], length: int | None) -> None:
         """Index a revision with its own words plus a share of its thread neighbours' words."""
@@ -6012,14 +6121,20 @@ class _SnapshotRows:
     def forward(self, block: int, size: int) -> bytes:
         return self._row("recall_forward", block, size)
 
-    def many(self, table: str, sizes: Mapping[int, int]) -> dict[int, bytes]:
+    def terms(self, block: int) -> bytes:
+        return self._row("recall_terms", block, None)
+
+    def damaged(self, what: str) -> None:
+        raise _SnapshotGone(f"the recall snapshot is damaged: {what}", damaged=True)
+
+    def many(self, table: str, sizes: Mapping[int, int | None]) -> dict[int, bytes]:
         """Several rows of ``table`` in one statement: ``{id: expected size}`` -> ``{id: bytes}``."""
         marks = ",".join("?" * len(sizes))
         rows = self._fetch(f"SELECT m.value, r.id, r.crc, r.data FROM meta m LEFT JOIN {table} r "
                            f"ON r.id IN ({marks}) WHERE m.key = 'recall_snapshot'", *sizes, every=True)
         found = {}
         for key, crc, data in rows:
-            if isinstance(data, bytes) and len(data) == sizes.get(key) and zlib.crc32(data, key) == crc:
+            if isinstance(data, bytes) and sizes.get(key, -1) in (len(data), None) and zlib.crc32(data, key) == crc:
                 found[key] = data
         if len(found) != len(sizes):
             raise _SnapshotGone(f"a row of {table} is missing or damaged", damaged=True)
@@ -6033,10 +6148,11 @@ class _SnapshotRows:
             raise _SnapshotGone(f"recall snapshot part {name!r} is missing or damaged", damaged=True)
         return data
 
-    def _row(self, table: str, key: int, size: int) -> bytes:
+    def _row(self, table: str, key: int, size: int | None) -> bytes:
         row = self._fetch(f"SELECT m.value, r.crc, r.data FROM meta m LEFT JOIN {table} r ON r.id = ? "
                           "WHERE m.key = 'recall_snapshot'", key)
-        if row is None or not isinstance(row[1], bytes) or len(row[1]) != size or zlib.crc32(row[1], key) != row[0]:
+        if row is None or not isinstance(row[1], bytes) or size not in (len(row[1]), None) or \
+                zlib.crc32(row[1], key) != row[0]:
             raise _SnapshotGone(f"a row of {table} is missing or damaged", damaged=True)
         return row[1]
 
@@ -7314,27 +7430,33 @@ class SQLiteGraph(GraphBackend):
     # A fresh process would otherwise rebuild the recall index from every revision's terms (seconds at
     # 100,000 memories). The index and its per-revision signals are kept in the store, with a manifest in
     # ``meta``: the change-log position they reflect, the signals they were built with, a generation that
-    # every rewrite moves on, and a CRC-32 of every part. Three tables (format 3):
+    # every rewrite moves on, and a CRC-32 of every part. Four tables (format 4; 0.7 wrote format 3, which held
+    # the term dictionary and each slot's length and shortness in the first table, and is rebuilt once):
     #
     #   table            rows                                             read
     #   ---------------  -----------------------------------------------  --------------------------------------
-    #   recall_snapshot  named parts: fixed-width columns per slot, term  at the first recall (the rest on
-    #                    and revision (``_RecallState.snapshot_parts``)   first use), CRCs in the manifest
+    #   recall_snapshot  named parts: fixed-width columns per slot and    at the first recall (the rest on
+    #                    revision (``_RecallState.snapshot_parts``)       first use), CRCs in the manifest
+    #   recall_terms     one per 128 terms in alphabetical order: their   for each query term, on demand
+    #                    ids, postings counts and best impacts, names
     #   recall_postings  one per term: impacts then slots, best first     for each query term, on demand
-    #   recall_forward   one per FORWARD_BLOCK slots: tfs then term ids   for each candidate scored exactly
+    #   recall_forward   one per FORWARD_BLOCK slots: their lengths,      for each candidate scored exactly
+    #                    shortness and forward entries (term ids, tfs)
     #
-    # The two row tables carry a CRC-32 per row, and every fetch reads the manifest in the same statement:
-    # a row of a snapshot written since by another process is never mixed in (the index is dropped and
-    # the recall runs again from the new one), and a damaged row drops it for a rebuild from the tables
+    # The row tables carry a CRC-32 per row, and every fetch reads the manifest in the same statement: a row
+    # of a snapshot written since by another process is never mixed in (the index is dropped and the recall
+    # runs again from the new one), and a damaged row drops it for a rebuild from the tables
     # (``_SnapshotGone``). What was fetched is kept in a cache of at most ``RecallIndex.CACHE_BYTES``, so a
-    # process that only reads holds the query's terms, not the store. It replays the change log from the
-    # snapshot's position, so it finds what a rebuild finds (scored with the average length frozen at build
-    # time, as any long-lived process is); a damaged, foreign, too old or other-format snapshot is ignored
-    # and rebuilt. The snapshot is written in one transaction (a kill mid-way keeps the old one) after a
-    # rebuild and, at close, when the log has moved on by a share of the store; a process whose index was
-    # read from the stored snapshot rewrites only the term rows and forward blocks that changed.
+    # process that only reads holds the query's terms, not the store's vocabulary or forward index; what it
+    # holds whole is a column of eight bytes a slot (its document) and recall's current sets, a byte a
+    # revision at most. It replays the change log from the snapshot's position, so it finds what a rebuild
+    # finds (scored with the average length frozen at build time, as any long-lived process is); a damaged,
+    # foreign, too old or other-format snapshot is ignored and rebuilt. The snapshot is written in one
+    # transaction (a kill mid-way keeps the old one) after a rebuild and, at close, when the log has moved on
+    # by a share of the store; a process whose index was read from the stored snapshot rewrites only the
+    # postings rows and forward blocks that changed (and the term dictionary, which it has read whole).
 
-    RECALL_SNAPSHOT_FORMAT = 3
+    RECALL_SNAPSHOT_FORMAT = 4
     RECALL_SNAPSHOT_MIN_DOCS = 2000       # smaller stores rebuild in milliseconds: no snapshot
     RECALL_SNAPSHOT_REFRESH = 0.02        # rewrite at close once this share of the store changed since
 
@@ -7467,20 +7589,20 @@ class SQLiteGraph(GraphBackend):
         kept = isinstance(source, _SnapshotRows)
         if kept and source.manifest != text:             # type: ignore[union-attr]
             return None
-        parts, postings_rows, forward_rows = state.snapshot_parts(kept)
-        for table in ("recall_snapshot (name TEXT PRIMARY KEY, data BLOB NOT NULL)",
-                      "recall_postings (id INTEGER PRIMARY KEY, crc INTEGER NOT NULL, data BLOB NOT NULL)",
-                      "recall_forward (id INTEGER PRIMARY KEY, crc INTEGER NOT NULL, data BLOB NOT NULL)"):
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {table}")
-        if kept:
-            forward_rows = iter(list(forward_rows))      # its last stored block is read before it is replaced
+        parts, rows = state.snapshot_parts(kept)
+        conn.execute("CREATE TABLE IF NOT EXISTS recall_snapshot (name TEXT PRIMARY KEY, data BLOB NOT NULL)")
+        for table in rows:
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY, crc INTEGER NOT NULL, "
+                         "data BLOB NOT NULL)")
+        if kept:      # the term dictionary is rewritten whole (it was read whole to be written)
+            rows["recall_forward"] = iter(list(rows["recall_forward"]))   # its last stored block is read first
+            conn.execute("DELETE FROM recall_terms")
         else:
-            conn.execute("DELETE FROM recall_postings")
-            conn.execute("DELETE FROM recall_forward")
-        conn.executemany("INSERT OR REPLACE INTO recall_postings VALUES (?, ?, ?)",
-                         ((term_id, zlib.crc32(data, term_id), data) for term_id, data in postings_rows))
-        conn.executemany("INSERT OR REPLACE INTO recall_forward VALUES (?, ?, ?)",
-                         ((block, zlib.crc32(data, block), data) for block, data in forward_rows))
+            for table in rows:
+                conn.execute(f"DELETE FROM {table}")
+        for table, table_rows in rows.items():
+            conn.executemany(f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?)",
+                             ((key, zlib.crc32(data, key), data) for key, data in table_rows))
         conn.execute("DELETE FROM recall_snapshot")
         conn.executemany("INSERT INTO recall_snapshot VALUES (?, ?)", parts.items())
         generation = (manifest or {}).get("generation")

@@ -8,6 +8,7 @@ file through SQLite)."""
 
 from __future__ import annotations
 
+import array
 import collections
 import dataclasses
 import json
@@ -287,7 +288,7 @@ def test_a_damaged_snapshot_is_rebuilt_never_served(tmp_path, small_snapshots):
     memory.remember_many(texts)
     expected = {word: recalled(memory, word) for word in WORDS}
     memory.close()
-    for part in ("index.postings", "index.forward_offsets", "doc_item", "state", "index.terms"):
+    for part in ("index.term_blocks", "index.block_ends", "index.slot_doc", "doc_item", "state"):
         with sqlite3.connect(path) as conn:
             data = bytearray(conn.execute("SELECT data FROM recall_snapshot WHERE name = ?", (part,)).fetchone()[0])
             data[len(data) // 2] ^= 0xFF
@@ -306,14 +307,23 @@ def test_a_damaged_snapshot_is_rebuilt_never_served(tmp_path, small_snapshots):
 
 
 def term_id(path: str, word: str) -> int:
+    """A word's term id, read from the stored term dictionary: blocks of terms in alphabetical order, each its
+    terms' three 8-byte header fields, their 4-byte ids, then their names one a line."""
     with sqlite3.connect(path) as conn:
-        names = conn.execute("SELECT data FROM recall_snapshot WHERE name = 'index.terms'").fetchone()[0]
-    names = names.decode().split("\n")            # one term a line, by term id
-    return names.index(km.stem(word))
+        shape = conn.execute("SELECT data FROM recall_snapshot WHERE name = 'index.term_blocks'").fetchone()[0]
+        shape = json.loads(shape)
+        rows = conn.execute("SELECT id, data FROM recall_terms ORDER BY id").fetchall()
+    for block, data in rows:
+        size = min(shape["block"], shape["terms"] - block * shape["block"])
+        names, ids = data[28 * size:].decode().split("\n"), array.array("i", data[24 * size:28 * size])
+        if km.stem(word) in names:
+            return ids[names.index(km.stem(word))]
+    raise KeyError(word)
 
 
 @pytest.mark.parametrize("damage", ["flip a postings byte", "drop a postings row", "flip a forward byte",
-                                    "forward row from elsewhere", "drop the postings table"])
+                                    "forward row from elsewhere", "drop the postings table", "flip a terms byte",
+                                    "drop a terms row"])
 def test_a_damaged_row_read_on_demand_is_rebuilt_never_served(tmp_path, small_snapshots, damage):
     """Postings and forward blocks are fetched when a query needs them, so the damage is found mid-query: that
     query and every later one are answered from a rebuild, and the snapshot is stored again."""
@@ -324,7 +334,8 @@ def test_a_damaged_row_read_on_demand_is_rebuilt_never_served(tmp_path, small_sn
     pairs = [f"{one} {other}" for one in WORDS for other in WORDS if one < other]   # scored from the forward index
     expected = {query: [hit["kref"] for hit in memory.recall(query, limit=5)] for query in WORDS + pairs}
     memory.close()
-    table, key = ("recall_postings", term_id(path, "harbor")) if "postings" in damage else ("recall_forward", 2)
+    table, key = ("recall_postings", term_id(path, "harbor")) if "postings" in damage else \
+        ("recall_terms", 0) if "terms" in damage else ("recall_forward", 2)
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT count(*) FROM recall_forward").fetchone()[0] >= 4   # 32 slots a block
         if damage.startswith("flip"):
@@ -545,12 +556,13 @@ def test_vector_ties_keep_the_newest(tmp_path):
     memory.close()
 
 
-@pytest.mark.parametrize("spaces, bound", [(3, 150), (2_000, 450)])
+@pytest.mark.parametrize("spaces, bound", [(3, 100), (2_000, 420)])
 def test_a_writing_process_holds_a_bounded_share_a_memory(tmp_path, spaces, bound):
     """A fresh process that writes once to a stored snapshot's store and recalls, in one space and over all
-    of them, holds per memory the index's columns and recall's maps as arrays (dicts and lists held several
-    hundred bytes more: 0.6 held about 750 and 780); with a space per ten memories, each space's current set
-    stays a small set (flags up to the store's largest id in each would cost 2,000 x 20,000 bytes)."""
+    of them, holds per memory the index's slot column and recall's maps as arrays (dicts and lists held several
+    hundred bytes more: 0.6 held about 750 and 780, 0.7 about 110 and 340); with a space per ten memories, each
+    space's current set stays a small set (flags up to the store's largest id in each would cost 2,000 x 20,000
+    bytes)."""
     path = stored_snapshot_of_20_000(tmp_path, seed=8, spaces=spaces)
     run = child("""
         import sys, tracemalloc
@@ -571,8 +583,9 @@ def test_a_writing_process_holds_a_bounded_share_a_memory(tmp_path, spaces, boun
 
 
 def test_a_reading_process_holds_a_few_bytes_a_memory_beyond_the_cache(tmp_path):
-    """A fresh process that recalls over a stored snapshot keeps per memory the index's columns and a byte of
-    the current set (a set of ints held about 70 more), measured by tracemalloc in that process."""
+    """A fresh process that recalls over a stored snapshot keeps per memory the index's slot-to-document column
+    and a byte of the current set, measured by tracemalloc in that process (a set of ints held about 70 bytes
+    more; 0.7, which also held each slot's length, shortness and forward offset, about 50 in all)."""
     path = stored_snapshot_of_20_000(tmp_path, seed=7)
     run = child("""
         import sys, tracemalloc
@@ -586,7 +599,7 @@ def test_a_reading_process_holds_a_few_bytes_a_memory_beyond_the_cache(tmp_path)
     """, path)
     assert run.returncode == 0, run.stderr
     held = int(run.stdout.split()[-1])
-    assert held / 20_000 < 60, f"{held / 20_000:.0f} bytes a memory"
+    assert held / 20_000 < 36, f"{held / 20_000:.0f} bytes a memory"
 
 
 def test_the_bounded_cache_drops_the_least_recently_used_and_empties_the_slots_holding_them():
@@ -663,6 +676,39 @@ def test_a_store_written_by_the_0_2_release_is_migrated_once(tmp_path, small_sna
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and json.loads(done.stdout)["indexed"] >= 250, done.stderr
     assert "memories indexed" in done.stderr
+
+
+def test_a_store_written_by_the_0_7_release_is_rebuilt_once_in_this_format(tmp_path, small_snapshots):
+    """0.7 kept each slot's length and shortness in snapshot parts (format 3); this release keeps them in the
+    forward blocks (format 4). A 0.7 store's snapshot is never misread: the first process rebuilds the index,
+    finds what a rebuild from the tables finds, and stores it in this format, which the next process reads."""
+    fixture = os.path.join(ROOT, "tests", "data", "store_0_7_0.db")
+    paths = [str(tmp_path / f"old{n}.db") for n in range(2)]
+    for path in paths:
+        with open(fixture, "rb") as source, open(path, "wb") as target:
+            target.write(source.read())
+    assert manifest(paths[0])["format"] == 3 and manifest(paths[0])["written_by"] == "0.7.0"
+    queries = WORDS + ["lantern dark", "harbor lantern relit", "copper meadow violet"]
+    migrated = km.Memory(path=paths[0])
+    found = {query: recalled(migrated, query) for query in queries}
+    assert migrated.backend._recall.index._source is None          # rebuilt, not read
+    migrated.close()
+    rebuilt = km.Memory(path=paths[1])
+    assert rebuilt.backend.rebuild_recall_index()["indexed"] >= 290
+    assert {query: recalled(rebuilt, query) for query in queries} == found
+    assert len(found["harbor"]) > 50 and any("went dark" in hit["content"] for hit in rebuilt.recall("lantern dark"))
+    rebuilt.close()
+    assert manifest(paths[0])["format"] == km.SQLiteGraph.RECALL_SNAPSHOT_FORMAT == 4
+    run = child("""
+        import json, sys, kumiho_memory as km
+        km.SQLiteGraph.RECALL_SNAPSHOT_MIN_DOCS = 1
+        m = km.Memory(path=sys.argv[1])
+        found = {query: sorted(hit["item_kref"] for hit in m.recall(query, limit=1000)) for query in sys.argv[2:]}
+        print(type(m.backend._recall.index._source).__name__, json.dumps(found))
+    """, paths[0], *queries)
+    assert run.returncode == 0, run.stderr
+    source, text = run.stdout.split(" ", 1)
+    assert source == "_SnapshotRows" and json.loads(text) == {query: sorted(hits) for query, hits in found.items()}
 
 
 def test_small_and_in_memory_stores_keep_no_snapshot(tmp_path):

@@ -50,7 +50,8 @@ def test_a_young_space_is_reindexed_when_its_mean_length_settles():
         state = memory._backend._recall
         space_id = state.space_ids[(memory.project, "notes")]
         assert state.space_short[space_id] == 0.0
-        assert set(state.index.slot_short[state.index.doc_slot[doc]] for doc in state.live_by_space[space_id]) == {0.0}
+        index = state.index
+        assert {index.slot_stats(index.doc_slot[doc])[1] for doc in state.live_by_space[space_id]} == {0.0}
 
 
 # -- time words ----------------------------------------------------------------------------------------------
