@@ -466,6 +466,8 @@ def child_ours_reopened(size: int, seed: int, query_count: int, path: str) -> di
     figures = {"open_ms": round(open_ms, 3), "rss_before_open_mb": rss_before}
     figures.update(measure_queries(search, query_list, force_cap=False))
     figures["top10_krefs"] = figures.pop("top10")
+    source = memory.backend._recall.index._source        # what of peak_rss_mb is the cache of fetched rows
+    figures["cache_mb"] = round(source.cache.size / 1048576.0, 1) if source is not None else None
     memory.close()
     return figures
 
