@@ -281,6 +281,72 @@ def test_random_changes_across_two_processes_and_reopens_match_brute_force(tmp_p
     assert json.loads(run.stdout) == {word: sorted(brute_force(truth, word)) for word in WORDS}, run.stderr
 
 
+def made_up_words(count: int, seed: int) -> list[str]:
+    """Distinct three-syllable words whose stems are distinct too (so each is its own index term)."""
+    rng, words, stems = random.Random(seed), [], set()
+    while len(words) < count:
+        word = "".join(rng.choice("bdfgkmnprtvz") + rng.choice("aiou") for _ in range(3))
+        if km.stem(word) not in stems:
+            stems.add(km.stem(word))
+            words.append(word)
+    return words
+
+
+def test_a_vocabulary_of_many_dictionary_rows_is_looked_up_exactly_across_processes(tmp_path, small_snapshots):
+    """1,500 words fill a dozen rows of the stored term dictionary: a fresh process finds every word, the first
+    and last of each row included, and none that is not there; another process adds words and forgets
+    memories, and the dictionary it stores whole again is read exactly by the next."""
+    path = str(tmp_path / "m.db")
+    vocabulary, rng = made_up_words(1_600, seed=5), random.Random(6)
+    old, new = vocabulary[:1_500], vocabulary[1_500:]
+    memory = km.Memory(path=path)
+    texts = [" ".join(rng.sample(old, 5)) for _ in range(800)] + [" ".join(old[start:start + 5])
+                                                                   for start in range(0, 1_500, 5)]
+    krefs = memory.remember_many(texts)
+    truth = {str(km.Kref.parse(kref).item_kref()): {"text": text, "live": True} for kref, text in zip(krefs, texts)}
+    memory.recall(old[0])                    # builds the index and stores it
+    memory.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM recall_terms").fetchone()[0] >= 12
+    ordered = sorted(old)
+    probes = sorted(set(ordered[::7]) | set(ordered[127::128]) | set(ordered[::128]) | set(ordered[-3:]))
+    code = """
+        import json, sys, kumiho_memory as km
+        km.SQLiteGraph.RECALL_SNAPSHOT_MIN_DOCS = 1
+        m = km.Memory(path=sys.argv[1])
+        found = {word: sorted(hit["item_kref"] for hit in m.recall(word, limit=1000)) for word in sys.argv[2:]}
+        print(type(m.backend._recall.index._source).__name__, json.dumps(found))
+    """
+    absent = ["aaaa", "zzzzzz", ordered[0][:-1], ordered[-1] + "x"]
+    run = child(code, path, *probes, *absent)
+    assert run.returncode == 0, run.stderr
+    source, text = run.stdout.split(" ", 1)
+    assert source == "_SnapshotRows"
+    assert json.loads(text) == {word: sorted(brute_force(truth, word)) for word in probes + absent}
+    writer = child("""
+        import json, sys, kumiho_memory as km
+        km.SQLiteGraph.RECALL_SNAPSHOT_MIN_DOCS, km.SQLiteGraph.RECALL_SNAPSHOT_REFRESH = 1, 0.0
+        m = km.Memory(path=sys.argv[1])
+        m.recall(sys.argv[2])
+        added = m.remember_many([" ".join(sys.argv[2 + n:7 + n]) for n in range(0, 100, 5)])
+        for kref in json.loads(sys.argv[-1]):
+            m.forget(kref)
+        print(json.dumps(added), m.backend.save_recall_snapshot(wait=True))
+    """, path, *new, json.dumps([str(km.Kref.parse(kref).item_kref()) for kref in krefs[:40]]))
+    assert writer.returncode == 0, writer.stderr
+    added, stored = writer.stdout.rsplit(" ", 1)
+    assert stored.strip() == "True"
+    for kref in krefs[:40]:
+        truth[str(km.Kref.parse(kref).item_kref())]["live"] = False
+    for n, kref in enumerate(json.loads(added)):
+        truth[str(km.Kref.parse(kref).item_kref())] = {"text": " ".join(new[5 * n:5 * n + 5]), "live": True}
+    everything = probes + new[::3] + absent
+    run = child(code, path, *everything)
+    source, text = run.stdout.split(" ", 1)
+    assert source == "_SnapshotRows", run.stderr
+    assert json.loads(text) == {word: sorted(brute_force(truth, word)) for word in everything}
+
+
 def test_a_damaged_snapshot_is_rebuilt_never_served(tmp_path, small_snapshots):
     path = str(tmp_path / "m.db")
     memory = km.Memory(path=path)
