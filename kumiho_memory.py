@@ -10229,6 +10229,7 @@ KIN_ALIASES = {"grandma": "grandmother", "granny": "grandmother", "nana": "grand
 KIN_MODIFIERS = frozenset("best close old older elder eldest oldest younger youngest little big baby twin step "
                           "half ex late former future other".split())
 _SAME_RELATIVE = frozenset({"new", "current", "present"})
+_CHILD_ORDER = frozenset({"youngest", "eldest", "oldest"})    # "my eldest" is a child of the speaker
 
 
 # -- first person: "I", "my", "we" name the speaker ---------------------------------------------------------
@@ -10269,6 +10270,18 @@ _ELIDED_I = _lazy_regex(
     r"wiped|installed|migrated|ported|registered|chopped|smashed|packed|handed|swapped|sold|bumped)"
     r"(?=\s+[a-z0-9])",
     re.IGNORECASE)
+# ... and one that opens with what the speaker is doing has left out its "I'm" ("doing an OU degree", "living in
+# Leeds now"); not when the doing is itself the subject ("running is my sport").
+_ELIDED_AM = _lazy_regex(
+    r"^(\s*)(?:(?:still|currently|now|also|just)\s+)?(?:doing|working|living|learning|studying|training|using|"
+    r"taking|renting|driving|seeing|dating|volunteering|teaching|coaching|commuting|cycling|walking|saving|"
+    r"eating|drinking|playing|reading|watching|staying|sharing|temping|freelancing|interning)"
+    r"(?=\s+(?!is\b|was\b|are\b|'s\b|has\b)[\w£$€])", re.IGNORECASE)
+# A noun phrase that opens a message by acting on the speaker ("the reorg *moved me*", "work *put us* on"): the
+# message is the speaker's.
+_ACTS_ON_SPEAKER = _lazy_regex(r"^\W*(?:the|a|an|this|that|our|my|work|company)\s+(?:[\w'-]+\s+){0,3}?"
+                               r"(?:[a-z]+ed|put|got|gave|made|let|sent|took|told|switched|swapped)\s+(?:me|us)\b",
+                               re.IGNORECASE)
 # Someone else in the speaker's words ("Bob told me *he* moved", "Priya *said*"): then a name that opens the
 # statement is still who it is about.
 _OTHER_PERSON = _lazy_regex(r"(?i)(?<![\w'’-])(?:he|she|him|his|her|hers|they|them|their|theirs|told|tells|"
@@ -10351,14 +10364,16 @@ def _first_person_cached(text: str, speaker: str, user: bool, typed: bool = Fals
         # "sophie's new boyfriend works at Monzo": a name typed in lower case, by its possessive of a relative
         text = f"{text[:owner.start(2)]}{owner.group(2).capitalize()}{text[owner.end(2):]}"
     elided = _ELIDED_I.match(text) if user else None
+    doing = _ELIDED_AM.match(text) if user and elided is None else None
     kin = user and _KIN_NAME.search(text) is not None
-    if not _FIRST_PERSON.search(text) and not kin and elided is None:
+    if not _FIRST_PERSON.search(text) and not kin and elided is None and doing is None:
         return text
     name = _written_name(speaker) or SPACE_USER
     written = text
-    if elided is not None:
-        start = elided.end(1)
-        written = f"{written[:start]}I {written[start].casefold()}{written[start + 1:]}"
+    if elided is not None or doing is not None:
+        start = (elided or doing).end(1)
+        pronoun = "I" if doing is None else "I am"
+        written = f"{written[:start]}{pronoun} {written[start].casefold()}{written[start + 1:]}"
     if kin:
         written = _KIN_NAME.sub(lambda match: f"my {match.group(1).casefold()}", written)
     singular = _SINGULAR_FIRST_PERSON.search(written) is not None
@@ -10366,7 +10381,8 @@ def _first_person_cached(text: str, speaker: str, user: bool, typed: bool = Fals
     if user and singular and not _OTHER_PERSON.search(text):
         # a first-person statement is the speaker's, whatever name opens it ("Northwind let me go")
         subject, own = statement_subject(written), tokenize(name)
-        if subject is not None and own and subject.split()[0] != own[0]:
+        if own and (subject.split()[0] != own[0] if subject is not None else _ACTS_ON_SPEAKER.match(text)):
+            # "the reorg moved me into the fraud squad": about the speaker, though a noun phrase opens it
             written = f"As for {name}, {written}"
     return written
 
@@ -10473,10 +10489,12 @@ def _relative_after(rest: str) -> list[str]:
     found = re.match(r"\s+((?:[A-Za-z]+[ -]){0,2}[A-Za-zéÉ]+)", rest)
     if not found:
         return []
-    words = re.split(r"[ -]", found.group(1).casefold())
+    written = re.split(r"[ -]", found.group(1).casefold())
+    # "'s neighbours", "'s cousins": the relatives, by their singular
+    words = [word[:-1] if word.endswith("s") and word[:-1] in RELATIVE_NOUNS else word for word in written]
     for index, word in enumerate(words):
         if word in RELATIVE_NOUNS and all(before in KIN_MODIFIERS | _SAME_RELATIVE for before in words[:index]):
-            tail = rest[found.start(1) + len(" ".join(words[:index + 1])):]
+            tail = rest[found.start(1) + len(" ".join(written[:index + 1])):]
             if word in IDENTITY_RELATIVES and set(words[:index]) <= _SAME_RELATIVE and _RELATIVE_IDENTITY.match(tail):
                 return []
             # a relative's relative ("'s girlfriend's *dad*") is a person of their own
@@ -10485,7 +10503,19 @@ def _relative_after(rest: str) -> list[str]:
                 [KIN_ALIASES.get(word, word)] + further
         if word not in KIN_MODIFIERS and word not in _SAME_RELATIVE:
             break
+    if words[0] in _CHILD_ORDER and (len(words) == 1 or words[1] not in RELATIVE_NOUNS):
+        return [words[0]]                                 # "'s youngest, Noor": the youngest child
     return []
+
+
+def speaker_subject(subject: str | None) -> str | None:
+    """A subject as a user's chat compares it: the speaker's group folded into the speaker ("Ann-group's
+    flat" and "Ann's flat" -> ``"ann"``, "our daughter" and "my daughter" -> ``"ann daughter"``), since a
+    user says "we" of the household whose home, pets and providers are the user's own."""
+    if subject is None:
+        return None
+    words = subject.split()
+    return " ".join(words[:1] + words[2:]) if len(words) > 1 and words[1] == "group" else subject
 
 
 def _claim_terms(text: str) -> list[str]:
@@ -10526,8 +10556,10 @@ _NEGATED_AFTER = _lazy_regex(r"\b(?:never|not|no longer|no more|isn't|wasn't|are
 _NEGATED_BEFORE = _lazy_regex(r"([\w'-]+)(?:'s|\s+(?:is|was|are|were))\s+(?:fine|ok|okay|gone|over|history|not)\b|"
                               r"([\w'-]+)\s+(?:passed away|died|ran away|flew off|was stolen|got stolen)\b")
 _ADDITIVE = _lazy_regex(r"\b(?:also|too|as well|another|in addition|besides|both|not just|not only)\b")
-_DURATION_SPAN = _lazy_regex(r"(?i)\b(?:an?|\d+(?:\.\d+)?|one|two|three|four|five|six|ten|few|couple of)\s*"
-                             r"(?:hours?|hrs?|minutes?|mins?|seconds?|secs?|days?|nights?|weeks?|months?|years?)\b")
+_DURATION = (r"\b(?:an?|\d+(?:\.\d+)?|one|two|three|four|five|six|ten|few|couple of)\s*"
+             r"(?:hours?|hrs?|minutes?|mins?|seconds?|secs?|days?|nights?|weeks?|months?|years?)\b")
+_DURATION_SPAN = _lazy_regex("(?i)" + _DURATION)
+_LEADING_DURATION = _lazy_regex(r"^\s*" + _DURATION + r"(?:\s+(?:now|in))?")     # "6 months smoke free"
 # What a speaker needs, wants or means to do is not what holds: "need to update my laptop", "I should switch to
 # linux", "thinking of moving to york" revise nothing ("had to sell the civic" did happen).
 _INTENT = _lazy_regex(r"\b(?:need|needs|have|has|got|want|wants|ought|plan|plans|planning|hoping|hope|hopes|"
@@ -10556,6 +10588,14 @@ def negated_values(text: str) -> frozenset[str]:
 # candidates, none, or no word of change -> a new belief.
 
 ECHO_MAX_STATEMENTS = 2
+# The speaker's family: "mum rang me, she's moving" is still mum's news (a doctor, a company, a landlord that acts
+# on the speaker tell of the speaker).
+_FAMILY = frozenset("""
+sister brother mother father mom dad parent parents wife husband partner spouse son daughter child children kid
+kids baby boyfriend girlfriend fiance fiancee cousin aunt uncle niece nephew grandmother grandfather grandma
+grandpa mum mam mommy mummy daddy granny nana grandad granddad grandson granddaughter stepmother stepfather
+stepson stepdaughter twins
+""".split())
 _CHANGE_SIGNAL = _lazy_regex(
     r"\b(?:no longer|not anymore|any ?more|no more|not any more|switch\w*|chang\w*|instead|rather than|sold|"
     r"replac\w*|swapped|traded|gave up|given up|quit|left|gone|went back|used to|dropped|ditched|stopped|moved|"
@@ -10564,7 +10604,7 @@ _CHANGE_SIGNAL = _lazy_regex(
     r"last day|ported|migrated|deferred|got rid of|put .{0,30}\baway|emigrated|fell out|gone off|cut out|bumped|"
     r"turned|never|isn't|wasn't|behind me|finished with|done with|promoted|upgraded|downgraded|started|starting|"
     r"picked up|has become|became|signed off|healed|pushed|postponed|resched\w*|let (?:\w+ ){1,3}go|laid off|"
-    r"fired|upgraded|downgraded)\b")
+    r"fired|upgraded|downgraded|(?:smoke|alcohol|booze|sugar|caffeine|meat|dairy|gluten)[- ]free)\b")
 # "my sister jess lives in toronto": the word after a relative, before a verb, is the relative's name
 _RELATIVE_CALLED = _lazy_regex(r"\b(?:" + "|".join(sorted(RELATIVE_NOUNS)) +
                                r"),?\s+([a-z]+),?\s+(?:is|'s|does|goes|lives|works|has|plays|studies|was)\b")
@@ -10608,6 +10648,8 @@ def chat_owner(text: str) -> str:
         return "name:" + words[0].split("'")[0]         # "Ava's moving to a four day week"
     found = _OWNER_RELATIVE.match(opening)
     noun = found.group(1) if found else (words[0].split("'")[0] if words else "")     # "dad's swapped"
+    if not found and noun not in _FAMILY and re.search(r"\b(?:me|us|my|our|i|i'm|i've)\b", " ".join(words[1:])):
+        return "self"                         # "company moved us onto teams", "doctor swapped me": the speaker's
     if noun in RELATIVE_NOUNS or noun in KIN_ALIASES or (found and noun in KIN_MODIFIERS):
         if noun in IDENTITY_RELATIVES and re.match(r"(?:my|our)\s+" + noun + r"(?:'s name)?\s+(?:is|'s)\b",
                                                    opening):
@@ -10760,7 +10802,9 @@ BELIEF_RELATIONS: dict[str, str] = {
                 r"started at|career at|position at|"
                 r"(?:" + _JOB_NOUNS + r")s? (?:at|with))\b",
     # how one gets to work; "my commute" (how long it takes) is an attribute of its own
-    "commute": r"\b(?:to|from|into) (?:work|the office)\b",
+    # "cycling in every day": how one comes in, said without where to
+    "commute": r"\b(?:(?:to|from|into) (?:work|the office)|(?:cycl(?:e|es|ed|ing)|walk(?:s|ed|ing)?|bik(?:e|es|ed|ing)|"
+               r"driv(?:e|es|ing)|commut(?:e|es|ed|ing)) in\b(?! (?:the|a|an|my|our|his|her|their|[\w-]+'s)\b))",
     # "car insurance", "the car park" are other things than the car
     # "drive *to the office*" says how one travels, not what one drives
     "vehicle": r"\b(?:(?:drives?|drove|driving)(?! (?:to|into|in|home|back|around|up|down|over)\b)|"
@@ -10775,14 +10819,19 @@ BELIEF_RELATIONS: dict[str, str] = {
            r"\d+(?:st|nd|rd|th) birthday|(?:had|celebrated) (?:[\w'-]+ )?\d+(?:st|nd|rd|th)\b|(?:he|she)(?:'s|"
            r" is) \d+)\b",
     "school": r"\b(?:studies at|student at|enrolled|attends|graduated from|degree in|(?:an?|my|the) [\w-]+ degree|"
-              r"pathway|nursery)\b",
+              r"pathway)\b",
+    # a child's nursery or childminder is where the child is looked after, another fact than what one studies
+    "childcare": r"\b(?:nursery|childminder|creche|crèche|daycare|day care|preschool|pre-school)\b",
     "phone": r"\b(?:phone|mobile|cell) (?:number|no)\b",
     "email": r"\be-?mail(?: address)?\b",
     # what people correct about themselves (issue 16): role, devices, tools, diet, schedule, plans
-    "role": r"\b(?:role|(?:job|work) title|title at work|promoted|works? as an?|working as an?|position as|"
+    "role": r"\b(?:role|(?:job|work) title|title at work|promoted|promotion|(?:new )?title (?:on|in) [\w'-]+ contract|"
+            r"works? as an?|working as an?|position as|"
             r"(?:as|is|am|'m|'s) (?:an?|the) (?:[\w-]+ ){0,2}(?:" + _JOB_NOUNS + r")s?|"
             r"retirement|(?<!\ba )(?<!\ban )retired(?! (?:greyhound|racehorse|people|folk|couple|teacher|"
             r"nurse)s?\b))\b",
+    # the team one works in: "on the payments team", "moved into the fraud squad"
+    "work team": r"\b(?:on|in|into|onto|joined|to) the (?:[\w-]+ ){1,2}(?:team|squad|department|dept|unit|division)\b",
     # "Ann's boss is Priya" (a relative's identity, see ``_relative_after``) and "Ann reports to Marco"
     "manager": r"\b(?:reports? to|reporting to|supervisor|line manager|(?:boss|manager)(?:'s name)? is)\b",
     "pet": r"\b(?:pet|hamster|parrot|rabbit|bunny|guinea pig|goldfish|turtle|tortoise)\b",
@@ -10798,10 +10847,12 @@ BELIEF_RELATIONS: dict[str, str] = {
     "insurance": r"\b(?:insur(?:ance|ed|er)|insured with)\b",
     "energy": r"\b(?:energy (?:supplier|provider|company|tariff)|gas and electric\w*|electricity (?:supplier|"
               r"provider))\b",
-    "mobile network": r"\b(?:mobile (?:contract|network|provider)|sim[- ]only|ported (?:my|our) number|"
+    "mobile network": r"\b(?:mobile (?:contract|network|provider)|sim[- ]only|ported (?:[\w'-]+ )?number|"
+                      r"(?:sim|network) (?:card|deal|provider)|"
                       r"phone contract)\b",
     "music service": r"\b(?:spotify|apple music|tidal|deezer|youtube music|playlists)\b",
-    "doctor": r"\b(?:(?:my|our) (?:gp|doctor)|(?:gp|doctor|surgery) is|registered (?:with|at) (?:a |an |the )?(?:new )?"
+    "doctor": r"\b(?:(?:my|our|[\w-]+'s) (?:gp|doctor)|(?:gp|doctor|surgery) is|"
+              r"registered (?:with|at) (?:a |an |the )?(?:new )?"
               r"(?:gp|doctor|surgery))\b",
     "dentist": r"\b(?:dentist(?!'s)(?! (?:appointment|visit|trip|check)s?\b)|dental (?:practice|surgery|care))\b",
     # renting or owning, and what kind of home: another fact than where it is
@@ -10814,7 +10865,8 @@ BELIEF_RELATIONS: dict[str, str] = {
     # how one looks, drinks and worships
     "hair": r"\b(?:(?:long|short|curly|straight|wavy|blonde|brown|red|grey|gray|dyed|dark) hair|haircut|pixie cut|"
             r"buzz cut|bob cut|chopped it all off|fringe)\b",
-    "eyesight": r"\b(?:(?:wear|wears|wearing|need|my|no more) (?:glasses|contacts)|contact lenses|laser eye)\b",
+    "eyesight": r"\b(?:(?:wear|wears|wearing|need|my|[\w-]+'s|no more) (?:glasses|contacts)|contact lenses|"
+                r"laser eye)\b",
     "coffee": r"\b(?:(?:drink|drinks|drinking|off|quit|gave up|no) coffee|coffee (?:drinker|person|a day)|flat whites?|"
               r"lattes?|cappuccinos?|americanos?|matcha)\b",
     "faith": r"\b(?:go(?:es|ing)? to (?:[\w'-]+ ){0,3}(?:church|mosque|synagogue|temple|gurdwara)|churchgoer|"
@@ -10829,10 +10881,14 @@ BELIEF_RELATIONS: dict[str, str] = {
     "trip": r"\b(?:trip|vacation|holiday|honeymoon|flying to|fly to|flight to|heading to)\b",
     "health": r"\b(?:diagnosed|injur\w*|sprain\w*|torn|tore|broke my|recovering from|surgery|healed|crutches|"
               r"physio)\b",
-    "medication": r"\b(?:medication|medicine|prescri\w*|\d+ ?mg|dosage|(?:pressure|pain) tablets?)\b",
+    "medication": r"\b(?:medication|medicine|prescri\w*|\d+ ?mg|dosage|dose|meds|side[- ]effects|antidepressants?|"
+                  r"inhaler|(?:pressure|pain) tablets?)\b",
     "exercise": r"\b(?:gym|workouts?|work(?:ing)? out|training sessions?)\b",
     "bank": r"\b(?:bank(?:s|ed|ing)? (?:with|at)|current account|checking account|bank account)\b",
-    "internet": r"\b(?:broadband|internet provider|isp|wi-?fi provider)\b",
+    # "fibre got installed, 900 meg": the line and its speed say who provides it
+    "internet": r"\b(?:broadband|internet provider|isp|wi-?fi provider|full fib(?:re|er)|"
+                r"fib(?:re|er) (?:broadband|optic|internet|line|connection|(?:\w+ )?(?:got )?installed)|"
+                r"\d+ ?(?:meg|mbps)(?! (?:ram|memory|storage)))\b",
     "team": r"\b(?:root(?:s|ed)? for|support(?:s|ed)? the|fan of the)\b",
     # the body, habits and money people track about themselves
     "weight": r"\b(?:weigh(?:s|ed|ing)?|(?:down|up) to \d+ ?(?:kg|kgs|lbs?|stone)|body weight|"
@@ -10865,14 +10921,63 @@ _THING_MOVED = _lazy_regex(r"'s\s+([a-z][\w-]*)\s+(?:[a-z][\w-]*\s+){0,2}(?:(?:g
 # A relation word written in title case after another capitalised word names a title ("Past Lives", "Home
 # Alone", "Big Little Lies"), not what it says.
 _TITLED = _lazy_regex(r"([a-z,] [A-Z][a-z]{1,20} )(?:Lives|Living|Home|House)\b")
+# Relations that are a detail of another named beside them ("a developer *on the payments squad*" states a role).
+_DETAIL_RELATIONS = frozenset({"work team"})
+# Someone else's retirement ("dr patel retired", "she retired") says nothing of the speaker's role.
+_OTHERS_RETIREMENT = _lazy_regex(r"\b(?:(?:dr|mr|mrs|ms|miss|prof|professor)\.? [a-z][\w'-]*|he|she|they) "
+                                 r"(?:has |had |just |finally )*retired\b")
 # A thing that "lives" somewhere is kept there ("the dell lives in a drawer now"), not a person's home.
 _THING_LIVES = _lazy_regex(r"\b((?:the|this|that)\s+(?:old\s+)?(?!family\b|kids\b|boys\b|girls\b)"
                            r"[a-z][\w-]*)\s+(?:lives|living)\b")
 # A person or a relative that "is 89" is that old ("Ann is 34", "Ann's daughter Elsie is 6"; not "Ann's cat is
 # 12", which is the cat's age, and not a relation of Ann's).
 _BARE_AGE = _lazy_regex(r"(?:^[a-z][\w-]*|(?P<owned>'s (?:[a-z]+ ){0,2}[a-z]+)) (?:is|am|are) \d{1,3}\s*[.!]?\s*$")
+
+
+def _earlier_ages(text: str) -> str:
+    """The ages a statement of age may correct, as words to find them by: the two before each age it names
+    ("had my *30th*" -> ``"29 28"``, "turned 8" -> ``"7 6"``)."""
+    ages = [int(found) for found in re.findall(r"\b(\d{1,3})(?:st|nd|rd|th)?\b", text) if 0 < int(found) <= 120]
+    return " ".join(str(age - back) for age in ages[:3] for back in (1, 2) if age - back > 0)
+
+
 _RELATION_WORDS = _lazy_regex("|".join(f"(?:{pattern})" for pattern in BELIEF_RELATIONS.values())
                              + r"|\bfavou?rite\s+[a-z]+|\bcolou?r\b")
+
+
+# A move "to" something names a home only when the something reads as a place: a name ("moved to Munich"), one
+# word and then the sentence goes on ("moved to leeds last month"), or a kind of place ("moved to the coast").
+# "moved to 1password", "moved to hoka cliftons", "moved to thursdays" move a tool, shoes, a day.
+_BARE_MOVE = _lazy_regex(r"(?i)\b(?:moved|moves|moving)\s+(?:(?:back|over|all|across|out)\s+)?(?:to|onto|into)\s+"
+                         r"(?P<to>[\w'’-]+)(?P<rest>(?:\s+[\w'’-]+)?)")
+PLACE_NOUNS = frozenset("""
+city town village coast countryside country suburbs suburb seaside area island capital states uk us usa
+flat house home place apartment cottage bungalow street road estate neighbourhood neighborhood north south
+east west abroad
+""".split())
+_AFTER_PLACE = frozenset("""
+last this in with for after because so and from when about recently back now over at near since just
+""".split())
+
+
+def _move_names_place(text: str) -> bool:
+    """Whether each bare move in ``text`` ("moved to X") goes to a place (see above); True with none."""
+    for move in _BARE_MOVE.finditer(text):
+        to, rest = move.group("to"), move.group("rest").strip().casefold()
+        low = to.casefold()
+        if low in _DETERMINERS or low in {"my", "our"}:
+            if rest not in PLACE_NOUNS and not any(noun in PLACE_NOUNS for noun in
+                                                   text[move.end("rest"):].casefold().split()[:2]):
+                return False
+            continue
+        if to[:1].isupper() and low not in TIME_NAMES:
+            continue
+        if low in TIME_NAMES or low in TIME_WORDS or low in STOPWORDS or not low[:1].isalpha() or \
+                re.search(r"(?:day|night)s$", low):
+            return False
+        if rest and rest not in _AFTER_PLACE and low not in PLACE_NOUNS:
+            return False
+    return True
 
 
 @_short_text_cache
@@ -10894,6 +10999,17 @@ def belief_relations(text: str) -> frozenset[str]:
         lowered = lowered[:moved.start(2)] + "shifted" + lowered[moved.end(2):]
     found = {name for name, pattern in _COMPILED_RELATIONS.items() if pattern.search(lowered)} | \
         ({"age"} if aged else set())
+    if "residence" in found and _BARE_MOVE.search(lowered) and \
+            not _COMPILED_RELATIONS["residence"].search(re.sub(r"\bmov(?:ed|es|ing)\b", "shifted", lowered)):
+        # a home only by a move "to" something: not when the statement names another relation ("moved to
+        # 1password" is the password manager), nor when the something is no place
+        if len(found) > 1 or not _move_names_place(text):
+            found.discard("residence")
+    if len(found) > 1:
+        found -= _DETAIL_RELATIONS                      # "works at Vantara on the data team": the employer
+    if "role" in found and _OTHERS_RETIREMENT.search(lowered) and \
+            not _COMPILED_RELATIONS["role"].search(_OTHERS_RETIREMENT.sub(" ", lowered)):
+        found.discard("role")                           # "dr patel retired": the doctor's, not the speaker's
     for noun in _FAVORITE.findall(lowered):
         found.add("favorite:" + FAVORITE_NOUNS.get(noun, noun))
     owned = re.search(r"'s\s+([a-z][a-z-]{2,})", lowered)
@@ -10906,6 +11022,21 @@ def belief_relations(text: str) -> frozenset[str]:
         kind = FAVORITE_NOUNS.get(stated, stated)
         found.add(f"favorite:{kind}" if kind in FAVORITE_NOUNS.values() else f"attribute:{stated}")
     return frozenset(found)
+
+
+# Words for a partner: "my partner drives a kia" is about the partner, so "partner" names no relation there.
+_PARTNER_WORDS = frozenset("partner wife husband spouse girlfriend boyfriend fiance fiancee".split())
+
+
+def subject_relations(text: str) -> frozenset[str]:
+    """``belief_relations`` of a statement about its own subject: without ``partner`` when the subject is the
+    partner ("Ann's wife drives a Kia", "Ann's partner eats meat" state the car and the diet of one person)."""
+    found = belief_relations(text)
+    if "partner" in found:
+        subject = (statement_subject(text) or "").split()[1:]
+        if {term for word in _PARTNER_WORDS for term in tokenize(word)} & set(subject):
+            return found - {"partner"}
+    return found
 
 
 # -- query-time expansion: a question in other words than the memory ------------------------------------------
@@ -11070,6 +11201,11 @@ class BeliefMatch:
     also_supersedes: tuple[str, ...] = ()
 
 
+def _week_days(lowered: str) -> frozenset[str]:
+    """The days of the week a (casefolded) text names, singular ("on thursdays" -> ``{"thursday"}``)."""
+    return frozenset(re.findall(r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b", lowered))
+
+
 def _value_words(text: str) -> list[str]:
     """Words of a statement that are neither its subject, relation words, stopwords nor time words: where its
     value lives ("Nina prefers *teal* these days")."""
@@ -11115,6 +11251,12 @@ class RelationMatcher:
         self._kind_votes: dict[str, int] = {}
         self._statements: dict[str, list[str]] = {}
         self._profiles: dict[str, dict[str, float]] = {}
+
+    def subject(self, text: str) -> str | None:
+        """Who a statement is about (``statement_subject``); in chat, the speaker's group is the speaker
+        (``speaker_subject``)."""
+        subject = statement_subject(text)
+        return speaker_subject(subject) if self.chat else subject
 
     def statements_with(self, word: str) -> list[str]:
         """The store's statements that hold ``word`` (as a word, not a stem)."""
@@ -11162,7 +11304,7 @@ class RelationMatcher:
         """Named relations, else the one relation its value words carry elsewhere in the store (not for a
         statement about a possessed attribute: "Ann's *office* is in Leeds" is no statement of residence; nor
         for one that tells of an event: "Ann visited Paris")."""
-        named = belief_relations(text)
+        named = subject_relations(text)
         if named or possessed_attribute(text) or _EVENT.search(text.casefold()):
             return named                                  # "visited *Paris*" tells of a trip, not of a home
         return self.inferred(text)
@@ -11227,14 +11369,14 @@ class RelationMatcher:
         """The relations of a belief given its statements, oldest first: every relation one of them names
         (a belief keeps its relation whatever words its latest statement uses), else the current one's
         inferred relation."""
-        named = frozenset().union(*(belief_relations(text) for text in history))
+        named = frozenset().union(*(subject_relations(text) for text in history))
         return named or self.inferred(history[-1])
 
     def corrected(self, statement: str, beliefs: Sequence[str | Sequence[str]]) -> int | None:
         """Index of the one belief in ``beliefs`` (current statements about the same subject, or each
         belief's statements oldest first) that ``statement`` revises at the relation level, or None when
         none or several do."""
-        subject = statement_subject(statement)
+        subject, written = self.subject(statement), statement_subject(statement)
         if subject is None or self.chat and _INTENT.search(statement.casefold()):
             return None
         mine = self.relations(statement)
@@ -11242,17 +11384,20 @@ class RelationMatcher:
         new_terms = set(_claim_terms(statement))
         matches: list[int] = []
         unknown: list[tuple[int, str]] = []
+        loose: list[tuple[int, str]] = []                 # as ``unknown``, whatever possessed noun they name
         kinds: dict[int, frozenset[str]] = {}
         negated, denied = negated_values(statement), []
         for index, belief in enumerate(beliefs):
             history = [belief] if isinstance(belief, str) else list(belief)
-            if not history or statement_subject(history[-1]) != subject or \
-                    statement_subject(history[0]) not in (subject, None):
+            if not history or self.subject(history[-1]) != subject or \
+                    self.subject(history[0]) not in (subject, None):
                 continue                                  # whose belief it is, its first statement says
             if statement_identifiers(history[-1]) != statement_identifiers(statement):
                 continue                                  # another identifier: another thing
             if negated & set(_value_words(history[-1])) and not _ADDITIVE.search(statement.casefold()):
                 denied.append(index)                      # "it was never *penicillin*", "*shellfish* is fine"
+            if statement_subject(history[-1]) != written:
+                continue                                  # "we" for "I": one subject only when the old value is named
             if MULTI_VALUED_PREDICATES & new_terms & set(_claim_terms(history[-1])):
                 continue                                  # another value of a many-valued relation
             theirs = self.belief_relations(history)
@@ -11260,14 +11405,21 @@ class RelationMatcher:
                 if self.chat and not self.gives_new_value(statement, history[-1], min(mine & theirs)):
                     continue                              # "our broadband went down for 3 hours": no new value
                 matches.append(index)
-            elif not (mine and theirs) and possessed_attribute(history[-1]) == attribute:
-                # a known relation never meets another known one, nor "Ann's office" "Ann's home"
-                unknown.append((index, history[-1]))
-                kinds[index] = theirs
+            elif not (mine and theirs):
+                loose.append((index, history[-1]))
+                if possessed_attribute(history[-1]) == attribute:
+                    # a known relation never meets another known one, nor "Ann's office" "Ann's home"
+                    unknown.append((index, history[-1]))
+                    kinds[index] = theirs
+        if len(matches) > 1:                              # "laser eye surgery, no more glasses": health or eyesight
+            matches = self._narrowed(statement, matches, beliefs, denied)
         if matches:
             return matches[0] if len(matches) == 1 else None
         if len(denied) == 1:                              # the old value said to be wrong or gone: its belief
             return denied[0]
+        rescheduled = self._rescheduled(statement, loose)
+        if rescheduled is not None:                       # "the cleaner moved us to thursdays"
+            return rescheduled
         # A side that names no relation has the relation its value has elsewhere in the store ("into *judo*"
         # corrects "favorite sport is rugby": judo is someone's favorite sport).
         if not mine and _EVENT.search(statement.casefold()):
@@ -11324,7 +11476,7 @@ class RelationMatcher:
         statement's subject that name (in words, not by inference) the single-valued relation the statement
         names, as an earlier correction that was missed leaves behind. Empty when fewer than two."""
         subject = statement_subject(statement)
-        named = frozenset(relation for relation in belief_relations(statement) if _single_valued(relation))
+        named = frozenset(relation for relation in subject_relations(statement) if _single_valued(relation))
         if subject is None or not named:
             return []
         new_terms = set(_claim_terms(statement))
@@ -11334,7 +11486,7 @@ class RelationMatcher:
             if not history or statement_subject(history[-1]) != subject or \
                     MULTI_VALUED_PREDICATES & new_terms & set(_claim_terms(history[-1])):
                 continue
-            if named & frozenset().union(*(belief_relations(text) for text in history)):
+            if named & frozenset().union(*(subject_relations(text) for text in history)):
                 found.append(index)
         return found if len(found) >= 2 else []
 
@@ -11366,6 +11518,37 @@ class RelationMatcher:
                 continue
             scored.append((-self.kinship(statement, history[-1]), index))
         return [index for _, index in sorted(scored)]
+
+
+    @staticmethod
+    def _rescheduled(statement: str, unknown: Sequence[tuple[int, str]]) -> int | None:
+        """The one belief (of ``unknown``: index, current statement) that ``statement`` moves to another day
+        of the week: the statement names a day and a word of change, the belief another day and a word of
+        the statement's own besides ("our *cleaner* comes on mondays", "*cleaner*'s moved us to thursdays")."""
+        lowered = statement.casefold()
+        new_days = _week_days(lowered)
+        if not new_days or (_CHANGE_SIGNAL.search(lowered) is None and _CORRECTION_CUE.search(lowered) is None):
+            return None
+        changing = {term for match in _CHANGE_SIGNAL.finditer(lowered) for term in tokenize(match.group())}
+        words = set(_claim_terms(statement)) - _echo_time_stems() - changing
+        found = [index for index, text in unknown
+                 if _week_days(text.casefold()) and not _week_days(text.casefold()) & new_days
+                 and words & set(_claim_terms(text))]
+        return found[0] if len(found) == 1 else None
+
+    @staticmethod
+    def _narrowed(statement: str, matches: list[int], beliefs: Sequence[str | Sequence[str]],
+                  denied: list[int]) -> list[int]:
+        """Of several beliefs that share a relation with ``statement``, the one whose old value it says is
+        gone ("*biscuit* passed away"), else the one whose words it names near a word of change ("no more
+        *glasses*", "sold the *civic*"); all of them when neither picks exactly one."""
+        chosen = [index for index in matches if index in denied]
+        if len(chosen) == 1:
+            return chosen
+        near = changed_words(statement) - set(_echo_time_stems())
+        chosen = [index for index in matches if near & set(_claim_terms(
+            beliefs[index] if isinstance(beliefs[index], str) else beliefs[index][-1]))]
+        return chosen if len(chosen) == 1 else matches
 
 
 # Relations that hold one value at a time, so two beliefs naming one of them are one belief split in two.
@@ -13598,8 +13781,9 @@ class Memory:
 
         def said(hit: Mapping[str, Any]) -> str:
             return resolved_statement(hit["content"], hit.get("metadata"), user)
-        mine = resolved_statement(content, metadata, user)
-        mine = self._relative_by_name(mine, space, metadata, user)
+        resolved = resolved_statement(content, metadata, user)
+        mine = self._relative_by_name(resolved, space, metadata, user)
+        by_name = "kin:" if mine != resolved else ""       # "jess moved": the sister the speaker named jess
         similar = here(self.recall(content[:2000], limit=5, space=space or None, follow_edges=False))
         target = next((hit for hit in similar if same_belief(said(hit), mine)), None)
         if "?" in content[-3:] or _QUESTION.search(content):
@@ -13625,42 +13809,14 @@ class Memory:
             return self._judged_match(mine, [(hit, said(hit)) for hit in open_hits], judged)
         if target is not None and not any(_single_valued(relation) for relation in belief_relations(mine)):
             return BeliefMatch(target)                    # nothing that could be split: done
-        # the subject's current beliefs: recall by the subject's own words (as written in the statement)
-        subject_words = set(subject.split())
-        name = " ".join(word for word in re.findall(r"[\w'-]+", _statement_body(mine))
-                        if subject_words.intersection(tokenize(word)))
-        found = here(self.recall(name or subject, limit=25, space=space or None, follow_edges=False))
-        relation_words = " ".join(_RELATION_QUERY.get(relation, "") for relation in belief_relations(mine))
-        if mine != content:          # first person: the speaker's own statements hold no name to find them by
-            where = _speaker_filter(metadata)
-            kin = set(subject.split()[1:])           # a relative of the speaker by any of its names
-            relatives = " ".join(f"{word} {canonical}" for word, canonical in KIN_ALIASES.items()
-                                 if set(tokenize(canonical)) & kin)
-            for query in (_statement_body(content), relation_words, relatives):
-                if tokenize(query):
-                    found += here(self.recall(query[:2000], limit=25, space=space or None, follow_edges=False,
-                                              where=where))
-        elif (person := _person_written(content, subject)) is not None:
-            # third person about someone who may be a user ("Dana lives in Porto"): their own first-person
-            # statements name them only in their metadata (``speaker_name``), or the space names its user
-            query = " ".join(word for word in re.findall(r"[\w'-]+", _statement_body(content))
-                             if not set(tokenize(word)) & set(subject.split())) + " " + relation_words
-            if tokenize(query):
-                names = {person.casefold(), "-".join(person.casefold().split())}
-                found += [hit for hit in here(self.recall(query[:2000], limit=25, space=space or None,
-                                                          follow_edges=False))
-                          if speaker_name(hit.get("metadata"), user).casefold() in names]
-        beliefs, seen = [], set()
-        for hit in found:
-            if hit["item_kref"] not in seen and statement_subject(said(hit)) == subject:
-                seen.add(hit["item_kref"])
-                beliefs.append(hit)
+        beliefs = self._subject_beliefs(content, mine, subject, space, kind, metadata, user)
         if not beliefs:
             return self._echoed_match(content, space, kind, metadata, user) if target is None else BeliefMatch(target)
 
         def search(term: str) -> list[str]:
             return [hit["content"] for hit in self.recall(term, limit=20, space=space or None, follow_edges=False)]
-        beliefs, written = self._owned_alike(content, beliefs) if mine != content else \
+        beliefs, written = self._owned_alike(content, beliefs, by_name) \
+            if mine != content else \
             (beliefs, [self._current_history(hit) for hit in beliefs])
         if not beliefs:
             return self._echoed_match(content, space, kind, metadata, user) if target is None else BeliefMatch(target)
@@ -13683,6 +13839,52 @@ class Memory:
                                              for at in matcher.undecided(mine, histories)], judged)
         return self._joined(BeliefMatch(target), beliefs, split)
 
+    def _subject_beliefs(self, content: str, mine: str, subject: str, space: str, kind: str,
+                         metadata: Mapping[str, Any] | None, user: str | None) -> list[dict[str, Any]]:
+        """The current beliefs in ``space`` (same kind) about ``subject``, the subject of ``mine`` (``content``
+        resolved): recalled by the subject's own words, and for first person by the message's words, its
+        relations' words and the speaker's relative by any name (the speaker's own statements hold no name to
+        find them by); for a third-person statement about a user, by that user's own messages too."""
+        def here(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [hit for hit in hits if hit["space"] == space and hit["kind"] == kind]
+
+        def said(hit: Mapping[str, Any]) -> str:
+            return resolved_statement(hit["content"], hit.get("metadata"), user)
+        # the subject's current beliefs: recall by the subject's own words (as written in the statement)
+        subject_words = set(subject.split())
+        name = " ".join(word for word in re.findall(r"[\w'-]+", _statement_body(mine))
+                        if subject_words.intersection(tokenize(word)))
+        found = here(self.recall(name or subject, limit=25, space=space or None, follow_edges=False))
+        relation_words = " ".join(_RELATION_QUERY.get(relation, "") for relation in belief_relations(mine))
+        if mine != content:          # first person: the speaker's own statements hold no name to find them by
+            where = _speaker_filter(metadata)
+            kin = set(subject.split()[1:])           # a relative of the speaker by any of its names
+            relatives = " ".join(f"{word} {canonical}" for word, canonical in KIN_ALIASES.items()
+                                 if set(tokenize(canonical)) & kin)
+            ages = _earlier_ages(mine) if "age" in belief_relations(mine) else ""     # "I'm 29" for "my 30th"
+            for query in (_statement_body(content), relation_words, relatives, ages):
+                if tokenize(query):
+                    found += here(self.recall(query[:2000], limit=25, space=space or None, follow_edges=False,
+                                              where=where))
+        elif (person := _person_written(content, subject)) is not None:
+            # third person about someone who may be a user ("Dana lives in Porto"): their own first-person
+            # statements name them only in their metadata (``speaker_name``), or the space names its user
+            query = " ".join(word for word in re.findall(r"[\w'-]+", _statement_body(content))
+                             if not set(tokenize(word)) & set(subject.split())) + " " + relation_words
+            if tokenize(query):
+                names = {person.casefold(), "-".join(person.casefold().split())}
+                found += [hit for hit in here(self.recall(query[:2000], limit=25, space=space or None,
+                                                          follow_edges=False))
+                          if speaker_name(hit.get("metadata"), user).casefold() in names]
+        # a user's "we" is the user's household: one subject with "I" for the speaker's own beliefs
+        fold = speaker_subject if mine != content and _speaker_filter(metadata) is not None else (lambda same: same)
+        beliefs, seen = [], set()
+        for hit in found:
+            if hit["item_kref"] not in seen and fold(statement_subject(said(hit))) == fold(subject):
+                seen.add(hit["item_kref"])
+                beliefs.append(hit)
+        return beliefs
+
     @staticmethod
     def _joined(match: BeliefMatch, beliefs: Sequence[Mapping[str, Any]], split: Iterable[int]) -> BeliefMatch:
         """``match`` with the other parts of a belief split earlier (``split``: indexes into ``beliefs``)."""
@@ -13693,12 +13895,13 @@ class Memory:
         """A belief's revisions, oldest first, without deprecated ones."""
         return [revision for revision in self.history(hit["item_kref"]) if not revision["deprecated"]]
 
-    def _owned_alike(self, content: str, beliefs: list[dict[str, Any]]
+    def _owned_alike(self, content: str, beliefs: list[dict[str, Any]], owner: str = ""
                      ) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
         """For a chat message, ``beliefs`` (with their current histories) without those whose first message is
         about someone else than the message is: the speaker's and a relative's are two people ("my youngest,
-        Noor, goes to ..." is not the speaker's own, though its words name the speaker)."""
-        owner = chat_owner(content)
+        Noor, goes to ..." is not the speaker's own, though its words name the speaker). ``owner``: whose the
+        message is when already known ("kin:" for a relative named by the name the speaker gave them)."""
+        owner = owner or chat_owner(content)
         kept: list[dict[str, Any]] = []
         histories: list[list[dict[str, Any]]] = []
         for hit in beliefs:
@@ -13717,7 +13920,7 @@ class Memory:
         if _speaker_filter(metadata) is None or _assistant_role(metadata):
             return False
         lowered = content.casefold().replace("’", "'")
-        words = re.findall(r"[a-z0-9][\w'-]*", lowered)
+        words = re.findall(r"[a-z0-9][\w'-]*", _LEADING_DURATION.sub(" ", lowered))   # how long, then what holds
         def verb(word: str) -> bool:
             return word in _VERB_BOUNDARY or _VERB_LIKE.fullmatch(word) is not None
         if len(words) < 2 or "?" in content or _QUESTION.search(content) or words[0] in _DETERMINERS or \
@@ -13777,22 +13980,27 @@ class Memory:
         turned seven"), when exactly one of the speaker's memories does; else unchanged."""
         where = _speaker_filter(metadata)
         subject = statement_subject(statement)
-        if where is None or subject is None or " " in subject:
+        if where is None or subject is not None and " " in subject:
             return statement
         opening = _NAME_RUN.match(_statement_body(statement).lstrip())
         name = opening.group().split()[0] if opening else ""
-        if not name or tokenize(name) != [subject] or "'" in name:
-            return statement
         owner = _written_name(speaker_name(metadata, user))
-        introduced = re.compile(rf"\b{re.escape(owner)}'s ((?:[a-z]+ ){{0,2}}[a-z]+) {re.escape(name)}\b")
+        typed = re.match(r"\s*([a-z]{3,})\s+(?:[a-z]+\s+)?(?:" + _VERB_LIKE.pattern + ")", statement)
+        if not name and typed is not None and typed.group(1) not in STOPWORDS | TIME_NAMES | _NOT_OWNERS \
+                and _VERB_LIKE.fullmatch(typed.group(1)) is None:
+            name = typed.group(1).capitalize()            # "noor moved nursery": a name typed in lower case
+        elif not name or tokenize(name) != [subject] or "'" in name:
+            return statement
+        # introduced by a name, typed in either case ("my sister jess lives in toronto")
+        introduced = re.compile(rf"\b{re.escape(owner)}'s ((?:[a-z]+ ){{0,2}}[a-z]+),? (?i:{re.escape(name)})\b")
         relatives = set()
         for hit in self.recall(name, limit=10, space=space or None, follow_edges=False, where=where):
             for found in introduced.finditer(resolved_statement(hit["content"], hit.get("metadata"), user)):
-                if _relative_after(" " + found.group(1)):
+                if _relative_after(" " + found.group(1)) or found.group(1) in KIN_MODIFIERS:    # "my youngest"
                     relatives.add(found.group(1))
         if len(relatives) != 1:
             return statement
-        at = statement.find(name)
+        at = statement.casefold().find(name.casefold())
         return f"{statement[:at]}{owner}'s {relatives.pop()}{statement[at + len(name):]}"
 
     def _judged_difference(self, stored: str, new: str, compared_with: str, judged: dict[str, Any],

@@ -705,3 +705,159 @@ def test_chat_typing_is_read_only_in_a_users_message():
         "im not sure, i think so"
     assert km.resolved_statement("i live in leeds", None) == "i live in leeds"
     assert km.resolved_statement("i live in leeds", ANN) == "Ann live in leeds"
+
+
+# -- round 7: words that name a relation only in some company ---------------------------------------------
+
+def _same_item(memory: km.Memory, first: str, second: str, *before: str) -> bool:
+    for text in before:
+        said(memory, text)
+    return item_of(said(memory, first)) == item_of(said(memory, second))
+
+
+@pytest.mark.parametrize("text, relations", [
+    ("Ann moved to asics trainers, knees are happier", frozenset()),          # shoes, not a home
+    ("Ann moved to wednesdays for the bins", frozenset()),                     # a day, not a home
+    ("Ann moved over to bitwarden after the hack", frozenset({"password manager"})),
+    ("Ann moved to Aberdeen in the spring", frozenset({"residence"})),
+    ("ann moved to dundee last month", frozenset({"residence"})),
+    ("Ann moved to the countryside", frozenset({"residence"})),
+    ("dr singh retired so Ann has been moved to Dr Adeyemi", frozenset()),    # the doctor's retirement
+    ("Ann retired in March", frozenset({"role"})),
+])
+def test_a_move_or_a_retirement_names_a_relation_only_of_the_right_thing(text, relations):
+    assert km.belief_relations(text) == relations
+
+
+def test_a_move_to_something_that_is_no_place_leaves_the_home_alone():
+    with km.Memory(None) as memory:
+        assert not _same_item(memory, "I live in Dundee.", "moved to asics trainers, my knees are happier")
+
+
+def test_a_move_of_tool_revises_the_tool_not_the_home():
+    with km.Memory(None) as memory:
+        said(memory, "I live in Dundee.")
+        assert _same_item(memory, "I keep my passwords in lastpass", "moved over to bitwarden after the hack")
+
+
+def test_someone_elses_retirement_revises_the_belief_that_names_them():
+    with km.Memory(None) as memory:
+        said(memory, "I'm a paramedic")
+        gp = said(memory, "My GP is Dr Singh.")
+        assert item_of(said(memory, "dr singh retired so I've been moved to Dr Adeyemi")) == item_of(gp)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("my mobile provider is Vodafone", "ported my number to lebara, way cheaper"),
+    ("We have BT broadband.", "full fibre is in at last, we're with Hyperoptic, 500 meg now"),
+    ("my meds are 20mg fluoxetine", "on sertraline now, fewer side effects"),
+    ("I'm a junior designer", "got a promotion, the title on my contract is now Lead Designer"),
+])
+def test_relation_words_of_what_people_switch(old, new):
+    with km.Memory(None) as memory:
+        assert _same_item(memory, old, new, "I live in Dundee.", "my sister is a nurse")
+
+
+def test_of_two_beliefs_sharing_a_relation_the_one_whose_value_is_gone():
+    with km.Memory(None) as memory:
+        said(memory, "I sprained my wrist playing squash")
+        assert _same_item(memory, "I wear contact lenses", "had laser surgery done, no more contact lenses!")
+
+
+def test_we_and_i_are_one_subject_when_the_old_value_is_named_again():
+    with km.Memory(None) as memory:
+        assert _same_item(memory, "I've got a hamster called Nibbles",
+                          "nibbles died last week :( we got a rabbit called Clover")
+
+
+def test_we_and_i_stay_apart_by_relation_alone():
+    with km.Memory(None) as memory:
+        assert not _same_item(memory, "we're renting near the harbour", "I moved to Perth last year",
+                              "My sister lives in Perth.")
+
+
+@pytest.mark.parametrize("text, subject", [
+    ("Ann's cousins live in Perth", "ann cousin"), ("Ann-group's neighbours got a kitten", "ann group neighbour"),
+    ("Ann's eldest, Kai, plays rugby", "ann eldest"), ("Ann's youngest sister is 19", "ann youngest sister")])
+def test_plural_relatives_and_the_eldest_child_are_people_of_their_own(text, subject):
+    assert km.statement_subject(text) == subject
+
+
+def test_a_child_named_in_lower_case_is_the_child_the_speaker_introduced():
+    with km.Memory(None) as memory:
+        said(memory, "I'm doing an evening course at the college")
+        assert _same_item(memory, "my eldest, Kai, goes to Greenfield Primary",
+                          "kai moved to the academy by the station, Oakwood")
+
+
+@pytest.mark.parametrize("text, resolved", [
+    ("studying for a masters in chemistry", "Ann is studying for a masters in chemistry"),
+    ("living in Hull these days", "Ann is living in Hull these days"),
+    ("cycling is my favourite sport", "cycling is Ann's favourite sport"),     # the doing is the subject
+])
+def test_a_message_that_opens_with_what_the_speaker_is_doing_has_left_out_i_am(text, resolved):
+    assert km.resolved_statement(text, ANN) == resolved
+
+
+@pytest.mark.parametrize("text, owner", [
+    ("boss put me on the night rota", "self"), ("landlord gave us notice", "self"),
+    ("grandma moved into a care home", "kin:grandmother"), ("my uncle rang me, he's off to Spain", "kin:uncle"),
+    ("dad called me, he's selling the caravan", "kin:father")])
+def test_a_bare_relative_that_acts_on_the_speaker_states_the_speakers_fact(text, owner):
+    assert km.chat_owner(text) == owner
+
+
+def test_how_long_may_open_a_speakers_own_change():
+    assert km.Memory._speakers_own("three weeks alcohol free now", ANN)
+    assert not km.Memory._speakers_own("three weeks of rain, the broadband keeps dropping", ANN)
+
+
+def test_a_visit_moved_to_another_day_revises_the_day():
+    with km.Memory(None) as memory:
+        said(memory, "I have pottery class on tuesdays")
+        assert _same_item(memory, "our window cleaner comes on fridays", "window cleaner switched us to mondays")
+
+
+def test_a_move_to_the_same_day_of_something_else_is_no_revision():
+    with km.Memory(None) as memory:
+        said(memory, "our window cleaner comes on fridays")
+        assert not _same_item(memory, "I have pottery class on tuesdays", "my book club moved to tuesdays")
+
+
+def test_a_birthday_revises_an_age_stated_bare():
+    with km.Memory(None) as memory:
+        said(memory, "I work at the library")
+        assert _same_item(memory, "I'm 41", "celebrated my 42nd with a curry last night")
+
+
+def test_a_childs_nursery_is_not_what_the_speaker_studies():
+    with km.Memory(None) as memory:
+        assert not _same_item(memory, "studying a law degree at the OU", "took the twins to nursery this morning")
+
+
+def test_a_sibling_named_in_lower_case_is_the_sibling_the_speaker_introduced():
+    with km.Memory(None) as memory:
+        said(memory, "I live in Swansea")
+        assert _same_item(memory, "my brother owen lives in sydney", "owen moved home, he's renting in cardiff")
+
+
+def test_a_message_a_noun_phrase_opens_is_still_the_speakers():
+    assert km.statement_subject(km.resolved_statement("the restructure put me in the claims team", ANN)) == "ann"
+
+
+@pytest.mark.parametrize("old, new", [
+    ("I'm on the onboarding team", "the restructure put me into the claims team"),
+    ("I take the bus to work", "bought a bike, walking in most days now"),
+])
+def test_team_and_commute_said_in_passing(old, new):
+    with km.Memory(None) as memory:
+        assert _same_item(memory, old, new, "I live in Swansea", "my brother owen works in a bank")
+
+
+def test_facts_about_the_partner_are_the_partners_own_beliefs():
+    assert km.subject_relations("Ann's husband drives a van") == frozenset({"vehicle"})
+    assert km.subject_relations("Ann's husband is called Tom") == frozenset({"partner"})
+    with km.Memory(None) as memory:
+        krefs = [item_of(said(memory, text)) for text in (
+            "my husband drives a van", "my husband got a new job at the port", "my husband's favourite food is curry")]
+        assert len(set(krefs)) == 3
