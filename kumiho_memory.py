@@ -1486,7 +1486,7 @@ class _SnapshotSource(Protocol):
 
     def forward(self, block: int, size: int) -> bytes: ...
 
-    def terms(self, block: int) -> bytes: ...
+    def terms(self, table: str, block: int) -> bytes: ...
 
     def part(self, name: str) -> bytes: ...
 
@@ -1539,58 +1539,80 @@ class _BoundedCache:
             entry[2][entry[3]] = None
 
 
-class _StoredTerms(Mapping[str, int]):
-    """A snapshot's term dictionary, ``{term: term id}``, in blocks of ``BLOCK`` terms in alphabetical order
-    (table ``recall_terms``), each with its terms' ids and postings headers (postings stored, live postings,
-    best impact). Only the first term of each block is held; a block is fetched when a term in its range is
-    looked up and kept in the source's bounded cache, so a process that only searches holds the query's
-    terms, not the vocabulary. ``RecallIndex`` reads every block (``names``, ``columns``) before it writes."""
+class _StoredTerms(MutableMapping[str, int]):
+    """A snapshot's term dictionary, ``{term: term id}``, read on demand: rows of ``BLOCK`` terms in alphabetical
+    order (table ``recall_terms``: their ids, then their names) to look a term up by name, and rows of
+    ``ID_BLOCK`` terms by id (``recall_term_heads``: each one's postings stored, live postings and best impact,
+    then its name) for a term's postings header and its name by id. Only the first term of each alphabetical
+    row is held; a row is fetched when needed and kept in the source's bounded cache, so a process holds the
+    terms it used, not the vocabulary. Terms added since (a process replaying the change log, or writing) are
+    held here, with ids from ``stored`` on; ``everything`` reads every row, to write the snapshot again."""
 
     BLOCK = 128
+    ID_BLOCK = 256
+    OVERHEAD = 600              # what a cached row holds beyond its bytes (objects, views), about
 
     def __init__(self, firsts: Sequence[str], count: int, source: _SnapshotSource) -> None:
         if len(firsts) != -(-count // self.BLOCK) or list(firsts) != sorted(firsts):
-            raise ValueError("the term dictionary's blocks do not fit its terms")
-        self.firsts, self.count, self._source = list(firsts), count, source
-        self._known: dict[int, tuple[int, int, float]] = {}     # the header of each term looked up so far
-        self._all: tuple[list[str], tuple[array.array, array.array, array.array]] | None = None
+            raise ValueError("the term dictionary's rows do not fit its terms")
+        self.firsts, self.stored, self._source = list(firsts), count, source
+        self.added: dict[str, int] = {}        # terms added since the snapshot, in id order
 
     def get(self, term: str, default: Any = None) -> Any:      # type: ignore[override]
+        found = self.added.get(term)
+        if found is not None:
+            return found
         block = bisect.bisect_right(self.firsts, term) - 1
         if block < 0:
             return default
-        names, ids, counts, live, best = self._block(block)
+        ids, names = self._row("terms", block)
         position = bisect.bisect_left(names, term)
-        if position == len(names) or names[position] != term:
-            return default
-        term_id = ids[position]
-        self._known[term_id] = (counts[position], live[position], best[position])
-        return term_id
-
-    def prefetch(self, terms: Iterable[str]) -> None:
-        """Fetch in one statement the blocks that ``terms`` fall in and the cache does not hold (a query's)."""
-        cached, firsts = self._source.cache._entries, self.firsts
-        wanted = {block: None for block in (bisect.bisect_right(firsts, term) - 1 for term in terms)
-                  if block >= 0 and ("terms", block) not in cached}
-        if len(wanted) > 1:
-            for block, data in self._source.many("recall_terms", wanted).items():
-                self._block(block, data)
+        return ids[position] if position < len(names) and names[position] == term else default
 
     def header(self, term_id: int) -> tuple[int, int, float]:
         """A stored term's ``(postings stored, live postings, best impact)``."""
-        known = self._known.get(term_id)
-        if known is None:             # (never on a search: its terms were looked up by name first)
-            counts, live, best = self.columns()
-            known = counts[term_id], live[term_id], best[term_id]
-        return known
+        counts, live, best, _names = self._row("heads", term_id // self.ID_BLOCK)
+        position = term_id % self.ID_BLOCK
+        return counts[position], live[position], best[position]
 
-    def names(self) -> list[str]:
-        """Every term by id (every block read)."""
-        return self._everything()[0]
+    def name(self, term_id: int) -> str:
+        """A term's name by id."""
+        if term_id >= self.stored:
+            return next(itertools.islice(self.added, term_id - self.stored, None))
+        return self._row("heads", term_id // self.ID_BLOCK)[3][term_id % self.ID_BLOCK]
 
-    def columns(self) -> tuple[array.array, array.array, array.array]:
-        """Every term's postings stored, live postings and best impact, by id (every block read)."""
-        return self._everything()[1]
+    def prefetch(self, terms: Iterable[str] = (), term_ids: Iterable[int] = ()) -> None:
+        """Fetch in one statement a table's rows that ``terms`` (by name) or ``term_ids`` fall in and the cache
+        does not hold (a query's terms)."""
+        cached = self._source.cache._entries
+        rows = [("terms", bisect.bisect_right(self.firsts, term) - 1) for term in terms if term not in self.added]
+        rows += [("heads", term_id // self.ID_BLOCK) for term_id in term_ids if term_id < self.stored]
+        wanted: dict[str, dict[int, None]] = {"terms": {}, "heads": {}}
+        for kind, block in rows:
+            if block >= 0 and (kind, block) not in cached:
+                wanted[kind][block] = None
+        for kind, blocks in wanted.items():
+            if len(blocks) > 1:
+                for block, data in self._source.many(self._TABLES[kind], blocks).items():
+                    self._row(kind, block, data)
+
+    def everything(self) -> tuple[list[str], tuple[array.array, array.array, array.array]]:
+        """Every term's name and stored postings header, by id (every row read; none kept): ``(names, (postings
+        stored, live postings, best impacts))``, the headers of the terms added since zero."""
+        names: list[str] = []
+        counts, live, best = array.array("q"), array.array("q"), array.array("d")
+        blocks = list(range(-(-self.stored // self.ID_BLOCK)))
+        for first in range(0, len(blocks), 512):         # (a few hundred rows held at a time)
+            rows = self._source.many("recall_term_heads", dict.fromkeys(blocks[first:first + 512]))
+            for block in blocks[first:first + 512]:
+                block_counts, block_live, block_best, block_names = self._decode("heads", block, rows[block])
+                counts.extend(block_counts)
+                live.extend(block_live)
+                best.extend(block_best)
+                names.extend(block_names)
+        names.extend(self.added)
+        padding = bytes(8 * len(self.added))
+        return names, (counts + _packed("q", padding), live + _packed("q", padding), best + _packed("d", padding))
 
     def __getitem__(self, term: str) -> int:
         found = self.get(term)
@@ -1598,56 +1620,61 @@ class _StoredTerms(Mapping[str, int]):
             raise KeyError(term)
         return found
 
+    def __setitem__(self, term: str, term_id: int) -> None:
+        if term_id != len(self) or self.get(term) is not None:
+            raise ValueError("a new term takes the next id")
+        self.added[term] = term_id
+
+    def __delitem__(self, term: str) -> None:
+        raise TypeError("index terms are never removed")
+
     def __iter__(self) -> Iterator[str]:
-        return iter(self.names())
+        return iter(self.everything()[0])
 
     def __len__(self) -> int:
-        return self.count
+        return self.stored + len(self.added)
 
-    def _block(self, block: int, data: bytes | None = None) -> tuple[Any, ...]:
-        """Block ``block`` as ``(names, ids, counts, live, best)``, from the cache or fetched (``data``: given)."""
-        key = ("terms", block)
+    _TABLES = {"terms": "recall_terms", "heads": "recall_term_heads"}
+
+    def _row(self, kind: str, block: int, data: bytes | None = None) -> tuple[Any, ...]:
+        """Row ``block`` of the alphabetical rows (``kind`` "terms": ``(ids, names)``) or of the rows by id
+        ("heads": ``(counts, live, best, names)``), from the cache or fetched (``data``: given)."""
+        key = (kind, block)
         entry = self._source.cache.get(key) if data is None else None
-        if entry is not None:
-            return entry
-        size = min(self.BLOCK, self.count - block * self.BLOCK)
-        view = memoryview(self._source.terms(block) if data is None else data)
-        names = bytes(view[28 * size:]).decode("utf-8", "replace").split("\n")
-        if len(view) < 28 * size or len(names) != size:
-            self._source.damaged(f"term block {block} does not hold its {size} terms")
-        numbers = view[:24 * size]
-        entry = (names, view[24 * size:28 * size].cast("i"), numbers[:8 * size].cast("q"),
-                 numbers[8 * size:16 * size].cast("q"), numbers[16 * size:].cast("d"))
-        if any(not 0 <= term_id < self.count for term_id in entry[1]):
-            self._source.damaged(f"term block {block} holds an id out of range")
-        self._source.cache.put(key, entry, len(view) + 60 * size)
+        if entry is None:
+            if data is None:
+                data = self._source.terms(self._TABLES[kind], block)
+            entry = self._decode(kind, block, data)
+            self._source.cache.put(key, entry, len(data) + 60 * len(entry[-1]) + self.OVERHEAD)
         return entry
 
-    def _everything(self) -> tuple[list[str], tuple[array.array, array.array, array.array]]:
-        if self._all is None:
-            names = [""] * self.count
-            counts, live, best = array.array("q", bytes(8 * self.count)), array.array("q", bytes(8 * self.count)), \
-                array.array("d", bytes(8 * self.count))
-            blocks = range(len(self.firsts))
-            for first in range(0, len(blocks), 512):            # (SQLite's limit on a statement's variables)
-                rows = self._source.many("recall_terms", dict.fromkeys(blocks[first:first + 512]))
-                for block, data in rows.items():
-                    for name, term_id, count, alive, top in zip(*self._block(block, data)):
-                        names[term_id], counts[term_id], live[term_id], best[term_id] = name, count, alive, top
-                    self._source.cache.pop(("terms", block))
-            self._all = names, (counts, live, best)
-        return self._all
+    def _decode(self, kind: str, block: int, data: bytes) -> tuple[Any, ...]:
+        size = self.BLOCK if kind == "terms" else self.ID_BLOCK
+        size = min(size, self.stored - block * size)
+        numbers = 4 * size if kind == "terms" else 24 * size
+        view = memoryview(data)
+        names = bytes(view[numbers:]).decode("utf-8", "replace").split("\n")
+        if size <= 0 or len(view) < numbers or len(names) != size:
+            self._source.damaged(f"a row of the term dictionary does not hold its {size} terms")
+        if kind == "heads":
+            return view[:8 * size].cast("q"), view[8 * size:16 * size].cast("q"), view[16 * size:numbers].cast("d"), names
+        ids = view[:numbers].cast("i")
+        if any(not 0 <= term_id < self.stored for term_id in ids):
+            self._source.damaged("a row of the term dictionary holds an id out of range")
+        return ids, names
 
 
 class _TermTable:
     """Every term's postings, for an index read from a snapshot: a term's postings are fetched from the store
     on first use and kept in the source's bounded cache; a term written to (``pinned``) or added since stays
-    here in memory."""
+    here in memory until the snapshot is written again."""
+
+    OVERHEAD = 700              # what cached postings hold beyond their bytes (objects, views), about
 
     def __init__(self, terms: _StoredTerms, source: _SnapshotSource) -> None:
-        self.stored, self._terms, self._source = terms.count, terms, source
+        self._terms, self._source = terms, source
         self._held: dict[int, _TermPostings] = {}
-        self._count = terms.count
+        self._count = terms.stored
 
     def __len__(self) -> int:
         return self._count
@@ -1671,9 +1698,11 @@ class _TermTable:
 
     def prefetch(self, term_ids: Iterable[int]) -> None:
         """Fetch in one statement the postings of ``term_ids`` not held yet (a query's terms)."""
-        cached = self._source.cache._entries
-        wanted = {term_id: 12 * self._terms.header(term_id)[0] for term_id in term_ids
-                  if term_id < self.stored and term_id not in self._held and term_id not in cached}
+        cached, stored = self._source.cache._entries, self._terms.stored
+        term_ids = [term_id for term_id in term_ids
+                    if term_id < stored and term_id not in self._held and term_id not in cached]
+        self._terms.prefetch(term_ids=term_ids)
+        wanted = {term_id: 12 * self._terms.header(term_id)[0] for term_id in term_ids}
         if len(wanted) > 1:
             for term_id, data in self._source.many("recall_postings", wanted).items():
                 self._fetch(term_id, data)
@@ -1692,9 +1721,10 @@ class _TermTable:
         for term_id in sorted(self._held):
             yield term_id, self._held[term_id]
 
-    def stored_columns(self) -> tuple[array.array, array.array, array.array]:
-        """The snapshot's postings headers of its terms, by id: postings stored, live postings, best impact."""
-        return self._terms.columns()
+    def restored(self, terms: _StoredTerms) -> None:
+        """The snapshot was written again with every term (``terms`` its new dictionary): what was held is in
+        it now, fetched from it when next used."""
+        self._terms, self._held, self._count = terms, {}, terms.stored
 
     def _fetch(self, term_id: int, data: bytes | None = None) -> _TermPostings:
         count, live, best = self._terms.header(term_id)
@@ -1702,7 +1732,7 @@ class _TermTable:
         postings = _TermPostings()
         postings.impacts, postings.slots = data[:8 * count].cast("d"), data[8 * count:].cast("i")
         postings.live, postings.max_impact = live, best
-        self._source.cache.put(term_id, postings, 12 * count + 200)
+        self._source.cache.put(term_id, postings, 12 * count + self.OVERHEAD)
         return postings
 
 
@@ -2044,7 +2074,9 @@ class RecallIndex:
         self._stored_slots = 0           # slots held in the snapshot's blocks (fetched on demand) ...
         self._block_ends = array.array("q")     # ... and per block, the forward entries up to its end
         self._blocks: list[Any] = []     # per stored block: its entry while the source's cache keeps it
-        self._written_ends: array.array | None = None   # the block ends of a snapshot being written
+        self._written_ends: array.array | None = None   # the block ends of a snapshot being written ...
+        self._written_terms: tuple[list[str], int] | None = None    # ... and its term dictionary's shape
+        self._names: list[str] = []      # the terms by id, as far as read (``_term_names``)
 
     def __getattr__(self, name: str) -> Any:
         # After a snapshot read, which slot a document holds is worked out on first use: a process that
@@ -2067,19 +2099,21 @@ class RecallIndex:
         return self._slot_row(slot)[4:]
 
     def _thaw(self) -> None:
-        """Columns read from a snapshot are views of its bytes: make them arrays before the first write."""
-        if isinstance(self.term_ids, _StoredTerms):
-            self.term_ids = {name: term_id for term_id, name in enumerate(self.term_ids.names())}
+        """Columns read from a snapshot are views of its bytes: make them arrays before the first write (the
+        term dictionary stays in the store: new terms are held beside it, ``_StoredTerms.added``)."""
         for name, code in self._COLUMNS:
             column = getattr(self, name)
             if isinstance(column, memoryview):
                 setattr(self, name, _packed(code, column.tobytes()))
 
-    def _term_names(self) -> Mapping[int, str]:
-        """``{term_id: term}``."""
+    def _term_names(self) -> Sequence[str]:
+        """Every term by id."""
         if isinstance(self.term_ids, _StoredTerms):
-            return dict(enumerate(self.term_ids.names()))
-        return {term_id: term for term, term_id in self.term_ids.items()}
+            return self.term_ids.everything()[0]
+        names = self._names
+        if len(names) < len(self.term_ids):     # (a dict of terms holds them in id order: ids are handed out so)
+            names.extend(itertools.islice(self.term_ids, len(names), None))
+        return names
 
     def _for_update(self, term_id: int) -> _TermPostings:
         terms = self.terms
@@ -2124,7 +2158,7 @@ class RecallIndex:
         wide, narrow = view[:16 * slots + 8 * entries].cast("d"), view[16 * slots + 8 * entries:].cast("i")
         entry = (narrow[slots:], wide[2 * slots:], narrow[:slots], wide[:slots], wide[slots:2 * slots])
         # Keyed ~block: a term's postings are keyed by its id (>= 0).
-        source.cache.put(~block, entry, size + 400, held_in=(self._blocks, block))   # type: ignore[union-attr]
+        source.cache.put(~block, entry, size + 1000, held_in=(self._blocks, block))  # type: ignore[union-attr]
         return entry
 
     def _prefetch(self, slots: Iterable[int]) -> None:
@@ -2262,37 +2296,29 @@ class RecallIndex:
     _SCALARS = ("total_length", "reference_length", "dead_slots")
     _COLUMNS = (("slot_doc", "q"),)
 
-    def snapshot_parts(self, kept: bool = False) -> tuple[dict[str, bytes], dict[str, Iterator[tuple[int, bytes]]]]:
-        """The index for ``from_parts``: named byte strings, and rows ``(id, data)`` per table: each term's
-        postings (``recall_postings``: impacts, then slots), the forward index in blocks of ``FORWARD_BLOCK``
-        slots (``recall_forward``, ``_block_bytes``) and the term dictionary in blocks of ``_StoredTerms.BLOCK``
-        terms (``recall_terms``, ``_term_block``). With ``kept`` (an index read from a snapshot that is still the
-        stored one) only the postings and forward rows that changed since: the terms held in memory, and the
-        blocks from the first slot added."""
+    def snapshot_parts(self, kept: bool = False) -> tuple[dict[str, bytes], dict[str, tuple[bool, Iterator[Any]]]]:
+        """The index for ``from_parts``: named byte strings, and per table whether its rows replace the whole
+        table and the rows ``(id, data)``: each term's postings (``recall_postings``: impacts, then slots), the
+        forward index in blocks of ``FORWARD_BLOCK`` slots (``recall_forward``, ``_block_bytes``) and the term
+        dictionary (``recall_terms``, ``recall_term_heads``: ``_dictionary``). With ``kept`` (an index read from
+        a snapshot that is still the stored one) only the postings and forward rows that changed since: the
+        terms held in memory, and the blocks from the first slot added; the dictionary is always whole."""
         self.compact()
         terms = self.terms
         backed = isinstance(terms, _TermTable)
         if kept != backed:
             raise ValueError("only an index read from the stored snapshot keeps its rows")
-        # Per term: postings stored, live postings, best impact (a term still only in the snapshot: as read).
-        stored = terms.stored_columns() if backed else ((), (), ())
-        added = len(terms) - len(stored[0])
-        counts, live, best = (array.array(code, column) + array.array(code, [0] * added)
-                              for code, column in zip("qqd", stored))
+        # Per term: its name, postings stored, live postings, best impact (a term only in the snapshot: as read).
+        if isinstance(self.term_ids, _StoredTerms):
+            names, (counts, live, best) = self.term_ids.everything()
+        else:
+            names = list(self._term_names())
+            counts, live, best = (_packed(code, bytes(8 * len(names))) for code in "qqd")
         changed = list(terms.written() if backed else enumerate(terms))
         for term_id, postings in changed:
             counts[term_id], live[term_id], best[term_id] = len(postings.slots), postings.live, postings.max_impact
-        names = self.term_ids.names() if isinstance(self.term_ids, _StoredTerms) else \
-            sorted(self.term_ids, key=self.term_ids.__getitem__)
-        if any("\n" in name for name in names):
-            raise ValueError("an index term holds a line break")      # never: terms are runs of letters and digits
-        order, size = sorted(range(len(names)), key=names.__getitem__), _StoredTerms.BLOCK
-        firsts = [names[order[first]] for first in range(0, len(order), size)]
-        parts = {"index.term_blocks": json.dumps({"terms": len(names), "block": size, "firsts": firsts},
-                                                 ensure_ascii=False).encode(),
-                 "index.scalars": json.dumps([getattr(self, name) for name in self._SCALARS]).encode()}
-        term_rows = ((block, self._term_block(names, order[block * size:(block + 1) * size], (counts, live, best)))
-                     for block in range(len(firsts)))
+        parts, term_rows = self._dictionary(names, (counts, live, best))
+        parts["index.scalars"] = json.dumps([getattr(self, name) for name in self._SCALARS]).encode()
         for name, _code in self._COLUMNS:
             parts[f"index.{name}"] = getattr(self, name).tobytes()
         postings_rows = ((term_id, postings.impacts.tobytes() + postings.slots.tobytes())
@@ -2305,7 +2331,8 @@ class RecallIndex:
         parts["index.block_ends"] = ends.tobytes()
         self._written_ends = ends
         forward_rows = ((block, self._block_bytes(block)) for block in blocks)
-        return parts, {"recall_postings": postings_rows, "recall_forward": forward_rows, "recall_terms": term_rows}
+        return parts, {"recall_postings": (not kept, postings_rows), "recall_forward": (not kept, forward_rows),
+                       **term_rows}
 
     def stored(self) -> None:
         """The snapshot now holds what ``snapshot_parts(kept=True)`` gave: forward entries are fetched from it
@@ -2317,6 +2344,11 @@ class RecallIndex:
             self._source.cache.pop(~block)
         self._blocks.extend([None] * (blocks - len(self._blocks)))
         self._stored_slots, self._block_ends = len(self.slot_doc), self._written_ends
+        firsts, count = self._written_terms      # type: ignore[misc]
+        for key in [key for key in self._source.cache._entries if isinstance(key, tuple)]:
+            self._source.cache.pop(key)          # the dictionary's rows as they were
+        self.term_ids = _StoredTerms(firsts, count, self._source)      # type: ignore[assignment]
+        self.terms.restored(self.term_ids)       # type: ignore[union-attr]
         self.forward_terms, self.forward_tfs = array.array("i"), array.array("d")
         self.slot_length, self.slot_short, self.forward_offsets = array.array("d"), array.array("d"), \
             array.array("q", [0])
@@ -2327,8 +2359,8 @@ class RecallIndex:
         raises ``ValueError`` (or ``KeyError``, ``TypeError``) when the parts do not fit."""
         index = cls()
         shape = json.loads(parts["index.term_blocks"])
-        if shape["block"] != _StoredTerms.BLOCK:
-            raise ValueError("the index snapshot's term blocks are of another size")
+        if (shape["block"], shape["id_block"]) != (_StoredTerms.BLOCK, _StoredTerms.ID_BLOCK):
+            raise ValueError("the index snapshot's term rows are of another size")
         index.term_ids = _StoredTerms(shape["firsts"], shape["terms"], source)      # type: ignore[assignment]
         index.terms = _TermTable(index.term_ids, source)                           # type: ignore[assignment]
         for name, code in cls._COLUMNS:
@@ -2346,15 +2378,25 @@ class RecallIndex:
             raise ValueError("the index snapshot's dead slots do not add up")
         return index
 
-    @staticmethod
-    def _term_block(names: Sequence[str], ids: Sequence[int], columns: Sequence[Sequence[float]]) -> bytes:
-        """One block of the term dictionary (``_StoredTerms``): its terms' postings stored, live postings and
-        best impacts (8 bytes each), their ids (4 bytes each), then their names, one a line."""
-        counts, live, best = columns
-        return b"".join((array.array("q", map(counts.__getitem__, ids)).tobytes(),
-                         array.array("q", map(live.__getitem__, ids)).tobytes(),
-                         array.array("d", map(best.__getitem__, ids)).tobytes(), array.array("i", ids).tobytes(),
-                         "\n".join(map(names.__getitem__, ids)).encode()))
+    def _dictionary(self, names: Sequence[str], columns: Sequence[Sequence[float]]) -> tuple[dict[str, bytes],
+                                                                                          dict[str, Any]]:
+        """The term dictionary's part (its shape and the first term of each alphabetical row) and its rows
+        (``_StoredTerms``): alphabetical rows of term ids then names, one a line; rows by id of each term's
+        postings stored, live postings and best impact (8 bytes each), then names."""
+        if any("\n" in name for name in names):
+            raise ValueError("an index term holds a line break")      # never: terms are runs of letters and digits
+        order, size, by_id = sorted(range(len(names)), key=names.__getitem__), _StoredTerms.BLOCK, _StoredTerms.ID_BLOCK
+        firsts = [names[order[first]] for first in range(0, len(order), size)]
+        self._written_terms = firsts, len(names)
+        shape = {"terms": len(names), "block": size, "id_block": by_id, "firsts": firsts}
+        alphabetical = ((block, array.array("i", order[block * size:(block + 1) * size]).tobytes() +
+                         "\n".join(map(names.__getitem__, order[block * size:(block + 1) * size])).encode())
+                        for block in range(len(firsts)))
+        heads = ((block, b"".join(column[block * by_id:(block + 1) * by_id].tobytes() for column in columns) +
+                  "\n".join(names[block * by_id:(block + 1) * by_id]).encode())      # type: ignore[attr-defined]
+                 for block in range(-(-len(names) // by_id)))
+        return ({"index.term_blocks": json.dumps(shape, ensure_ascii=False).encode()},
+                {"recall_terms": (True, alphabetical), "recall_term_heads": (True, heads)})
 
     def _block_entries(self, block: int) -> int:
         """How many forward entries block ``block`` holds now (its stored slots', then those added since)."""
@@ -2411,8 +2453,8 @@ class RecallIndex:
         slot = self.doc_slot.get(doc_id)
         if slot is None:
             return {}
-        names = self._term_names()
-        return {names[term_id]: tf for term_id, tf in zip(*self._forward_entries(slot))}
+        name = self.term_ids.name if isinstance(self.term_ids, _StoredTerms) else self._term_names().__getitem__
+        return {name(term_id): tf for term_id, tf in zip(*self._forward_entries(slot))}
 
     def exact_score(self, doc_id: int, weights: Mapping[int, float]) -> float:
         """A document's full BM25 score for ``{term_id: weight}`` (0 when not indexed)."""
@@ -6121,21 +6163,25 @@ class _SnapshotRows:
     def forward(self, block: int, size: int) -> bytes:
         return self._row("recall_forward", block, size)
 
-    def terms(self, block: int) -> bytes:
-        return self._row("recall_terms", block, None)
+    def terms(self, table: str, block: int) -> bytes:
+        return self._row(table, block, None)
 
     def damaged(self, what: str) -> None:
         raise _SnapshotGone(f"the recall snapshot is damaged: {what}", damaged=True)
 
+    MANY = 500              # rows a statement asks for (SQLite's limit on variables was 999 before 3.32)
+
     def many(self, table: str, sizes: Mapping[int, int | None]) -> dict[int, bytes]:
-        """Several rows of ``table`` in one statement: ``{id: expected size}`` -> ``{id: bytes}``."""
-        marks = ",".join("?" * len(sizes))
-        rows = self._fetch(f"SELECT m.value, r.id, r.crc, r.data FROM meta m LEFT JOIN {table} r "
-                           f"ON r.id IN ({marks}) WHERE m.key = 'recall_snapshot'", *sizes, every=True)
-        found = {}
-        for key, crc, data in rows:
-            if isinstance(data, bytes) and sizes.get(key, -1) in (len(data), None) and zlib.crc32(data, key) == crc:
-                found[key] = data
+        """Several rows of ``table``, ``MANY`` a statement: ``{id: expected size or None}`` -> ``{id: bytes}``."""
+        keys, found = list(sizes), {}
+        for first in range(0, len(keys), self.MANY):
+            chunk = keys[first:first + self.MANY]
+            rows = self._fetch(f"SELECT m.value, r.id, r.crc, r.data FROM meta m LEFT JOIN {table} r ON r.id IN "
+                               f"({','.join('?' * len(chunk))}) WHERE m.key = 'recall_snapshot'", *chunk, every=True)
+            for key, crc, data in rows:
+                if isinstance(data, bytes) and sizes.get(key, -1) in (len(data), None) and \
+                        zlib.crc32(data, key) == crc:
+                    found[key] = data
         if len(found) != len(sizes):
             raise _SnapshotGone(f"a row of {table} is missing or damaged", damaged=True)
         return found
@@ -7430,7 +7476,7 @@ class SQLiteGraph(GraphBackend):
     # A fresh process would otherwise rebuild the recall index from every revision's terms (seconds at
     # 100,000 memories). The index and its per-revision signals are kept in the store, with a manifest in
     # ``meta``: the change-log position they reflect, the signals they were built with, a generation that
-    # every rewrite moves on, and a CRC-32 of every part. Four tables (format 4; 0.7 wrote format 3, which held
+    # every rewrite moves on, and a CRC-32 of every part. Five tables (format 4; 0.7 wrote format 3, which held
     # the term dictionary and each slot's length and shortness in the first table, and is rebuilt once):
     #
     #   table            rows                                             read
@@ -7438,7 +7484,9 @@ class SQLiteGraph(GraphBackend):
     #   recall_snapshot  named parts: fixed-width columns per slot and    at the first recall (the rest on
     #                    revision (``_RecallState.snapshot_parts``)       first use), CRCs in the manifest
     #   recall_terms     one per 128 terms in alphabetical order: their   for each query term, on demand
-    #                    ids, postings counts and best impacts, names
+    #                    ids and names
+    #   recall_term_     one per 256 term ids: each one's postings        for each query term, on demand
+    #     heads          stored, live postings, best impact, and name
     #   recall_postings  one per term: impacts then slots, best first     for each query term, on demand
     #   recall_forward   one per FORWARD_BLOCK slots: their lengths,      for each candidate scored exactly
     #                    shortness and forward entries (term ids, tfs)
@@ -7594,13 +7642,12 @@ class SQLiteGraph(GraphBackend):
         for table in rows:
             conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (id INTEGER PRIMARY KEY, crc INTEGER NOT NULL, "
                          "data BLOB NOT NULL)")
-        if kept:      # the term dictionary is rewritten whole (it was read whole to be written)
-            rows["recall_forward"] = iter(list(rows["recall_forward"]))   # its last stored block is read first
-            conn.execute("DELETE FROM recall_terms")
-        else:
-            for table in rows:
+        if kept:      # the last stored forward block is read (fetched) before it is replaced
+            rows["recall_forward"] = (False, iter(list(rows["recall_forward"][1])))
+        for table, (whole, _rows) in rows.items():
+            if whole:
                 conn.execute(f"DELETE FROM {table}")
-        for table, table_rows in rows.items():
+        for table, (_whole, table_rows) in rows.items():
             conn.executemany(f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?)",
                              ((key, zlib.crc32(data, key), data) for key, data in table_rows))
         conn.execute("DELETE FROM recall_snapshot")
