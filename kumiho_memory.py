@@ -137,6 +137,7 @@ __all__ = [
     "RevisionRecord", "ItemRecord", "EdgeRecord", "ArtifactRecord",
     # text
     "tokenize", "stem", "bm25_idf", "bm25_term_score", "RecallIndex", "implied_terms", "IMPLIED_WORDS",
+    "answer_kinds", "ANSWER_KINDS",
     # storage
     "GraphBackend", "RevisionDraft", "SQLiteGraph", "KumihoBackend", "SCHEMA_VERSION",
     # facades
@@ -1354,6 +1355,70 @@ def tokenize(text: str) -> list[str]:
             if word not in STOPWORDS and (len(word) > 1 or word.isdigit())]
 
 
+def _tokenize_prefixed(prefix: str, text: str) -> list[str]:
+    """``tokenize(prefix) + tokenize(text)``, for a ``prefix`` that usually starts ``text`` (a title made from
+    a memory's first line): then the prefix's words are the text's first words, the last maybe cut short, so
+    an ASCII text is lowered, split and looked up once for both."""
+    if not (text.isascii() and text.startswith(prefix)):
+        return tokenize(prefix) + tokenize(text)
+    lowered = text.lower()
+    words = lowered.split()
+    if not "".join(words).isalnum():      # tokenize's regex path: both texts take it their own way
+        return tokenize(prefix) + tokenize(text)
+    # every word of the prefix but its last is followed by whitespace in it, so it is the text's word there
+    head = lowered[:len(prefix)].split()
+    terms = list(map(_ASCII_TERMS.__getitem__, words))
+    if not head:
+        return list(filter(None, terms))
+    return [*filter(None, terms[:len(head) - 1]), *filter(None, (_ASCII_TERMS[head[-1]],)), *filter(None, terms)]
+
+
+# -- answer kinds: a memory also indexed under the question word that asks for what it says ----------------------
+# A question asks for a kind of answer as much as for a topic: "when did ...?" is answered by a memory that says
+# when ("last Friday", "in May 2023"), "where ...?" by one that names a place, "how many ...?" by one that gives
+# a number. A short memory is indexed under each question word whose kind it says (a stopword, so no written
+# word collides with it), counted ``IMPLIED_WEIGHT`` like an implied word; a question that asks for the kind
+# searches the word at ``ANSWER_KIND_WEIGHT`` (``query_expansions``). The words are read as index terms, a
+# place's name as written (capitalized); a long memory, whose words already reach far, is not read for them.
+ANSWER_KINDS: dict[str, str] = {          # the question word: the words that say its kind of answer
+    "when": "yesterday today tonight tomorrow ago weekend weekends week weeks month months year years recently "
+            "lately soon last next monday tuesday wednesday thursday friday saturday sunday mondays tuesdays "
+            "wednesdays thursdays fridays saturdays sundays january february march april june july august "
+            "september october november december summer winter autumn christmas thanksgiving",
+    "where": "near nearby city town village downtown neighborhood neighbourhood country park beach coast island lake "
+             "mountain mountains museum restaurant cafe hotel airport store shop mall library",
+    "how": "one two three four five six seven eight nine ten eleven twelve dozen hundred thousand several couple",
+}
+ANSWER_KIND_WEIGHT = 1.0       # the question word a question asks by counts in full (it is written, though a stopword)
+# A place by name: a capitalized word after a preposition of place, not one of _NOT_PLACES, the months and days
+# ("in May" is a time).
+_PLACE_NAME = _lazy_regex(r"\b(?:in|at|to|from|near|visit|visited|visiting)\s+(?:the\s+)?([A-Z][a-z]+)")
+_NOT_PLACES = frozenset(("January February March April May June July August September October November December "
+                         "Monday Tuesday Wednesday Thursday Friday Saturday Sunday").split())
+
+
+@functools.lru_cache(maxsize=None)
+def _answer_kind_of_term() -> dict[str, str]:
+    """``ANSWER_KINDS`` as ``{index term: the question word whose kind it says}``, built on first use."""
+    return {term: kind for kind, words in ANSWER_KINDS.items() for term in tokenize(words)}
+
+
+def answer_kinds(text: str, terms: Iterable[str] | None = None) -> list[str]:
+    """The question words whose kind of answer ``text`` says (``ANSWER_KINDS``): "when" for a time (or a year),
+    "where" for a place (or a place's name after in, at, to, ...), "how" (many, much) for a number that is not a
+    year. ``terms``: the text's index terms (``tokenize``), when already known."""
+    kind_of, kinds = _answer_kind_of_term(), set()
+    for term in tokenize(text) if terms is None else terms:
+        kind = kind_of.get(term)
+        if kind is not None:
+            kinds.add(kind)
+        elif term[0].isdigit() and term.isdigit():
+            kinds.add("when" if len(term) == 4 and term[:2] in ("19", "20") else "how")
+    if "where" not in kinds and any(name not in _NOT_PLACES for name in _PLACE_NAME.findall(text)):
+        kinds.add("where")
+    return [kind for kind in ANSWER_KINDS if kind in kinds]
+
+
 # -- implied words: a memory also indexed under the words a question about it would use --------------------------
 # The offline form of prospective indexing: "I adopted a puppy" is also found by "what pets does she have?",
 # whose words it never writes. Each row of the table is one kind of thing a question asks about: the words such
@@ -1409,23 +1474,31 @@ def _implied_by_term() -> dict[str, tuple[str, ...]]:
 
 
 def implied_terms(text: str, terms: Collection[str]) -> dict[str, float]:
-    """The index terms a memory implies without writing them, ``{term: IMPLIED_WEIGHT}`` (see ``IMPLIED_WORDS``).
+    """The index terms a memory implies without writing them, ``{term: IMPLIED_WEIGHT}``: the words of the rows of
+    ``IMPLIED_WORDS`` it names, and the question words it answers (``answer_kinds``).
 
     Args:
         text: the memory's content; of one longer than ``IMPLIED_MAX_CHARS`` only the prospective questions
-            ``render_summary`` writes under ``PROSPECTIVE_HEADING`` are read (none: nothing is implied).
+            ``render_summary`` writes under ``PROSPECTIVE_HEADING`` are read (none: nothing is implied), and it
+            answers no question word.
         terms: its own index terms (``tokenize``), in text order; what it writes is never implied again.
 
     Returns:
-        At most ``IMPLIED_PER_TEXT`` terms, the first words' first. Both backends index a memory with them.
+        At most ``IMPLIED_PER_TEXT`` words of the table, the first words' first, then its answer kinds. Both
+        backends index a memory with them.
     """
     if len(text) > IMPLIED_MAX_CHARS:
         heading = text.rfind(PROSPECTIVE_HEADING)
-        if heading < 0:
-            return {}
-        said: Iterable[str] = tokenize(text[heading:])
-    else:
-        said = terms
+        return {} if heading < 0 else _table_terms(tokenize(text[heading:]), terms)
+    found = _table_terms(terms, terms)
+    for kind in answer_kinds(text, terms):
+        found[kind] = IMPLIED_WEIGHT
+    return found
+
+
+def _table_terms(said: Collection[str], terms: Collection[str]) -> dict[str, float]:
+    """The words of the rows of ``IMPLIED_WORDS`` that the terms ``said`` name, not in ``terms``, at most
+    ``IMPLIED_PER_TEXT`` of them (see ``implied_terms``)."""
     table = _implied_by_term()
     named = table.keys() & said            # most memories name nothing in the table: one set operation
     if not named:
@@ -1657,7 +1730,8 @@ class _StoredTerms(MutableMapping[str, int]):
         if size <= 0 or len(view) < numbers or len(names) != size:
             self._source.damaged(f"a row of the term dictionary does not hold its {size} terms")
         if kind == "heads":
-            return view[:8 * size].cast("q"), view[8 * size:16 * size].cast("q"), view[16 * size:numbers].cast("d"), names
+            return (view[:8 * size].cast("q"), view[8 * size:16 * size].cast("q"), view[16 * size:numbers].cast("d"),
+                    names)
         ids = view[:numbers].cast("i")
         if any(not 0 <= term_id < self.stored for term_id in ids):
             self._source.damaged("a row of the term dictionary holds an id out of range")
@@ -5016,8 +5090,9 @@ class ScoredRevision:
 
 def query_term_weights(index: "RecallIndex", query: RecallQuery) -> dict[int, float]:
     """``index``'s term weights for a query: its own words in full, the words it means without writing them
-    (``query.expansions``) at ``EXPANSION_WEIGHT``."""
-    extra = {term: EXPANSION_WEIGHT for term in query.expansions if term not in query.terms}
+    (``query.expansions``) at ``EXPANSION_WEIGHT``, the kind of answer it asks for at ``ANSWER_KIND_WEIGHT``."""
+    extra = {term: ANSWER_KIND_WEIGHT if term in ANSWER_KINDS else EXPANSION_WEIGHT
+             for term in query.expansions if term not in query.terms}
     return index.term_weights(query.terms + tuple(extra), extra)
 
 
@@ -5888,7 +5963,10 @@ class _RecallState:
 
     THREAD_WALK = 200            # how far back a thread's opening message is looked for
     OPENINGS_KEPT = 1 << 18      # how many messages' openings ``_thread_start`` remembers
-    RECORDS_KEPT = 1024          # how many recalled revisions ``records_for`` keeps (a long one counts once per 4 KB)
+    # How many recalled revisions ``records_for`` keeps (a long one counts once per 4 KB): enough for the turns a
+    # few conversations' questions return (LoCoMo's five: ~2,800 turns), so that going from one space to the
+    # next and back reads none of them again (~20 MB at the very most; a few MB for chat turns).
+    RECORDS_KEPT = 4096
     WITHIN_POSTINGS = 1 << 20    # how many postings ``_search_scope`` keeps in all (12 bytes each)
 
     def records_for(self, doc_ids: Sequence[int], read: Callable[[Sequence[int]], dict[int, RevisionRecord]],
@@ -7350,8 +7428,7 @@ class SQLiteGraph(GraphBackend):
             # tokenize splits at a newline (NFKC, casefolding and words never cross one), so the two halves are
             # tokenized apart. A derived title's closing "…" (NFKC "...") adds no term and composes with
             # nothing: without it an ASCII title takes the ASCII path.
-            terms = tokenize(title[:-1] if title.endswith("…") else title)
-            terms += tokenize(content)
+            terms = _tokenize_prefixed(title[:-1] if title.endswith("…") else title, content)
             counts, written = {}, len(terms)
             for term in terms:                  # Counter's order (first occurrence), without building one
                 counts[term] = counts.get(term, 0) + 1
@@ -11138,13 +11215,27 @@ def _relation_terms_of(name: str) -> tuple[str, ...]:
     return _relation_terms(pattern) if pattern is not None else ()
 
 
+# The kind of answer a question asks for (``ANSWER_KINDS``): a time ("when did ...", "how long ago", "how many
+# days passed", "what date", "which came first"), a place ("where ..."), a number ("how many", "how much", not
+# of days or weeks: a duration is a time).
+_ASKS_FOR = {
+    "when": _lazy_regex(r"(?i)^\s*when\b|\bwhen\s+(?:did|was|were|is|are|does|do|will|would|had|has|have)\b"
+                        r"|\bhow\s+long\s+(?:ago|since|before|after|between)\b|\bhow\s+many\s+(?:days|weeks|months|"
+                        r"years)\b|\b(?:what|which)\s+(?:date|day|month|year|time)\b|\bwhich\b.*\bfirst\b"
+                        r"|\bin\s+(?:what|which)\s+order\b|\border\s+of\b"),
+    "where": _lazy_regex(r"(?i)^\s*where\b|\bwhere\s+(?:did|was|were|is|are|does|do|will|would|had|has|have)\b"),
+    "how": _lazy_regex(r"(?i)\bhow\s+(?:many|much)\b(?!\s+(?:days|weeks|months|years|time)\b)"),
+}
+
+
 def query_expansions(query: str) -> tuple[str, ...]:
     """Terms a query means without writing them, the one query-time expansion of recall (each counts
     ``EXPANSION_WEIGHT``): the words of the belief relations it names ("where does Ann live?" also searches
     moved, relocated, home, ...), and the -y/-ic pair of derived words (allergy, allergies / allergic) that
-    the Porter stemmer leaves apart."""
+    the Porter stemmer leaves apart; and the question word of the kind of answer it asks for ("when did ...?"
+    also searches the memories that say when: ``ANSWER_KINDS``), which counts ``ANSWER_KIND_WEIGHT``."""
     text = query.casefold()
-    found: dict[str, None] = {}
+    found: dict[str, None] = dict.fromkeys(kind for kind, pattern in _ASKS_FOR.items() if pattern.search(query))
     for name in sorted(belief_relations(text)):
         found.update(dict.fromkeys(_relation_terms_of(name)))
     for word in _WORD.findall(text):

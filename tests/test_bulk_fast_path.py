@@ -191,6 +191,23 @@ def test_tokenize_splits_ascii_text_as_the_word_regex_does(text):
     assert km.tokenize(text) == expected           # the second time from the remembered terms
 
 
+@PROPERTY
+@given(st.one_of(_ASCII_TEXT, st.text(max_size=60)), st.integers(min_value=0, max_value=90), st.text(max_size=6),
+       st.sampled_from(["cut", "title", "other"]))
+@example("Caroline went to the LGBTQ support group yesterday and loved it a lot, honestly.", 0, "", "title")
+@example("one two", 5, "", "cut")
+@example("  leading space", 3, "", "cut")
+def test_a_prefix_and_its_text_tokenize_as_each_alone(text, cut, other, how):
+    """``_tokenize_prefixed`` reuses the text's words for a prefix it starts with: the terms are exactly
+    ``tokenize(prefix) + tokenize(text)`` for a cut of the text, a title made from it, or another string."""
+    if how == "title":
+        title = km._title_from_content(text) if text.strip() else ""
+        prefix = title[:-1] if title.endswith("…") else title
+    else:
+        prefix = text[:cut] if how == "cut" else other
+    assert km._tokenize_prefixed(prefix, text) == km.tokenize(prefix) + km.tokenize(text)
+
+
 def test_the_remembered_terms_are_bounded(monkeypatch):
     monkeypatch.setattr(km, "ASCII_TERMS_KEPT", 8)
     km._ASCII_TERMS.clear()

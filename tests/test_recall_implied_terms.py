@@ -35,7 +35,8 @@ def without_implied_words(monkeypatch):
 # -- which words a memory implies --------------------------------------------------------------------------
 
 def test_a_move_is_also_indexed_as_where_one_lives():
-    assert implied("I moved to Lisbon last month.") == {"live": W, "home": W}
+    # and it answers "where" and "when" (answer kinds: test_recall_answer_kinds.py)
+    assert implied("I moved to Lisbon last month.") == {"live": W, "home": W, "where": W, "when": W}
     assert 0.0 < W < 1.0
 
 
@@ -52,7 +53,8 @@ def test_a_specific_word_implies_the_word_a_question_asks_by(text, term):
 
 
 def test_words_the_memory_writes_are_not_implied_again():
-    assert implied("We moved to Porto: we live there now and it feels like home.") == {}
+    # only the answer kind it says: it names a place (test_recall_answer_kinds.py)
+    assert implied("We moved to Porto: we live there now and it feels like home.") == {"where": W}
 
 
 def test_a_memory_that_names_nothing_in_the_table_implies_nothing():
@@ -184,7 +186,8 @@ def test_an_old_store_gets_the_implied_words_from_the_index_command(tmp_path, mo
     assert km.main(["--db", path, "--json", "index"]) == 0
     captured = capsys.readouterr()
     assert "index: terms of 4/4 memories recomputed" in captured.err
-    assert json.loads(captured.out)["terms_refreshed"] == 2          # the puppy and the move
+    # the puppy, the move, and the museum (which names a place: an answer kind, test_recall_answer_kinds.py)
+    assert json.loads(captured.out)["terms_refreshed"] == 3
     with km.Memory(path) as memory:
         assert [hit["kref"] for hit in memory.recall("pets", space="people")] == [krefs["puppy"]]
         assert memory.backend.refresh_terms() == 0                   # nothing left to recompute
