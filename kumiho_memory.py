@@ -1393,6 +1393,7 @@ ANSWER_KIND_WEIGHT = 1.0       # the question word a question asks by counts in 
 # A place by name: a capitalized word after a preposition of place, not one of _NOT_PLACES, the months and days
 # ("in May" is a time).
 _PLACE_NAME = _lazy_regex(r"\b(?:in|at|to|from|near|visit|visited|visiting)\s+(?:the\s+)?([A-Z][a-z]+)")
+_ASCII_DIGIT = _lazy_regex(r"[0-9]")
 _NOT_PLACES = frozenset(("January February March April May June July August September October November December "
                          "Monday Tuesday Wednesday Thursday Friday Saturday Sunday").split())
 
@@ -1407,14 +1408,15 @@ def answer_kinds(text: str, terms: Iterable[str] | None = None) -> list[str]:
     """The question words whose kind of answer ``text`` says (``ANSWER_KINDS``): "when" for a time (or a year),
     "where" for a place (or a place's name after in, at, to, ...), "how" (many, much) for a number that is not a
     year. ``terms``: the text's index terms (``tokenize``), when already known."""
-    kind_of, kinds = _answer_kind_of_term(), set()
-    for term in tokenize(text) if terms is None else terms:
-        kind = kind_of.get(term)
-        if kind is not None:
-            kinds.add(kind)
-        elif term[0].isdigit() and term.isdigit():
-            kinds.add("when" if len(term) == 4 and term[:2] in ("19", "20") else "how")
-    if "where" not in kinds and any(name not in _NOT_PLACES for name in _PLACE_NAME.findall(text)):
+    kind_of = _answer_kind_of_term()
+    terms = tokenize(text) if terms is None else terms
+    kinds = set(map(kind_of.__getitem__, kind_of.keys() & set(terms)))       # (at C speed: this runs per write)
+    if not text.isascii() or _ASCII_DIGIT.search(text):        # an ASCII text without 0-9 has no term of digits
+        for term in terms:
+            if term[0].isdigit() and term.isdigit() and term not in kind_of:
+                kinds.add("when" if len(term) == 4 and term[:2] in ("19", "20") else "how")
+    if "where" not in kinds and not text.islower() and \
+            any(name not in _NOT_PLACES for name in _PLACE_NAME.findall(text)):   # (a name is capitalized)
         kinds.add("where")
     return [kind for kind in ANSWER_KINDS if kind in kinds]
 
