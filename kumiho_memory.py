@@ -113,7 +113,7 @@ class _DeferredModule:
 asyncio: Any = _DeferredModule("asyncio")
 concurrent: Any = _DeferredModule("concurrent.futures")
 
-__version__ = "0.7.0"
+__version__ = "0.8.0"
 
 DISTRIBUTION_NAME = "kumiho-memory-onefile"
 
@@ -11899,10 +11899,22 @@ class BeliefJudge:
 def _belief_features(memory: Mapping[str, Any]) -> tuple[Any, ...] | None:
     """What ``_same_relation`` compares of a recalled memory: (subject, relations, identifiers, claim terms,
     official), or None when it names no subject or no relation."""
-    features = _statement_features(resolved_statement(memory.get("content") or "", memory.get("metadata")))
+    features = _statement_features(_belief_statement(memory))
     if features is None:
         return None
     return features + (parse_evidence(memory.get("metadata"), memory.get("tags")) == OFFICIAL,)
+
+
+def _belief_statement(memory: Mapping[str, Any]) -> str:
+    return resolved_statement(memory.get("content") or "", memory.get("metadata"))
+
+
+@_short_text_cache
+def _statement_key(text: str) -> tuple[str, frozenset[str]] | None:
+    """What two statements must share to be two beliefs of one (``_same_relation``): their subject and
+    identifiers; None with no subject. Cheaper than ``_statement_features``, which names the relations too."""
+    subject = statement_subject(text)
+    return None if subject is None else (subject, statement_identifiers(text))
 
 
 @_short_text_cache
@@ -11946,8 +11958,12 @@ def newest_first_within_relation(results: list[dict[str, Any]],
     order = list(results)
     if asked is not None and not asked:
         return order
-    features = {id(result): _belief_features(result) for result in order}
-    groups: dict[Any, int] = {}       # only memories of one subject and identifiers can be two beliefs of one
+    # Only memories of one subject and identifiers can be two beliefs of one: the relations (the costly part)
+    # are read only for those.
+    keys = {id(result): _statement_key(_belief_statement(result)) for result in order}
+    shared = collections.Counter(key for key in keys.values() if key is not None)
+    features = {id(result): _belief_features(result) if shared[keys[id(result)]] > 1 else None for result in order}
+    groups: dict[Any, int] = {}
     for feature in features.values():
         if feature is not None:
             groups[(feature[0], feature[2])] = groups.get((feature[0], feature[2]), 0) + 1
