@@ -620,7 +620,10 @@ def test_memory_does_not_grow_over_many_recalls_engages_and_time_words():
             memory.remember(f"Memory {index}: {queries[index % len(queries)]} note {index % 97} in space {index % 7}",
                             space=f"s{index % 7}", metadata={"speaker": ["ann", "bob", "cy"][index % 3],
                                                               "event_date": f"2023-05-{1 + index % 28:02d}"})
-        for query in queries:                           # warm every cache once
+        for round_ in range(50):                        # warm every cache with each query once
+            for query in queries:
+                memory.recall(f"{query} {round_}", limit=10, where={"speaker": "ann"} if round_ % 2 else None)
+        for query in queries:
             memory.recall(query, limit=10)
             memory.engage(query)
         tracemalloc.start()
@@ -634,7 +637,9 @@ def test_memory_does_not_grow_over_many_recalls_engages_and_time_words():
             after, _peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
-    assert after - baseline < 1_500_000, f"1,000 recalls grew traced memory by {after - baseline} bytes"
+    # Every bounded cache has seen each text above, so what grows here is per call: about 150 KB over 1,000
+    # recalls and 10 engages in 0.8 (the engages store their observations).
+    assert after - baseline < 600_000, f"1,000 recalls grew traced memory by {after - baseline} bytes"
 
 
 # ==========================================================================================================
