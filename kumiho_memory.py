@@ -1413,7 +1413,7 @@ def answer_kinds(text: str, terms: Iterable[str] | None = None) -> list[str]:
     kinds = set(map(kind_of.__getitem__, kind_of.keys() & set(terms)))       # (at C speed: this runs per write)
     if not text.isascii() or _ASCII_DIGIT.search(text):        # an ASCII text without 0-9 has no term of digits
         for term in terms:
-            if term[0].isdigit() and term.isdigit() and term not in kind_of:
+            if term[0].isdigit() and term.isdigit():
                 kinds.add("when" if len(term) == 4 and term[:2] in ("19", "20") else "how")
     if "where" not in kinds and not text.islower() and \
             any(name not in _NOT_PLACES for name in _PLACE_NAME.findall(text)):   # (a name is capitalized)
@@ -2516,12 +2516,13 @@ class RecallIndex:
         terms = list(dict.fromkeys(terms))
         if isinstance(self.term_ids, _StoredTerms):
             self.term_ids.prefetch(terms)
+        known = [(term, term_id) for term, term_id in zip(terms, map(self.term_ids.get, terms)) if term_id is not None]
         if isinstance(self.terms, _TermTable):
-            self.terms.prefetch(term_id for term_id in map(self.term_ids.get, terms) if term_id is not None)
-        for term in terms:
-            term_id = self.term_ids.get(term)
-            if term_id is not None and self.terms[term_id].live > 0:
-                result[term_id] = bm25_idf(count, self.terms[term_id].live) * (weights or {}).get(term, 1.0)
+            self.terms.prefetch(term_id for _, term_id in known)
+        for term, term_id in known:
+            live = self.terms[term_id].live
+            if live > 0:
+                result[term_id] = bm25_idf(count, live) * (weights or {}).get(term, 1.0)
         return result
 
     def term_frequencies(self, doc_id: int) -> dict[str, float]:
@@ -11154,13 +11155,19 @@ def belief_relations(text: str) -> frozenset[str]:
 _PARTNER_WORDS = frozenset("partner wife husband spouse girlfriend boyfriend fiance fiancee".split())
 
 
+@functools.lru_cache(maxsize=None)
+def _partner_terms() -> frozenset[str]:
+    """``_PARTNER_WORDS`` as index terms, built on first use."""
+    return frozenset(term for word in _PARTNER_WORDS for term in tokenize(word))
+
+
 def subject_relations(text: str) -> frozenset[str]:
     """``belief_relations`` of a statement about its own subject: without ``partner`` when the subject is the
     partner ("Ann's wife drives a Kia", "Ann's partner eats meat" state the car and the diet of one person)."""
     found = belief_relations(text)
     if "partner" in found:
         subject = (statement_subject(text) or "").split()[1:]
-        if {term for word in _PARTNER_WORDS for term in tokenize(word)} & set(subject):
+        if not _partner_terms().isdisjoint(subject):
             return found - {"partner"}
     return found
 
@@ -11919,11 +11926,12 @@ def _statement_key(text: str) -> tuple[str, frozenset[str]] | None:
 
 @_short_text_cache
 def _statement_features(text: str) -> tuple[Any, ...] | None:
-    subject = statement_subject(text)
-    relations = belief_relations(text) if subject is not None else frozenset()
+    key = _statement_key(text)
+    relations = belief_relations(text) if key is not None else frozenset()
     if not relations:
         return None
-    return subject, relations, statement_identifiers(text), frozenset(_claim_terms(text))
+    subject, identifiers = key          # type: ignore[misc]
+    return subject, relations, identifiers, frozenset(_claim_terms(text))
 
 
 def _same_relation(older: Mapping[str, Any], newer: Mapping[str, Any],
