@@ -663,10 +663,12 @@ ENVIRONMENT_VARIABLES = {
 def default_store_path(environ: Mapping[str, str] | None = None) -> str:
     """Return the per-user durable store file: ``$XDG_DATA_HOME/kumiho-memory/memory.db``.
 
-    Falls back to ``~/.local/share`` when ``XDG_DATA_HOME`` is unset. Nothing is created here.
+    Falls back to ``$HOME/.local/share`` when ``XDG_DATA_HOME`` is unset (both read from ``environ`` when
+    given, the home folder from the system only when ``environ`` has no ``HOME``). Nothing is created here.
     """
     environ = os.environ if environ is None else environ
-    base = environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    home = environ.get("HOME") or os.path.expanduser("~")
+    base = environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
     return os.path.join(base, "kumiho-memory", "memory.db")
 
 
