@@ -1357,22 +1357,32 @@ def tokenize(text: str) -> list[str]:
             if word not in STOPWORDS and (len(word) > 1 or word.isdigit())]
 
 
-def _tokenize_prefixed(prefix: str, text: str) -> list[str]:
-    """``tokenize(prefix) + tokenize(text)``, for a ``prefix`` that usually starts ``text`` (a title made from
-    a memory's first line): then the prefix's words are the text's first words, the last maybe cut short, so
-    an ASCII text is lowered, split and looked up once for both."""
-    if not (text.isascii() and text.startswith(prefix)):
-        return tokenize(prefix) + tokenize(text)
-    lowered = text.lower()
-    words = lowered.split()
-    if not "".join(words).isalnum():      # tokenize's regex path: both texts take it their own way
-        return tokenize(prefix) + tokenize(text)
-    # every word of the prefix but its last is followed by whitespace in it, so it is the text's word there
-    head = lowered[:len(prefix)].split()
-    terms = list(map(_ASCII_TERMS.__getitem__, words))
-    if not head:
-        return list(filter(None, terms))
-    return [*filter(None, terms[:len(head) - 1]), *filter(None, (_ASCII_TERMS[head[-1]],)), *filter(None, terms)]
+_count_elements = collections._count_elements   # Counter's counting loop (in C) into any dict: {item: count}
+
+
+def _prefixed_term_counts(prefix: str, text: str) -> tuple[dict[str, int], int]:
+    """The terms of ``tokenize(prefix) + tokenize(text)`` counted, ``{term: count}`` in the order each first
+    occurs, and how many there are; for a ``prefix`` that usually starts ``text`` (a title made from a
+    memory's first line): then the prefix's words are the text's first words, the last maybe cut short, so an
+    ASCII text is lowered, split and looked up once for both, and counted at C speed."""
+    counts: dict[str, int] = {}
+    if text.isascii() and text.startswith(prefix):
+        lowered = text.lower()
+        words = lowered.split()
+        if "".join(words).isalnum():      # else tokenize's regex path: both texts take it their own way
+            terms = list(map(_ASCII_TERMS.__getitem__, words))      # "" for a word tokenize drops
+            # every word of the prefix but its last is followed by whitespace in it, so it is the text's word there
+            head = lowered[:len(prefix)].split()
+            if head:
+                _count_elements(counts, terms[:len(head) - 1])
+                last = _ASCII_TERMS[head[-1]]
+                counts[last] = counts.get(last, 0) + 1
+            _count_elements(counts, terms)
+            counts.pop("", None)
+            return counts, sum(counts.values())
+    terms = tokenize(prefix) + tokenize(text)
+    _count_elements(counts, terms)
+    return counts, len(terms)
 
 
 # -- answer kinds: a memory also indexed under the question word that asks for what it says ----------------------
@@ -1412,8 +1422,13 @@ def answer_kinds(text: str, terms: Iterable[str] | None = None) -> list[str]:
     year. ``terms``: the text's index terms (``tokenize``), when already known."""
     kind_of = _answer_kind_of_term()
     terms = tokenize(text) if terms is None else terms
-    kinds = set(map(kind_of.__getitem__, kind_of.keys() & set(terms)))       # (at C speed: this runs per write)
-    if not text.isascii() or _ASCII_DIGIT.search(text):        # an ASCII text without 0-9 has no term of digits
+    written = terms.keys() if isinstance(terms, dict) else set(terms)     # (at C speed: this runs per write)
+    said = kind_of.keys() & written
+    digits = not text.isascii() or _ASCII_DIGIT.search(text)   # an ASCII text without 0-9 has no term of digits
+    if not said and not digits and text.islower():            # most memories: nothing to look at further
+        return []
+    kinds = set(map(kind_of.__getitem__, said))
+    if digits:
         for term in terms:
             if term[0].isdigit() and term.isdigit():
                 kinds.add("when" if len(term) == 4 and term[:2] in ("19", "20") else "how")
@@ -4190,16 +4205,31 @@ class _Spans:
 # looser ones): a text with none of them holds no credential, and is let go without starting a layer.
 _LAYER_MARKS = ("LS0tLS1CRUdJT", "earer", "EARER", "alue", "ALUE")      # and "/" (in "://"), and after a "-":
 _HYPHEN_LAYER_MARKS = ("-----BEGIN", "PuTTY-User", "-p", "-u")
-_LOWERED_LAYER_MARKS = _SECRET_WORD_PARTS + ("identified",)    # in the text's lower()
+_LOWERED_LAYER_MARKS = _SECRET_WORD_PARTS + ("identified",)    # in the text's lower(), in a word not _inert_word
+_WORDS_READ_ACROSS = ("pass", "pwd", "identified")    # marks _password_phrases reads with the words after them
+
+
+def _inert_word(word: str) -> bool:
+    """Whether a whitespace-separated word is one in which a hit of ``_labelled_secrets`` never counts
+    ("pinboard", "Spinach", "patio", "monkey", "tokens"): ASCII letters alone, lowercase after the first, no
+    longer than the 64 characters the layer reads around a hit, so that the identifier it grows from a hit
+    inside is the word itself, split into one part, which ``_key_kind`` names no secret. A word holding one of
+    ``_WORDS_READ_ACROSS`` is never inert: ``_password_phrases`` reads past it ("pass is ...")."""
+    if len(word) > 64 or not (word.isascii() and word.isalpha() and word[1:].islower()):
+        return False
+    lowered = word.lower()
+    return not any(map(lowered.__contains__, _WORDS_READ_ACROSS)) and _key_kind(word) is None
 
 
 def _may_hold_credentials(text: str) -> bool:
     """False only when no layer of ``_credential_spans`` can find anything in ``text``.
 
     Every test looks for a literal or a fixed run of characters, none holding whitespace or "…", anywhere or
-    at the text's start or after a character that is not a letter or digit (whitespace is none). So a text
-    made of a prefix of another's words, their whitespace collapsed to single spaces and "…" after them (a
-    title made from a memory's first line), passes a test only when that other text passes it too.
+    at the text's start or after a character that is not a letter or digit (whitespace is none), or, for the
+    lowered marks, in a word that is not ``_inert_word``. So a text made of another's first words, their
+    whitespace collapsed to single spaces, the last maybe cut short with "…" after it (a title made from a
+    memory's first line), passes a test only when that other text does or its last word does alone ("pin…"
+    of "pinboard": ``_title_cut_may_hold``).
 
     For the same reason an ASCII text (whose ``lower()`` lowers each character alone) passes a test exactly
     when one of its whitespace-separated words does: a word at the text's start or after whitespace is at a
@@ -4233,6 +4263,18 @@ _CLEAN_WORDS: set[str] = set()
 _FLAGGED_WORDS: set[str] = set()
 
 
+def _title_cut_may_hold(title: str) -> bool:
+    """For a title made from a content that ``_may_hold_credentials`` lets go (``_title_from_content``):
+    whether its last word, cut short, may pass a quick test alone (then the title is scanned on its own).
+
+    Only the lowered marks can: every other test passes in such a title only where it passes in the content,
+    and the title's whole words are the content's; so a cut word holding no lowered mark lets the title go."""
+    if not title.endswith("…"):
+        return False
+    lowered = title[title.rfind(" ") + 1:].lower()
+    return any(map(lowered.__contains__, _LOWERED_LAYER_MARKS))
+
+
 def _remember_word_outcome(remembered: set[str], words: Sequence[str]) -> None:
     """Add ``words`` to one of ``_may_hold_credentials``'s sets (emptied first when it would grow too big)."""
     if len(remembered) + len(words) > WORD_OUTCOMES_KEPT:
@@ -4241,13 +4283,21 @@ def _remember_word_outcome(remembered: set[str], words: Sequence[str]) -> None:
 
 
 def _quick_tests_find(text: str) -> bool:
-    """``_may_hold_credentials``'s tests, run on ``text`` (nothing remembered)."""
+    """``_may_hold_credentials``'s tests, run on ``text`` (nothing remembered).
+
+    A lowered mark counts only in a word that is not ``_inert_word``: the marks hold no whitespace, and
+    ``lower()`` maps each character alone (none to whitespace), so every mark in the text's ``lower()`` lies
+    in one word's ``lower()``; so the outcome is still that of some one word."""
     at_start, after_fence, infix = _provider_anchors()[2]
-    return bool("/" in text or "-" in text and any(map(text.__contains__, _HYPHEN_LAYER_MARKS))
-                or any(map(text.__contains__, _LAYER_MARKS))
-                or any(map(text.lower().__contains__, _LOWERED_LAYER_MARKS))
-                or _CANDIDATE_AT_START.match(text) or _CANDIDATE_AFTER_FENCE.search(text)
-                or at_start.match(text) or after_fence.search(text) or infix.search(text))
+    if "/" in text or "-" in text and any(map(text.__contains__, _HYPHEN_LAYER_MARKS)) \
+            or any(map(text.__contains__, _LAYER_MARKS)) \
+            or _CANDIDATE_AT_START.match(text) or _CANDIDATE_AFTER_FENCE.search(text) \
+            or at_start.match(text) or after_fence.search(text) or infix.search(text):
+        return True
+    if not any(map(text.lower().__contains__, _LOWERED_LAYER_MARKS)):
+        return False
+    return not all(map(_inert_word, (word for word in text.split()
+                                     if any(map(word.lower().__contains__, _LOWERED_LAYER_MARKS)))))
 
 
 def _credential_spans(text: str) -> list[tuple[int, int, str, str]]:
@@ -7427,16 +7477,14 @@ class SQLiteGraph(GraphBackend):
             return "{}", 0
         counts: dict[str, float]
         if title == content:        # a one-line memory is its own title: the same terms twice, tokenized once
-            single = collections.Counter(tokenize(content))
+            single: dict[str, int] = {}
+            _count_elements(single, tokenize(content))
             counts, written = {term: 2 * count for term, count in single.items()}, 2 * sum(single.values())
         else:
             # tokenize splits at a newline (NFKC, casefolding and words never cross one), so the two halves are
             # tokenized apart. A derived title's closing "…" (NFKC "...") adds no term and composes with
             # nothing: without it an ASCII title takes the ASCII path.
-            terms = _tokenize_prefixed(title[:-1] if title.endswith("…") else title, content)
-            counts, written = {}, len(terms)
-            for term in terms:                  # Counter's order (first occurrence), without building one
-                counts[term] = counts.get(term, 0) + 1
+            counts, written = _prefixed_term_counts(title[:-1] if title.endswith("…") else title, content)
         if counts:
             counts.update(implied_terms(content, counts))
         return _terms_json(counts), written
@@ -13898,12 +13946,14 @@ class Memory:
 
         A content in which no layer of the scan can find anything (``_may_hold_credentials``) is not scanned,
         nor is a title made from it (``_title_from_content``; ``derived`` says the caller made it so): such a
-        title passes a layer's tests only where its content does. A title that is its content is scanned once."""
+        title passes a layer's tests only where its content does, or where its last word, cut short, does alone
+        (``_title_cut_may_hold``). A title that is its content is scanned once."""
         if _may_hold_credentials(content):
             screened = self._screen(content, "content")
             title = screened if title == content else self._screen(title, "title")
             content = screened
-        elif not derived and title != content and title != _title_from_content(content):
+        elif title != content and (not derived and title != _title_from_content(content)
+                                   or _title_cut_may_hold(title)):
             title = self._screen(title, "title")
         if not metadata and self.credentials in CREDENTIAL_POLICIES:
             return content, title, {}               # what screening an empty object leaves (a new one)

@@ -7,6 +7,7 @@ input, so a shortcut that drifts fails."""
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import random
 import sqlite3
@@ -198,14 +199,17 @@ def test_tokenize_splits_ascii_text_as_the_word_regex_does(text):
 @example("one two", 5, "", "cut")
 @example("  leading space", 3, "", "cut")
 def test_a_prefix_and_its_text_tokenize_as_each_alone(text, cut, other, how):
-    """``_tokenize_prefixed`` reuses the text's words for a prefix it starts with: the terms are exactly
-    ``tokenize(prefix) + tokenize(text)`` for a cut of the text, a title made from it, or another string."""
+    """``_prefixed_term_counts`` reuses the text's words for a prefix it starts with: the terms counted are
+    exactly those of ``tokenize(prefix) + tokenize(text)``, in the order each first occurs, for a cut of the
+    text, a title made from it, or another string."""
     if how == "title":
         title = km._title_from_content(text) if text.strip() else ""
         prefix = title[:-1] if title.endswith("…") else title
     else:
         prefix = text[:cut] if how == "cut" else other
-    assert km._tokenize_prefixed(prefix, text) == km.tokenize(prefix) + km.tokenize(text)
+    terms = km.tokenize(prefix) + km.tokenize(text)
+    counts, written = km._prefixed_term_counts(prefix, text)
+    assert list(counts.items()) == list(collections.Counter(terms).items()) and written == len(terms)
 
 
 def test_the_remembered_terms_are_bounded(monkeypatch):

@@ -468,13 +468,59 @@ _GATE_TEXT = st.lists(st.one_of(_GATE_PIECES, st.text(max_size=6)), max_size=40)
 @PROPERTY
 @given(_GATE_TEXT)
 @example("x" * 78 + " pattern")     # cut to "pat…" in the title, where the content's "pattern" is no hit
+@example("harbor " * 11 + "pinboard")     # cut to "pi…"
+@example("harbor " * 10 + "lan pinboard")   # cut to "pinbo…", which a quick test lets go only as "pinboard"
 def test_a_title_made_from_a_clean_content_is_clean(text):
-    """``Memory`` scans neither a content that ``_may_hold_credentials`` lets go nor the title made from it:
-    the title passes a quick test only where its content does, and so holds nothing either."""
+    """``Memory`` scans neither a content that ``_may_hold_credentials`` lets go nor the title made from it,
+    unless the title's last word, cut short, passes a quick test alone (``_title_cut_may_hold``): the title
+    passes a quick test only where its content does or where that word does."""
     title = km._title_from_content(text)
     if not km._may_hold_credentials(text):
-        assert not km._may_hold_credentials(title)
         assert km._credential_spans(text) == []
+        if not km._title_cut_may_hold(title):
+            assert not km._may_hold_credentials(title)
+            assert km._credential_spans(title) == []
+
+
+def test_a_title_cut_to_a_secret_name_is_scanned_on_its_own():
+    content = "harbor " * 10 + "lan pinboard"
+    title = km._title_from_content(content)
+    assert title.endswith(" pinbo…") and not km._may_hold_credentials(content)
+    assert km._may_hold_credentials(title) and km._title_cut_may_hold(title)
+    assert not km._title_cut_may_hold(km._title_from_content("harbor " * 11 + "pinboard"))
+
+
+_INERT_PIECES = st.sampled_from([
+    "pin", "PIN", "Pin", "pinboard", "Pinboard", "spinach", "shopping", "pink", "token", "tokens", "Token",
+    "mytoken", "monkey", "key", "apikey", "api", "signal", "sig", "Pat", "pat", "patio", "passion", "pass",
+    "authored", "auth", "basic", "secretary", "secret", "cred", "credit", "private", "psk", "my", "card",
+    "with", "password", "identified", "is", "was", "now", "=", ":", "_", "-", ".", ",", "\"", ">", "<", " ", " ",
+    "\n", "\t", "1234", "4821", "Hunter2x9", "aB3dE5gH7jK9mN1pQ3sT5vW7", "é", "İ", "K",
+])
+_INERT_TEXT = st.lists(_INERT_PIECES, max_size=24).map("".join)
+
+
+@PROPERTY
+@given(_INERT_TEXT)
+@example("my pin is 4821")
+@example("the pinboard is 4821 and Token: aB3dE5gH7jK9mN1pQ3sT5vW7")
+def test_words_the_quick_tests_call_inert_never_hide_a_finding(text):
+    """A text that holds secret-word parts only inside inert words ("pinboard", "tokens", "monkey") is let go
+    unscanned; with the quick tests off, the scan of any such text finds exactly what it finds with them."""
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(km, "_may_hold_credentials", lambda _text: True)
+        patched.setattr(km, "_SECRET_WORD_PARTS", ("",))
+        ungated = km._credential_spans(text)
+    assert km._credential_spans(text) == ungated
+    if ungated:
+        assert km._quick_tests_find(text) and km._may_hold_credentials(text)
+
+
+def test_inert_words():
+    assert all(map(km._inert_word, ["pinboard", "Spinach", "shopping", "patio", "monkey", "tokens", "signal"]))
+    assert not any(map(km._inert_word, ["pin", "PIN", "token", "mytoken", "apikey", "sig", "passion", "piNboard",
+                                        "pin_code", "x" * 62 + "pin", "identified"]))
+    assert not km._quick_tests_find("the pinboard by the shopping and spinach") and km._quick_tests_find("my pin is 4821")
 
 
 @PROPERTY
