@@ -11265,7 +11265,8 @@ def _relation_gate() -> tuple[dict[str, frozenset[str]], tuple[tuple[str, frozen
             always.add(name)
             continue
         for literal in needs:
-            (by_gram.setdefault(literal[:3], set()) if len(literal) >= 3 else short.setdefault(literal, set())).add(name)
+            table = by_gram.setdefault(literal[:3], set()) if len(literal) >= 3 else short.setdefault(literal, set())
+            table.add(name)
     return ({gram: frozenset(names) for gram, names in by_gram.items()},
             tuple((literal, frozenset(names)) for literal, names in short.items()), frozenset(always))
 
