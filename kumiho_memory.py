@@ -4270,10 +4270,10 @@ def _title_cut_may_hold(title: str) -> bool:
 
     Only the lowered marks can: every other test passes in such a title only where it passes in the content,
     and the title's whole words are the content's; so a cut word holding no lowered mark lets the title go."""
-    if not title.endswith("…"):
-        return False
-    lowered = title[title.rfind(" ") + 1:].lower()
-    return any(map(lowered.__contains__, _LOWERED_LAYER_MARKS))
+    return title.endswith("…") and _LOWERED_MARK.search(title[title.rfind(" ") + 1:].lower()) is not None
+
+
+_LOWERED_MARK = _lazy_regex("|".join(map(re.escape, _LOWERED_LAYER_MARKS)))    # any of them, in one search
 
 
 def _remember_word_outcome(remembered: set[str], words: Sequence[str]) -> None:
