@@ -3868,7 +3868,8 @@ def _whole_unquoted_value(text: str, start: int, end: int) -> int:
 
 def _labelled_secrets(text: str) -> Iterable[tuple[int, int, str, str]]:
     lowered = text.lower()
-    lowered = lowered if len(lowered) == len(text) else text
+    if len(lowered) != len(text):     # "İ" lowers to two characters: lower the others alone, so positions hold
+        lowered = "".join(char if len(low := char.lower()) != 1 else low for char in text)
     if not any(map(lowered.__contains__, _SECRET_WORD_PARTS)):     # no hit: not worth starting the search
         return
     done_until = -1
@@ -14066,7 +14067,13 @@ class Memory:
         (``_title_cut_may_hold``). A title that is its content is scanned once."""
         if _may_hold_credentials(content):
             screened = self._screen(content, "content")
-            title = screened if title == content else self._screen(title, "title")
+            if title == content:
+                title = screened
+            elif derived or title == _title_from_content(content):
+                # made from the screened content: a cut through a secret ("api_key=Zq8vLm…") leaves none of it
+                title = self._screen(_title_from_content(screened), "title")
+            else:
+                title = self._screen(title, "title")
             content = screened
         elif title != content and (not derived and title != _title_from_content(content)
                                    or _title_cut_may_hold(title)):

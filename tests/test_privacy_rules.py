@@ -535,3 +535,28 @@ def test_the_quick_tests_hold_for_any_text(text):
         assert any(part in lowered for part in km._SECRET_WORD_PARTS)
     if km._credential_spans(text):
         assert km._may_hold_credentials(text)
+
+
+# -- found by a hostile review (round of issue 19): a dotted capital I and a title cut through a secret ----------
+
+@pytest.mark.parametrize("text, secret", [
+    ("Booked the İzmir flat for May. WIFI_PASSWORD=Quartz7Lynx! and checkout is at noon", "Quartz7Lynx"),
+    ("ACCESS_TOKEN: Vx93kQ2mZ7pL4tR8 (rotate after the İstanbul offsite)", "Vx93kQ2mZ7pL4tR8"),
+])
+def test_a_label_in_capitals_is_found_beside_a_letter_that_lowers_to_two(text, secret):
+    assert len(text.lower()) != len(text)                    # "İ" lowers to "i" and a combining dot
+    assert any(secret in text[start:end] for start, end, *_ in km._credential_spans(text))
+    memory = km.Memory()
+    got = memory.get(memory.remember(text))
+    assert secret not in got["content"] and secret not in got["title"], got
+
+
+@pytest.mark.parametrize("label", ["api_key=", "DB_PASSWORD=", "client_secret: ", 'token="'])
+def test_a_title_cut_through_a_secret_keeps_none_of_it(label):
+    secret = "Mv4Tq8Zr2Lx6Wn1Pk9Hs3Jd7"
+    text = f"Notes from Thursday's migration call with the storage team, {label}{secret} until the rotation"
+    memory = km.Memory()
+    got = memory.get(memory.remember(text))
+    assert got["title"].endswith("…") and len(got["title"]) < len(text)
+    for piece in (secret[start:start + 5] for start in range(len(secret) - 4)):
+        assert piece not in got["title"] and piece not in got["content"], got
