@@ -4239,7 +4239,7 @@ def _may_hold_credentials(text: str) -> bool:
     ``_FLAGGED_WORDS``): an ASCII text of words seen before costs a lookup or two, one with a few new words
     has those tested alone, and one with more is tested whole (its words are clean when it is)."""
     if not text.isascii():
-        return _quick_tests_find(text)
+        return _quick_tests_find(text.translate(_ONE_CHAR_FOLDS))
     words = text.split()
     if _CLEAN_WORDS.issuperset(words):
         return False
@@ -4302,7 +4302,29 @@ def _quick_tests_find(text: str) -> bool:
                                      if any(map(word.lower().__contains__, _LOWERED_LAYER_MARKS)))))
 
 
+class _OneCharFolds(dict):
+    """``str.translate``'s table of what each character reads as: its NFKC form where that is one other
+    character (full-width "Ａ" -> "A", the Kelvin sign -> "K", mathematical letters), else itself, so a text
+    read through it keeps every position. Filled on first sight of a code point; emptied past 65,536."""
+
+    def __missing__(self, code: int) -> str:
+        if len(self) >= 1 << 16:
+            self.clear()
+        char = chr(code)
+        folded = unicodedata.normalize("NFKC", char)
+        value = self[code] = folded if len(folded) == 1 else char
+        return value
+
+
+_ONE_CHAR_FOLDS = _OneCharFolds()
+
+
 def _credential_spans(text: str) -> list[tuple[int, int, str, str]]:
+    """Every credential's ``(start, end, family, label)`` in ``text``, sorted, never overlapping. A text that
+    is not ASCII is read through ``_OneCharFolds`` (a label or key in look-alike letters is still one), and
+    the positions found are the text's own."""
+    if not text.isascii():
+        text = text.translate(_ONE_CHAR_FOLDS)
     if not _may_hold_credentials(text):
         return []
     spans = _Spans()

@@ -560,3 +560,23 @@ def test_a_title_cut_through_a_secret_keeps_none_of_it(label):
     assert got["title"].endswith("…") and len(got["title"]) < len(text)
     for piece in (secret[start:start + 5] for start in range(len(secret) - 4)):
         assert piece not in got["title"] and piece not in got["content"], got
+
+
+@pytest.mark.parametrize("text, secret", [
+    ("ＡＰＩ＿ＫＥＹ=Pz81Kw4Qm7Lx", "Pz81Kw4Qm7Lx"),                        # full-width label
+    ("deploy with api_\u212aey=Pz81Kw4Qm7Lx tonight", "Pz81Kw4Qm7Lx"),     # the Kelvin sign for K
+    ("会議のあと ＰＡＳＳＷＯＲＤ：Ｐｚ８１Ｋｗ４Ｑｍ７Ｌｘ", "Ｐｚ８１Ｋｗ４Ｑｍ７Ｌｘ"),   # a full-width value too
+    ("\U0001d429\U0001d41a\U0001d42c\U0001d42c\U0001d430\U0001d428\U0001d42b\U0001d41d=Pz81Kw4Qm7Lx",
+     "Pz81Kw4Qm7Lx"),                                                      # mathematical bold "password"
+])
+def test_a_label_in_look_alike_letters_is_still_a_label(text, secret):
+    memory = km.Memory()
+    got = memory.get(memory.remember(text))
+    assert secret not in got["content"] and "[credential:" in got["content"], got
+    spans = km._credential_spans(text)
+    assert spans and all(text[start:end].strip() for start, end, *_ in spans)   # positions are the text's own
+
+
+def test_text_in_other_scripts_without_secrets_is_left_as_it_is():
+    for text in ["東京で会議、午後三時から", "Café au lait à 9h, très bien", "Ｔｏｋｙｏ ｉｓ ｌｏｖｅｌｙ ｉｎ ｍａｙ"]:
+        assert km._credential_spans(text) == [] and km.redact_credential_text(text) == (text, 0)
