@@ -10756,7 +10756,10 @@ used longer new bought got started
 _NEGATED_AFTER = _lazy_regex(r"\b(?:never|not|no longer|no more|isn't|wasn't|aren't|weren't)((?:\s+[\w'-]+){1,3})")
 _NEGATED_BEFORE = _lazy_regex(r"([\w'-]+)(?:'s|\s+(?:is|was|are|were))\s+(?:fine|ok|okay|gone|over|history|not)\b|"
                               r"([\w'-]+)\s+(?:passed away|died|ran away|flew off|was stolen|got stolen)\b")
-_ADDITIVE = _lazy_regex(r"\b(?:also|too|as well|another|in addition|besides|both|not just|not only)\b")
+# "too" adds only at the end of its clause ("got a dog too", "me too!"); before a word it says how much
+# ("parking got *too expensive*", "too far")
+_ADDITIVE = _lazy_regex(r"\b(?:also|too(?!\s+(?!(?:now|lol|haha|tbh|though|btw|as well|actually)\b)[a-z])|"
+                        r"as well|another|in addition|besides|both|not just|not only)\b")
 _DURATION = (r"\b(?:an?|\d+(?:\.\d+)?|one|two|three|four|five|six|ten|few|couple of)\s*"
              r"(?:hours?|hrs?|minutes?|mins?|seconds?|secs?|days?|nights?|weeks?|months?|years?)\b")
 _DURATION_SPAN = _lazy_regex("(?i)" + _DURATION)
@@ -11123,7 +11126,8 @@ BELIEF_RELATIONS: dict[str, str] = {
     "editor": r"\b(?:editor|ide|vim|neovim|emacs|vs ?code|visual studio|intellij|pycharm|sublime text|"
               r"editing code|for coding)\b",
     "display": r"\b(?:dark|light) (?:mode|theme)\b",
-    "diet": r"\b(?:vegetarian|vegan|pescatarian|keto|paleo|gluten-free|dairy-free|diet|eat meat|eating meat)\b",
+    "diet": r"\b(?:vegetarian|vegan|pescatarian|keto|paleo|gluten[- ]free|dairy[- ]free|diet|eat meat|eating meat|"
+            r"coeliac|celiac|plant[- ]based|eat (?:pretty much |basically |just about )?anything)\b",
     # the services and providers a household switches between
     "insurance": r"\b(?:insur(?:ance|ed|er)|insured with)\b",
     "energy": r"\b(?:energy (?:supplier|provider|company|tariff)|gas and electric\w*|electricity (?:supplier|"
@@ -11192,8 +11196,11 @@ FAVORITE_NOUNS = {"colour": "color", "dish": "food", "meal": "food", "cuisine": 
                   "sports": "sport", "game": "sport", "movie": "film", "films": "film", "book": "book",
                   "band": "music", "song": "music", "singer": "music", "drink": "drink", "beverage": "drink",
                   "writer": "author", "novelist": "author", "authors": "author", "bands": "music",
-                  "songs": "music", "musician": "music", "movies": "film", "books": "book", "novel": "book"}
-_FAVORITE = _lazy_regex(r"\b(?:favou?rite|fave|fav|go-to)\s+([a-z]+)")
+                  "songs": "music", "musician": "music", "movies": "film", "books": "book", "novel": "book",
+                  "thing to eat": "food", "things to eat": "food", "thing to drink": "drink",
+                  "things to drink": "drink", "thing to read": "book", "things to read": "book"}
+# "favourite thing to eat" is the favourite food
+_FAVORITE = _lazy_regex(r"\b(?:favou?rite|fave|fav|go-to)\s+((?:thing|things) to (?:eat|drink|read)\b|[a-z]+)")
 _TYPED_NOUN = _lazy_regex(r"\b(?:the colou?r|colou?r)\b")
 _COMPILED_RELATIONS = {name: _gated_regex(pattern) for name, pattern in BELIEF_RELATIONS.items()}
 # A possessed thing that moves ("Ann's gym sessions *moved* to Fridays") is what moved, not its owner's home.

@@ -861,3 +861,28 @@ def test_facts_about_the_partner_are_the_partners_own_beliefs():
         krefs = [item_of(said(memory, text)) for text in (
             "my husband drives a van", "my husband got a new job at the port", "my husband's favourite food is curry")]
         assert len(set(krefs)) == 3
+
+
+@pytest.mark.parametrize("text, relation", [
+    ("my favourite thing to eat is pho", "favorite:food"),
+    ("strictly gluten free since the diagnosis", "diet"),
+    ("turns out I'm coeliac", "diet"),
+    ("mostly plant based these days", "diet"),
+])
+def test_more_ways_people_name_a_diet_or_a_favourite(text, relation):
+    assert relation in km.belief_relations(text)
+
+
+def test_too_before_a_word_says_how_much_not_one_more():
+    assert km._ADDITIVE.search("the train got too pricey") is None
+    assert km._ADDITIVE.search("we got a tortoise too") is not None
+    assert km._ADDITIVE.search("got a tortoise too now") is not None
+
+
+@pytest.mark.parametrize("old, new", [
+    ("my favourite food is paella", "tbh my favourite thing to eat lately is dumplings"),
+    ("I'm vegetarian", "gave up on it, eat pretty much anything now"),
+])
+def test_corrections_in_other_words_revise_the_speakers_belief(old, new):
+    with km.Memory(None) as memory:
+        assert _same_item(memory, old, new, "I live in Swansea", "my brother owen works in a bank")
