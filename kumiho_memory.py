@@ -11087,7 +11087,9 @@ BELIEF_RELATIONS: dict[str, str] = {
                 r"(?:" + _JOB_NOUNS + r")s? (?:at|with))\b",
     # how one gets to work; "my commute" (how long it takes) is an attribute of its own
     # "cycling in every day": how one comes in, said without where to
-    "commute": r"\b(?:(?:to|from|into) (?:work|the office)|(?:cycl(?:e|es|ed|ing)|walk(?:s|ed|ing)?|bik(?:e|es|ed|ing)|"
+    "commute": r"\b(?:(?:to|from|into) (?:work|the office)|(?:get|gets|getting|take|takes|taking|catch|catches|"
+               r"catching) the (?:[\w:.]+ )?(?:bus|tram|train|tube|metro|ferry)(?= in\b| now\b| every\b| most\b|"
+               r"[.!,;]|$)|(?:cycl(?:e|es|ed|ing)|walk(?:s|ed|ing)?|bik(?:e|es|ed|ing)|"
                r"driv(?:e|es|ing)|commut(?:e|es|ed|ing)) in\b(?! (?:the|a|an|my|our|his|her|their|[\w-]+'s)\b))",
     # "car insurance", "the car park" are other things than the car
     # "drive *to the office*" says how one travels, not what one drives
@@ -11156,7 +11158,11 @@ BELIEF_RELATIONS: dict[str, str] = {
               r"lattes?|cappuccinos?|americanos?|matcha)\b",
     "faith": r"\b(?:go(?:es|ing)? to (?:[\w'-]+ ){0,3}(?:church|mosque|synagogue|temple|gurdwara)|churchgoer|"
              r"member of (?:[\w'-]+ ){0,3}church)\b",
-    "wake": r"\b(?:wakes? up|woke up|waking up|gets? up at|alarm)\b",
+    "wake": r"\b(?:wakes? up|woke up|waking up|gets? up at|alarm)\b|"
+            r"(?:^|[,.;:!]\s*|\b(?:i'?m|am|be|been|usually|now)\s)up (?:at|by) \d{1,2}(?:[:.]\d\d)?\b",
+    # which days one works from home or goes in ("work from home" is no employer, see there)
+    "remote work": r"\b(?:wfh|work(?:ing)? from home|remote days?|office days?|hybrid (?:policy|working|pattern)|"
+                   r"(?:in the office|go(?:ing)? in(?:to the office)?) (?:on )?(?:mon|tues|wednes|thurs|fri)days?)\b",
     "bedtime": r"\b(?:bedtime|go(?:es)? to bed|went to bed|go(?:es)? to sleep|in bed by|asleep by)\b",
     "hours": r"\b(?:work(?:ing)? hours|shift starts|start work|starts? work|(?:four|five|six|"
              r"\d)[- ]day (?:work ?)?weeks?|"

@@ -886,3 +886,30 @@ def test_too_before_a_word_says_how_much_not_one_more():
 def test_corrections_in_other_words_revise_the_speakers_belief(old, new):
     with km.Memory(None) as memory:
         assert _same_item(memory, old, new, "I live in Swansea", "my brother owen works in a bank")
+
+
+@pytest.mark.parametrize("text, relation", [
+    ("remote days are wednesdays for me", "remote work"),
+    ("new rota, up at 4:45 most days", "wake"),
+    ("I catch the 7:52 train in", "commute"),
+])
+def test_commute_wake_time_and_office_days_in_chat(text, relation):
+    assert relation in km.belief_relations(text)
+
+
+@pytest.mark.parametrize("text, relation", [
+    ("we turned up at 7 and the place was shut", "wake"),       # arrived, did not get up
+    ("met a guy on the train who knew my cousin", "commute"),    # a ride, not how one gets to work
+    ("the office is shut on fridays for cleaning", "remote work"),
+])
+def test_look_alikes_of_commute_wake_and_office_days(text, relation):
+    assert relation not in km.belief_relations(text)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("I drive in to the depot, about half an hour", "started catching the bus in, the diesel got too pricey"),
+    ("I work from home on tuesdays", "my wfh day is fridays now"),
+])
+def test_a_new_commute_or_office_day_revises_the_old(old, new):
+    with km.Memory(None) as memory:
+        assert _same_item(memory, old, new, "I live in Swansea", "my brother owen works in a bank")
