@@ -865,51 +865,34 @@ def test_facts_about_the_partner_are_the_partners_own_beliefs():
 
 @pytest.mark.parametrize("text, relation", [
     ("my favourite thing to eat is pho", "favorite:food"),
-    ("strictly gluten free since the diagnosis", "diet"),
-    ("turns out I'm coeliac", "diet"),
-    ("mostly plant based these days", "diet"),
-])
-def test_more_ways_people_name_a_diet_or_a_favourite(text, relation):
-    assert relation in km.belief_relations(text)
-
-
-def test_too_before_a_word_says_how_much_not_one_more():
-    assert km._ADDITIVE.search("the train got too pricey") is None
-    assert km._ADDITIVE.search("we got a tortoise too") is not None
-    assert km._ADDITIVE.search("got a tortoise too now") is not None
-
-
-@pytest.mark.parametrize("old, new", [
-    ("my favourite food is paella", "tbh my favourite thing to eat lately is dumplings"),
-    ("I'm vegetarian", "gave up on it, eat pretty much anything now"),
-])
-def test_corrections_in_other_words_revise_the_speakers_belief(old, new):
-    with km.Memory(None) as memory:
-        assert _same_item(memory, old, new, "I live in Swansea", "my brother owen works in a bank")
-
-
-@pytest.mark.parametrize("text, relation", [
-    ("remote days are wednesdays for me", "remote work"),
     ("new rota, up at 4:45 most days", "wake"),
-    ("I catch the 7:52 train in", "commute"),
 ])
-def test_commute_wake_time_and_office_days_in_chat(text, relation):
+def test_a_favourite_said_as_a_thing_to_eat_and_a_wake_time_said_as_up_at(text, relation):
     assert relation in km.belief_relations(text)
 
 
-@pytest.mark.parametrize("text, relation", [
-    ("we turned up at 7 and the place was shut", "wake"),       # arrived, did not get up
-    ("met a guy on the train who knew my cousin", "commute"),    # a ride, not how one gets to work
-    ("the office is shut on fridays for cleaning", "remote work"),
-])
-def test_look_alikes_of_commute_wake_and_office_days(text, relation):
-    assert relation not in km.belief_relations(text)
+def test_up_at_a_number_that_is_no_time_of_waking():
+    for text in ("we turned up at 7 and the place was shut", "sales are up by 5 this week"):
+        assert "wake" not in km.belief_relations(text)
 
 
-@pytest.mark.parametrize("old, new", [
-    ("I drive in to the depot, about half an hour", "started catching the bus in, the diesel got too pricey"),
-    ("I work from home on tuesdays", "my wfh day is fridays now"),
-])
-def test_a_new_commute_or_office_day_revises_the_old(old, new):
+def test_a_new_favourite_thing_to_eat_revises_the_favourite_food():
     with km.Memory(None) as memory:
-        assert _same_item(memory, old, new, "I live in Swansea", "my brother owen works in a bank")
+        assert _same_item(memory, "my favourite food is paella", "tbh my favourite thing to eat lately is dumplings",
+                          "I live in Swansea", "my brother owen works in a bank")
+
+
+# Found by a hostile review of rules proposed in round 9 (and so not taken): each second statement adds to the
+# first or says something else of the same topic, and must stay a belief of its own.
+@pytest.mark.parametrize("old, new", [
+    ("I drive a Honda Civic.", "I drive a Tesla too but only at weekends."),
+    ("I use Firefox as my browser.", "I use Chrome too for testing sites."),
+    ("I wfh on Fridays.", "My wifi keeps dropping when I wfh."),
+    ("I work from home three days a week.", "I'm in the office on Mondays for the team standup."),
+    ("I'm vegetarian.", "I'll eat anything with chocolate in it."),
+    ("I'm pescatarian.", "My gluten free bread recipe finally worked."),
+    ("I take the bus to work.", "I catch the train every Christmas to my parents."),
+])
+def test_an_added_value_or_another_fact_of_the_topic_is_no_correction(old, new):
+    with km.Memory(None) as memory:
+        assert not _same_item(memory, old, new, "I live in Swansea")

@@ -580,3 +580,18 @@ def test_a_label_in_look_alike_letters_is_still_a_label(text, secret):
 def test_text_in_other_scripts_without_secrets_is_left_as_it_is():
     for text in ["東京で会議、午後三時から", "Café au lait à 9h, très bien", "Ｔｏｋｙｏ ｉｓ ｌｏｖｅｌｙ ｉｎ ｍａｙ"]:
         assert km._credential_spans(text) == [] and km.redact_credential_text(text) == (text, 0)
+
+
+@pytest.mark.parametrize("text, family", [
+    ("my key ［credential:sk_live_4ec39hqlyjwdarjtt1zdp7dc］", "stripe"),        # full-width brackets
+    ("wrapped [credential:sk_live_4eC39HqLyjWDarjtT1zdp7dc] to look redacted", "stripe"),   # no such family
+])
+def test_a_secret_dressed_as_a_placeholder_is_still_found(text, family):
+    redacted, count = km.redact_credential_text(text)
+    assert count == 1 and f"[credential:{family}]" in redacted and "4ec39" not in redacted.lower()
+    assert km.redact_credential_text(redacted) == (redacted, 0)
+
+
+def test_the_screens_own_placeholders_are_left_as_they_are():
+    text = "already [credential:stripe], [credential:password] and [redacted] here"
+    assert km.redact_credential_text(text) == (text, 0)
