@@ -11002,6 +11002,7 @@ def _gated_regex(pattern: str) -> re.Pattern[str]:
     return _GatedRegex(pattern)  # type: ignore[return-value]
 
 
+@functools.lru_cache(maxsize=None)       # the registry's gate and each gated regex read the same patterns
 def _required_literals(pattern: str, flags: int = 0) -> tuple[str, ...] | None:
     """Strings one of which is in every text that ``pattern`` finds anything in, read off the parse of the
     pattern by ``re``'s own parser; None when none can be named (an alternative of classes and repeats
