@@ -12,6 +12,7 @@ import array
 import collections
 import dataclasses
 import json
+import math
 import os
 import random
 import signal
@@ -816,6 +817,47 @@ def test_small_and_in_memory_stores_keep_no_snapshot(tmp_path):
     memory.close()
     assert manifest(path) is None
     assert km.Memory().backend.save_recall_snapshot() is False
+
+
+def test_recall_in_one_small_space_of_a_large_store_scores_its_documents_and_agrees(tmp_path, small_snapshots,
+                                                                                     monkeypatch):
+    """Many spaces share their words, so a query's postings are mostly other spaces' documents: a recall in one
+    small space scores that space's documents from the forward index (``RecallIndex._search_eligible``),
+    in this process and in a fresh one that reads the stored snapshot, and ranks exactly as the postings do
+    (the same memories, the same scores, the same order)."""
+    rnd = random.Random(7)
+    common = ["harbor", "lantern", "meadow", "copper", "willow", "falcon"]
+    rare = [f"word{number}" for number in range(400)]
+    records = []
+    for number in range(3000):
+        words = rnd.choices(common, k=rnd.randint(3, 8)) + rnd.sample(rare, rnd.randint(0, 3))
+        records.append({"content": " ".join(words), "space": f"user{number % 60}", "kind": "memory"})
+    path = str(tmp_path / "spaces.db")
+    queries = ["harbor lantern meadow", "copper willow falcon word3", "meadow falcon word17 word250"]
+    taken = []
+    scored = km.RecallIndex._search_eligible
+    monkeypatch.setattr(km.RecallIndex, "_search_eligible",
+                        lambda self, *args: taken.append(1) or scored(self, *args))
+
+    def answers(memory):
+        return [[(hit["kref"], hit["score"]) for hit in memory.recall(query, limit=10, space=space)]
+                for query in queries for space in ("user3", "user41")]
+
+    with km.Memory(path, ids=km.SequentialIds()) as memory:
+        memory.remember_many(records)
+        here = answers(memory)
+        assert taken, "no recall scored the eligible documents in full: the test no longer covers it"
+        with monkeypatch.context() as patch:
+            patch.setattr(km.RecallIndex, "ELIGIBLE_COST", math.inf)
+            assert answers(memory) == here
+    assert all(len(ranked) == 10 for ranked in here)
+    taken.clear()
+    with km.Memory(path) as reopened:
+        assert answers(reopened) == here
+        assert taken and reopened.backend._recall.index._source is not None     # read from the snapshot
+    with km.Memory(path) as reopened, monkeypatch.context() as patch:
+        patch.setattr(km.RecallIndex, "ELIGIBLE_COST", math.inf)
+        assert answers(reopened) == here
 
 
 # -- Dream State in one pass --------------------------------------------------------------------------------

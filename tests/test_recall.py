@@ -9,6 +9,7 @@ import copy
 import dataclasses
 import datetime as dt
 import io
+import math
 import os
 import random
 import subprocess
@@ -998,9 +999,11 @@ def test_recall_index_search_matches_brute_force_on_small_corpora(corpus, churn,
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), size=st.integers(200, 2500), vocabulary=st.integers(2, 8),
        zipf=st.booleans(), compact=st.booleans(), k=st.integers(1, 10),
-       fraction=st.sampled_from([0.01, 0.03, 0.1, 0.5, 1.0]))
-def test_recall_index_search_matches_brute_force_when_pruning(seed, size, vocabulary, zipf, compact, k, fraction):
-    """Long postings and sparse eligible sets: the early-termination paths are taken here."""
+       fraction=st.sampled_from([0.01, 0.03, 0.1, 0.5, 1.0]), eligible_cost=st.sampled_from([1.0, math.inf]))
+def test_recall_index_search_matches_brute_force_when_pruning(seed, size, vocabulary, zipf, compact, k, fraction,
+                                                              eligible_cost):
+    """Long postings and sparse eligible sets: the early-termination paths are taken here (with an infinite
+    ``ELIGIBLE_COST`` a sparse eligible set is never scored document by document instead)."""
     rnd = random.Random(seed)
     words = VOCABULARY[:vocabulary]
     bias = [1.0 / (position + 1) for position in range(vocabulary)] if zipf else None
@@ -1026,7 +1029,9 @@ def test_recall_index_search_matches_brute_force_when_pruning(seed, size, vocabu
     eligible = {doc for doc in index.doc_slot if rnd.random() < fraction}
     query = rnd.sample(VOCABULARY, rnd.randint(1, 4))
     weights = index.term_weights(query, {term: rnd.choice([0.15, 0.5, 1.0, 2.0]) for term in query})
-    _check_search(index, weights, k, eligible)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(km.RecallIndex, "ELIGIBLE_COST", eligible_cost)
+        _check_search(index, weights, k, eligible)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -1078,10 +1083,12 @@ def test_recall_index_scores_are_the_same_float_whichever_way_the_query_went(see
     rnd = random.Random(seed)
     words = VOCABULARY[:6]
     index = _zipf_index(rnd, 3000, words)
-    ways = {"read through": {"READ_ALL_MAX": 0, "UPDATE_ONLY_MAX": 10**9},
-            "finished in full": {"READ_ALL_MAX": 0, "UPDATE_ONLY_MAX": 0},
-            "read on": {"READ_ALL_MAX": 0, "UPDATE_ONLY_MAX": 0, "FINISH_CHUNK": 4, "EXACT_COST": 10_000},
-            "every posting read": {"READ_ALL_MAX": 10**9}}
+    never = {"ELIGIBLE_COST": math.inf}          # (each way below is the one named, not the eligible-first one)
+    ways = {"read through": {"READ_ALL_MAX": 0, "UPDATE_ONLY_MAX": 10**9, **never},
+            "finished in full": {"READ_ALL_MAX": 0, "UPDATE_ONLY_MAX": 0, **never},
+            "read on": {"READ_ALL_MAX": 0, "UPDATE_ONLY_MAX": 0, "FINISH_CHUNK": 4, "EXACT_COST": 10_000, **never},
+            "every posting read": {"READ_ALL_MAX": 10**9},
+            "eligible scored in full": {"READ_ALL_MAX": 0, "ELIGIBLE_COST": 0.0}}
     for _ in range(24):
         query = rnd.sample(words, rnd.randint(2, 5))
         weights = index.term_weights(query, {term: rnd.choice([0.15, 0.5, 1.0, 2.0]) for term in query})
