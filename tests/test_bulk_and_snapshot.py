@@ -525,6 +525,12 @@ def test_the_current_sets_behave_as_the_sets_they_replace(first, second, start):
         assert len(one) == len(expected) and list(one) == sorted(expected)
         assert all((doc in one) == (doc in expected) for doc in range(-6, 2100))
         assert all(doc in one for doc in expected) and "1" not in one
+        # the parts a search loop tests membership with, inline (``_DocFlags.parts``), say the same
+        for members in (one, expected):
+            bits, top, rest = km._DocFlags.parts(members)
+            probes = [*range(-6, 2100), *expected, 10**6, 3 * 10**6 + 1]
+            assert [(bits[doc] == 1 if 0 <= doc < top else doc in rest) for doc in probes] == \
+                [doc in expected for doc in probes]
     joined = km._DocFlags.union(*flags)
     assert list(joined) == sorted(truth[0] | truth[1]) and len(joined) == len(truth[0] | truth[1])
 

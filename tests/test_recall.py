@@ -1087,7 +1087,7 @@ def test_recall_index_scores_are_the_same_float_whichever_way_the_query_went(see
     ways = {"read through": {"READ_ALL_MAX": 0, "UPDATE_ONLY_MAX": 10**9, **never},
             "finished in full": {"READ_ALL_MAX": 0, "UPDATE_ONLY_MAX": 0, **never},
             "read on": {"READ_ALL_MAX": 0, "UPDATE_ONLY_MAX": 0, "FINISH_CHUNK": 4, "EXACT_COST": 10_000, **never},
-            "every posting read": {"READ_ALL_MAX": 10**9},
+            "every posting read": {"READ_ALL_MAX": 10**9, **never},
             "eligible scored in full": {"READ_ALL_MAX": 0, "ELIGIBLE_COST": 0.0}}
     for _ in range(24):
         query = rnd.sample(words, rnd.randint(2, 5))
