@@ -2155,7 +2155,7 @@ class RecallIndex:
     EXACT_COST = 16                     # one candidate scored from the forward index costs about as many reads
     FETCH_COST = 8                      # ... times this more when its block is fetched from the store first
     READ_ALL_MAX = 4096                 # a query with at most this many postings reads them all (``_search_all``)
-    ELIGIBLE_COST = 1.0                 # eligible documents scored in full cost this times ``_exact_cost`` each
+    ELIGIBLE_COST = 25.0                # postings read cost about as much as one eligible document scored in full
     FORWARD_BLOCK = 32                  # slots per stored block of the forward index (a few KB)
     CACHE_BYTES = 64 << 20              # postings and forward blocks fetched from a snapshot
 
@@ -2583,13 +2583,16 @@ class RecallIndex:
             return []
         terms = self.terms
         postings_count = sum(len(terms[term_id].slots) + len(terms[term_id].tail_slots) for term_id in weights)
-        if postings_count <= self.READ_ALL_MAX and within is not None:     # (what it keeps makes the next ones cheap)
+        # Scoring each eligible document instead costs ``budget`` postings read: taken at once when reading them
+        # all would cost more (pruning seldom skips three in four), or when pruning has read that many and is
+        # not done (so it costs at most about twice the cheaper way).
+        budget, asked = self._eligible_budget(weights, eligible), weights
+        if postings_count <= self.READ_ALL_MAX:      # (a scope searched before keeps its postings: cheaper still)
+            if within is None and budget < postings_count:
+                return self._search_eligible(weights, k, eligible)
             return self._search_all(weights, k, eligible, within)
-        if isinstance(eligible, (set, frozenset, dict, _DocFlags)) and min(weights.values()) > 0 \
-                and len(eligible) * self.ELIGIBLE_COST * self._exact_cost() < postings_count:
+        if 4 * budget < postings_count:
             return self._search_eligible(weights, k, eligible)
-        if postings_count <= self.READ_ALL_MAX:
-            return self._search_all(weights, k, eligible, within)
         plan = self._plan(weights)
         weights = {term_id: weight for _, weight, _, term_id in plan}     # in the order partial scores add them
         remaining = [0.0] * len(plan)
@@ -2608,6 +2611,7 @@ class RecallIndex:
         threshold = 0.0
         leaders: list[int] = []            # the k best partial candidates as of the last look
         touched: list[Iterable[int]] = []   # slots read since the last look
+        read = 0                            # postings read so far
 
         def raise_threshold() -> float:
             """Score the k best partial candidates in full; their k-th score is a safe threshold."""
@@ -2626,8 +2630,10 @@ class RecallIndex:
             ceiling = remaining[position] + missed
             slots, impacts = postings.slots, postings.impacts
             touched.append(postings.tail_slots)
-            start, chunk = 0, 128            # short first reads, so a threshold exists early; then longer
+            start, chunk, read = 0, 128, read + len(postings.tail_slots)   # short first reads: a threshold early
             while start < len(slots):
+                if read > budget:
+                    return self._search_eligible(asked, k, eligible)
                 if len(scores) >= k and len(slots) - start > 64:   # worth it only before a long read
                     threshold = max(threshold, raise_threshold())
                 end = min(start + chunk, len(slots))
@@ -2635,11 +2641,12 @@ class RecallIndex:
                 floor = (threshold - ceiling) / weight       # impacts at or below this cannot enter the top k
                 rest = bisect.bisect_left(impacts, -floor, start, end, key=operator.neg)   # (impacts descend)
                 self._accumulate(scores, slots[start:rest], impacts[start:rest], weight, slot_doc, admit)
+                read += rest - start
                 if rest < end:
                     if len(slots) - rest <= min(self.UPDATE_ONLY_MAX, 8 * len(scores)):
                         # A short remainder is finished for the candidates we have (no new one can qualify),
                         # so nothing is left to guess about this term.
-                        get = scores.get
+                        get, read = scores.get, read + len(slots) - rest
                         for slot, impact in zip(slots[rest:], impacts[rest:]):
                             score = get(slot)
                             if score is not None:
@@ -2650,22 +2657,36 @@ class RecallIndex:
                     break
                 start, chunk = end, min(4096, 2 * chunk)
         if not missed:
-            if len(exact) >= k:              # k candidates hold at least this much: none below can place
-                floor = heapq.nlargest(k, map(scores.__getitem__, exact))[-1]
-                pool: Iterable[tuple[int, float]] = itertools.compress(scores.items(),
-                                                                      map(floor.__le__, scores.values()))
-            else:
-                pool = scores.items()
-            if admit is None:
-                pool = [(slot, score) for slot, score in pool if slot_doc[slot] in eligible]
-            best_slots = heapq.nlargest(k, pool, key=lambda pair: (pair[1], slot_doc[pair[0]]))
-            return [(slot_doc[slot], score) for slot, score in best_slots]
+            return self._best_read_through(k, scores, exact, None if admit is not None else eligible)
         # Finish exactly: best partial first, until no partial score plus what it may lack can reach the top k.
         if len(scores) >= k:
             touched.append(list(scores))
             threshold = max(threshold, raise_threshold())
         return self._finish_exactly(weights, k, scores, exact, threshold, missed, cut,
                                     None if admit is not None else eligible)
+
+    def _best_read_through(self, k: int, scores: Mapping[int, float], exact: Mapping[int, float],
+                           unchecked: Container[int] | None) -> list[tuple[int, float]]:
+        """The top ``k`` when every term was read through (``scores`` are full scores): with ``unchecked`` (what
+        ``eligible`` was), ``scores`` may hold slots not in it, which are left out here."""
+        slot_doc = self.slot_doc
+        if len(exact) >= k:              # k candidates hold at least this much: none below can place
+            floor = heapq.nlargest(k, map(scores.__getitem__, exact))[-1]
+            pool: Iterable[tuple[int, float]] = itertools.compress(scores.items(), map(floor.__le__, scores.values()))
+        else:
+            pool = scores.items()
+        if unchecked is not None:
+            pool = [(slot, score) for slot, score in pool if slot_doc[slot] in unchecked]
+        best_slots = heapq.nlargest(k, pool, key=lambda pair: (pair[1], slot_doc[pair[0]]))
+        return [(slot_doc[slot], score) for slot, score in best_slots]
+
+    def _eligible_budget(self, weights: Mapping[int, float], eligible: Container[int]) -> float:
+        """What scoring each eligible document from the forward index costs, in postings read (more when the
+        forward index is fetched from the store and does not fit the cache); infinite when ``eligible`` cannot
+        be listed or a weight is not positive (``_search_eligible``)."""
+        if not isinstance(eligible, (set, frozenset, dict, _DocFlags)) or min(weights.values()) <= 0:
+            return math.inf
+        return len(eligible) * self.ELIGIBLE_COST * self._fetch_factor()
 
     @staticmethod
     def _leaders(k: int, scores: Mapping[int, float], leaders: Sequence[int],
@@ -2889,11 +2910,16 @@ class RecallIndex:
     def _exact_cost(self) -> float:
         """About how many postings read on cost as much as one candidate scored in full: ``EXACT_COST``, and
         more when the forward index is fetched from the store and does not all fit in the cache."""
+        return self.EXACT_COST * self._fetch_factor()
+
+    def _fetch_factor(self) -> float:
+        """How much more a candidate scored in full costs for the forward blocks fetched from the store: 1 when
+        they are all in memory or fit the cache, up to ``1 + FETCH_COST``."""
         if self._source is None or not self._stored_slots:
-            return float(self.EXACT_COST)
+            return 1.0
         stored = 20 * self._stored_slots + 12 * (self._block_ends[-1] if self._block_ends else 0)
         fetched = max(0.0, 1.0 - self._source.cache.budget / max(1, stored))    # the share not kept, roughly
-        return self.EXACT_COST * (1.0 + self.FETCH_COST * fetched)
+        return 1.0 + self.FETCH_COST * fetched
 
     @staticmethod
     def _slack(score: float) -> float:

@@ -999,11 +999,13 @@ def test_recall_index_search_matches_brute_force_on_small_corpora(corpus, churn,
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), size=st.integers(200, 2500), vocabulary=st.integers(2, 8),
        zipf=st.booleans(), compact=st.booleans(), k=st.integers(1, 10),
-       fraction=st.sampled_from([0.01, 0.03, 0.1, 0.5, 1.0]), eligible_cost=st.sampled_from([1.0, math.inf]))
+       fraction=st.sampled_from([0.01, 0.03, 0.1, 0.5, 1.0]),
+       eligible_cost=st.sampled_from([0.0, 1.0, km.RecallIndex.ELIGIBLE_COST, math.inf]))
 def test_recall_index_search_matches_brute_force_when_pruning(seed, size, vocabulary, zipf, compact, k, fraction,
                                                               eligible_cost):
     """Long postings and sparse eligible sets: the early-termination paths are taken here (with an infinite
-    ``ELIGIBLE_COST`` a sparse eligible set is never scored document by document instead)."""
+    ``ELIGIBLE_COST`` a sparse eligible set is never scored document by document instead; with a small one,
+    pruning often gives way to it part way)."""
     rnd = random.Random(seed)
     words = VOCABULARY[:vocabulary]
     bias = [1.0 / (position + 1) for position in range(vocabulary)] if zipf else None
@@ -1104,6 +1106,34 @@ def test_recall_index_scores_are_the_same_float_whichever_way_the_query_went(see
         assert all(answer == first for answer in answers.values()), answers
         assert all(score == index.exact_score(doc, weights) for doc, score in first)
         assert [round(score, 9) for _, score in first] == _brute_top(index, weights, k, eligible)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_recall_index_pruning_that_reads_too_much_gives_way_to_scoring_the_eligible(seed, monkeypatch):
+    """When pruning has read as many postings as scoring every eligible document would cost, the search scores
+    those instead, from scratch: the answer is the one pruning alone gives, float for float."""
+    rnd = random.Random(seed)
+    index = _zipf_index(rnd, 3000, VOCABULARY[:6])
+    scored = km.RecallIndex._search_eligible
+    switched = []
+    monkeypatch.setattr(km.RecallIndex, "_search_eligible",
+                        lambda self, *args: switched.append(1) or scored(self, *args))
+    monkeypatch.setattr(km.RecallIndex, "READ_ALL_MAX", 0)
+    for _ in range(24):
+        query = rnd.sample(VOCABULARY[:6], rnd.randint(1, 4))
+        weights = index.term_weights(query, {term: rnd.choice([0.15, 0.5, 1.0, 2.0]) for term in query})
+        eligible = {doc for doc in index.doc_slot if rnd.random() < rnd.choice([0.05, 0.3])}
+        postings = sum(len(index.terms[term].slots) + len(index.terms[term].tail_slots) for term in weights)
+        k = rnd.randint(1, 12)
+        with monkeypatch.context() as patch:
+            patch.setattr(km.RecallIndex, "ELIGIBLE_COST", math.inf)
+            pruned = index.search(weights, k, eligible)
+        # a budget just above a quarter of the postings: not scored at once, but after reading that many
+        with monkeypatch.context() as patch:
+            patch.setattr(km.RecallIndex, "ELIGIBLE_COST", 1.001 * postings / (4 * max(1, len(eligible))))
+            assert index.search(weights, k, eligible) == pruned
+            _check_search(index, weights, k, eligible)
+    assert switched, "pruning never gave way part way: the test no longer covers it"
 
 
 @pytest.mark.parametrize("seed", range(3))
