@@ -2574,7 +2574,8 @@ class RecallIndex:
 
     def search(self, weights: Mapping[int, float], k: int, eligible: Container[int],
                within: dict[int, tuple[array.array, array.array]] | None = None) -> list[tuple[int, float]]:
-        """The ``k`` best documents in ``eligible`` for ``{term_id: weight}``: ``(doc_id, score)``, best first.
+        """The ``k`` best documents in ``eligible`` for ``{term_id: weight}``: ``(doc_id, score)``, best first;
+        of documents with equal scores, the one indexed last (the later slot) first, whichever way it went.
 
         ``within``: where to keep each term's postings within ``eligible`` for the next searches, when the caller
         keeps it while neither the index nor ``eligible`` changes (a query with few postings then reads only
@@ -2677,7 +2678,7 @@ class RecallIndex:
             pool = scores.items()
         if unchecked is not None:
             pool = [(slot, score) for slot, score in pool if slot_doc[slot] in unchecked]
-        best_slots = heapq.nlargest(k, pool, key=lambda pair: (pair[1], slot_doc[pair[0]]))
+        best_slots = heapq.nlargest(k, pool, key=lambda pair: (pair[1], pair[0]))
         return [(slot_doc[slot], score) for slot, score in best_slots]
 
     def _eligible_budget(self, weights: Mapping[int, float], eligible: Container[int]) -> float:
@@ -2743,11 +2744,11 @@ class RecallIndex:
                 scores[slot] = get(slot, 0.0) + weight * impact       # 0.0 + x is x: the same sum
         if len(scores) > k:             # the k-th best score first (floats sort fast), then only those up to it
             kth = sorted(scores.values(), reverse=True)[k - 1]
-            best = [(score, slot_doc[slot]) for slot, score in scores.items() if score >= kth]
+            best = [(score, slot) for slot, score in scores.items() if score >= kth]
         else:
-            best = [(score, slot_doc[slot]) for slot, score in scores.items()]
-        best.sort(reverse=True)         # (score, document) is unique: the order ``search`` gives
-        return [(doc_id, score) for score, doc_id in best[:k]]
+            best = [(score, slot) for slot, score in scores.items()]
+        best.sort(reverse=True)         # (score, slot) is unique: the order ``search`` gives
+        return [(slot_doc[slot], score) for score, slot in best[:k]]
 
     def _search_eligible(self, weights: Mapping[int, float], k: int,
                          eligible: Iterable[int]) -> list[tuple[int, float]]:
@@ -2762,11 +2763,10 @@ class RecallIndex:
         for first in range(0, len(slots), 512):
             batch = slots[first:first + 512]
             self._prefetch(batch)
-            best.extend((score, slot_doc[slot]) for slot, score in zip(batch, self._exact_many(batch, weights))
-                        if score > 0.0)
+            best.extend((score, slot) for slot, score in zip(batch, self._exact_many(batch, weights)) if score > 0.0)
             if len(best) > 4 * k:
                 best = heapq.nlargest(k, best)
-        return [(doc_id, score) for score, doc_id in heapq.nlargest(k, best)]   # (score, document) is unique
+        return [(slot_doc[slot], score) for score, slot in heapq.nlargest(k, best)]   # (score, slot) is unique
 
     @staticmethod
     def _accumulate(scores: dict[int, float], slots: Sequence[int], impacts: Sequence[float], weight: float,
@@ -2846,9 +2846,9 @@ class RecallIndex:
         gains its share, so most candidates drop out without being scored from the forward index. With
         ``unchecked`` (what ``eligible`` was), ``scores`` may hold slots not in it: each is checked before it
         would be scored in full."""
-        cutoff = threshold - missed
+        cutoff = threshold - self._slack(threshold) - missed     # (``threshold - missed`` may round above a bound)
         known = dict(itertools.compress(scores.items(), map(cutoff.__le__, scores.values())))   # lower bounds
-        best = heapq.nlargest(k, [(full, self.slot_doc[slot]) for slot, full in exact.items() if slot in known])
+        best = heapq.nlargest(k, [(full, slot) for slot, full in exact.items() if slot in known])
         heapq.heapify(best)                          # the k best full scores so far, the k-th at best[0]
         # Per truncated term: [what it may still withhold, weight, postings, next position, candidates read]
         open_terms = [[weight * postings.impacts[rest], weight, postings, rest,
@@ -2871,7 +2871,7 @@ class RecallIndex:
                 budget, chunk = 2 * budget, 2 * chunk
             else:
                 budget = len(order)
-        return [(doc_id, score) for score, doc_id in sorted(best, reverse=True)]
+        return [(self.slot_doc[slot], score) for score, slot in sorted(best, reverse=True)]
 
     def _walk(self, weights: Mapping[int, float], k: int, order: Sequence[int], known: Mapping[int, float],
               open_terms: Sequence[list[Any]], exact: dict[int, float], best: list[tuple[float, int]],
@@ -2897,7 +2897,7 @@ class RecallIndex:
             self._prefetch(batch)
             for slot, full in zip(batch, self._exact_many(batch, weights)):
                 exact[slot] = full
-                entry = (full, self.slot_doc[slot])
+                entry = (full, slot)
                 if len(best) < k:
                     heapq.heappush(best, entry)
                 elif entry > best[0]:

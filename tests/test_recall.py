@@ -1136,6 +1136,49 @@ def test_recall_index_pruning_that_reads_too_much_gives_way_to_scoring_the_eligi
     assert switched, "pruning never gave way part way: the test no longer covers it"
 
 
+def _brute_pairs(index: km.RecallIndex, weights, k: int, eligible) -> list[tuple[int, float]]:
+    """Brute force as ``search`` answers: ``(doc, score)`` best first, ties the later slot first."""
+    plan = {term: weight for _, weight, _, term in index._plan(weights)}
+    found = sorted(((index._exact(slot, plan), slot, doc) for doc, slot in list(index.doc_slot.items())
+                    if doc in eligible), reverse=True)
+    return [(doc, score) for score, _, doc in found if score > 0][:k]
+
+
+def test_recall_index_pruning_keeps_the_candidates_that_set_its_threshold():
+    """Found by a hostile review: ``threshold - missed`` could round just above the partial score of the very
+    candidates that set the threshold, so they dropped out of the finish and the search returned nothing."""
+    index = km.RecallIndex()
+    for doc in range(6000):
+        index.add(doc, {"apple": 1.0, "berry": 1.0} if doc < 100 else {"berry": 1.0, "cocoa": 1.0}, 2.0)
+    index.compact()
+    weights = {index.term_ids["apple"]: 0.7281382516787788, index.term_ids["berry"]: 0.42789540982689017}
+    everything = set(range(6000))
+    assert index.search(weights, 5, everything) == _brute_pairs(index, weights, 5, everything) != []
+
+
+def test_recall_index_ties_rank_the_same_whichever_way_the_search_goes(monkeypatch):
+    """Found by a hostile review: with slots out of document order (documents re-added, or messages indexed
+    after the other memories of a bulk load), pruning kept the tied documents it met first while the other
+    ways kept the highest document ids, so the path (which the eligible set's size picks) changed the answer.
+    Every way now keeps the later slot of a tie."""
+    index = km.RecallIndex()
+    for doc in range(9999, -1, -1):          # slot order opposite to document order
+        index.add(doc, {"apple": 1.0} if doc % 3 else {"berry": 1.0}, 1.0)
+    index.compact()
+    weights = index.term_weights(["apple"])
+    ways = {"eligible scored": {"ELIGIBLE_COST": 0.0}, "pruning": {"ELIGIBLE_COST": math.inf},
+            "read all": {"ELIGIBLE_COST": math.inf, "READ_ALL_MAX": 10**9}}
+    for eligible in (set(range(0, 30)) | set(range(9970, 10000)), set(range(0, 10000, 7)), set(range(10000))):
+        answers = {}
+        for way, settings_ in ways.items():
+            with monkeypatch.context() as patch:
+                for name, value in settings_.items():
+                    patch.setattr(km.RecallIndex, name, value)
+                answers[way] = index.search(weights, 3, eligible)
+        assert answers["eligible scored"] == answers["pruning"] == answers["read all"] \
+            == _brute_pairs(index, weights, 3, eligible), answers
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_recall_index_best_documents_outside_eligible_never_place(seed, monkeypatch):
     """Most documents eligible (slots enter the partial scores unchecked): the best-matching documents are the
