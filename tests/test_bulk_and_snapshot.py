@@ -825,6 +825,25 @@ def test_small_and_in_memory_stores_keep_no_snapshot(tmp_path):
     assert km.Memory().backend.save_recall_snapshot() is False
 
 
+def test_warm_recall_index_after_a_bulk_load_spares_the_next_process_the_rebuild(tmp_path, small_snapshots):
+    """``warm_recall_index`` (which the command line's remember-many runs) stores the recall index a bulk load
+    left unbuilt, so a fresh process reads it instead of rebuilding; once stored it has nothing to do."""
+    path = str(tmp_path / "bulk.db")
+    texts = [f"note {number} about harbor lantern {number % 17}" for number in range(300)]
+    with km.Memory(path, ids=km.SequentialIds()) as memory:
+        memory.remember_many(texts)
+        assert manifest(path) is None                    # the bulk load wrote no snapshot
+        assert memory.backend.warm_recall_index() is True
+        assert manifest(path) is not None
+        assert memory.backend.warm_recall_index() is False
+        expected = [hit["kref"] for hit in memory.recall("harbor lantern 5", limit=5)]
+    with km.Memory(path) as reopened:
+        assert [hit["kref"] for hit in reopened.recall("harbor lantern 5", limit=5)] == expected
+        assert reopened.backend._recall.index._source is not None     # read from the stored snapshot
+    with km.Memory() as in_memory:
+        assert in_memory.backend.warm_recall_index() is False            # nothing to store in memory
+
+
 def test_recall_in_one_small_space_of_a_large_store_scores_its_documents_and_agrees(tmp_path, small_snapshots,
                                                                                      monkeypatch):
     """Many spaces share their words, so a query's postings are mostly other spaces' documents: a recall in one
