@@ -110,7 +110,8 @@ FIRST_PERSON_COLUMNS = (("design", "design pairs"), ("heldout", "held-out twelve
                         ("train", "train (tuned on)"), ("fresh4", "fresh4 (tuned on)"),
                         ("fresh5", "fresh5 (pair per store, totals read)"),
                         ("fresh6", "fresh6 (pair per store, totals read)"),
-                        ("fresh7", "fresh7 (pair per store, written blind, totals read)"))
+                        ("fresh7", "fresh7 (pair per store, written blind, totals read; ten pairs seen)"),
+                        ("fresh8", "fresh8 (pair per store, written blind, totals read)"))
 
 
 def first_person_table(columns: dict) -> str:
