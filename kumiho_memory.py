@@ -2140,8 +2140,8 @@ class RecallIndex:
     argument); documents that may have lost a contribution that way are then scored exactly from the
     forward index, after the truncated terms are read on where that rules most of them out for less.
     Cost grows with the postings a query must read, not with the store; and when only a few documents are
-    eligible (one space of a store of many), those are scored from the forward index instead, so a search
-    costs no more than its space's documents.
+    eligible (one space of a store of many), those are scored from the forward index instead once that is
+    the cheaper way (``ELIGIBLE_COST``), so a search in a small space costs about what its documents do.
 
     Everything lives in ``array`` columns, so a large index costs little memory and no garbage-collector
     time. The index holds no text; the store feeds it. Read from a stored snapshot (``from_parts``), a term's
