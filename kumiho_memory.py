@@ -2585,8 +2585,8 @@ class RecallIndex:
         terms = self.terms
         postings_count = sum(len(terms[term_id].slots) + len(terms[term_id].tail_slots) for term_id in weights)
         # Scoring each eligible document instead costs ``budget`` postings read: taken at once when reading them
-        # all would cost more (pruning seldom skips three in four), or when pruning has read that many and is
-        # not done (so it costs at most about twice the cheaper way).
+        # all would cost more (pruning seldom skips three in four; it can, when it is asked for very few), or
+        # when pruning has read that many and is not done (then a search costs at most about twice the cheaper).
         budget, asked = self._eligible_budget(weights, eligible), weights
         if postings_count <= self.READ_ALL_MAX:      # (a scope searched before keeps its postings: cheaper still)
             if within is None and budget < postings_count:

@@ -946,10 +946,16 @@ def test_parse_time_window_relative_words_need_a_now():
 VOCABULARY = ["apple", "berry", "cocoa", "date", "elder", "fig", "grape", "honey"]
 
 
+def _brute_pairs(index: km.RecallIndex, weights, k: int, eligible) -> list[tuple[int, float]]:
+    """Brute force as ``search`` answers: ``(doc, score)`` best first, ties the later slot first."""
+    plan = {term: weight for _, weight, _, term in index._plan(weights)}
+    found = sorted(((index._exact(slot, plan), slot, doc) for doc, slot in list(index.doc_slot.items())
+                    if doc in eligible), reverse=True)
+    return [(doc, score) for score, _, doc in found if score > 0][:k]
+
+
 def _brute_top(index: km.RecallIndex, weights, k: int, eligible) -> list[float]:
-    scores = sorted((round(index.exact_score(doc, weights), 9) for doc in list(index.doc_slot) if doc in eligible),
-                    reverse=True)
-    return [score for score in scores if score > 0][:k]
+    return [round(score, 9) for _, score in _brute_pairs(index, weights, k, eligible)]
 
 
 def _check_search(index: km.RecallIndex, weights, k: int, eligible) -> None:
@@ -1134,14 +1140,6 @@ def test_recall_index_pruning_that_reads_too_much_gives_way_to_scoring_the_eligi
             assert index.search(weights, k, eligible) == pruned
             _check_search(index, weights, k, eligible)
     assert switched, "pruning never gave way part way: the test no longer covers it"
-
-
-def _brute_pairs(index: km.RecallIndex, weights, k: int, eligible) -> list[tuple[int, float]]:
-    """Brute force as ``search`` answers: ``(doc, score)`` best first, ties the later slot first."""
-    plan = {term: weight for _, weight, _, term in index._plan(weights)}
-    found = sorted(((index._exact(slot, plan), slot, doc) for doc, slot in list(index.doc_slot.items())
-                    if doc in eligible), reverse=True)
-    return [(doc, score) for score, _, doc in found if score > 0][:k]
 
 
 def test_recall_index_pruning_keeps_the_candidates_that_set_its_threshold():
