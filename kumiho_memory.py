@@ -113,7 +113,7 @@ class _DeferredModule:
 asyncio: Any = _DeferredModule("asyncio")
 concurrent: Any = _DeferredModule("concurrent.futures")
 
-__version__ = "0.8.0"
+__version__ = "0.8.1"
 
 DISTRIBUTION_NAME = "kumiho-memory-onefile"
 
@@ -1933,6 +1933,22 @@ class _DocFlags:
         joined._take_in()                       # one set's flags may reach past another's ids
         return joined
 
+    @classmethod
+    def difference(cls, members: "_DocFlags", without: "_DocFlags") -> "_DocFlags":
+        """The members of ``members`` not in ``without`` (the flags ANDed with the other's complement)."""
+        left = cls()
+        size = len(members.flags)
+        if size:
+            keep = int.from_bytes(members.flags, "little")
+            other = int.from_bytes(without.flags[:size], "little")
+            left.flags = bytearray((keep & ~other).to_bytes(size, "little"))
+            left.count = left.flags.count(1)
+            if without.sparse:                     # the other's ids past its flags may be set in these
+                for doc in without.sparse:
+                    left.discard(doc)
+        left.sparse.update(doc for doc in members.sparse if doc not in without)
+        return left
+
     def _densify(self) -> None:
         """Move the set's ids past the flags into them, when flags up to the largest stay dense enough."""
         top = max(self.sparse)
@@ -2731,15 +2747,14 @@ class RecallIndex:
                                 scores[slot] = weight * impact
                 continue
             kept = within.get(term_id)
-            if kept is None:
+            if kept is None:             # a mask, then two C-level copies: the order the postings hold
                 kept = within[term_id] = (array.array("i"), array.array("d"))
                 for slots, impacts in ((postings.tail_slots, postings.tail_impacts),
                                        (postings.slots, postings.impacts)):
-                    for slot, impact in zip(slots, impacts):
-                        doc = slot_doc[slot]
-                        if flags[doc] == 1 if 0 <= doc < top else doc in rest:
-                            kept[0].append(slot)
-                            kept[1].append(impact)
+                    mask = [flags[doc] == 1 if 0 <= doc < top else doc in rest
+                            for doc in map(slot_doc.__getitem__, slots)]
+                    kept[0].extend(itertools.compress(slots, mask))
+                    kept[1].extend(itertools.compress(impacts, mask))
             for slot, impact in zip(*kept):
                 scores[slot] = get(slot, 0.0) + weight * impact       # 0.0 + x is x: the same sum
         if len(scores) > k:             # the k-th best score first (floats sort fast), then only those up to it
@@ -5609,6 +5624,12 @@ def event_epoch(metadata: Mapping[str, Any]) -> float | None:
         return None
 
 
+# A person's belief is still found by the words of its earlier statements, at this share of their score:
+# "which gym do I go to?" finds "cancelled puregym, joined the leisure centre", which revised "I go to the gym
+# at PureGym" (the current revision is what comes back, never the earlier one; ``_RecallState.candidates``)
+EARLIER_WEIGHT = 0.6
+
+
 class _RecallState:
     """The embedded store's recall index and per-revision signals, kept in step with the database.
 
@@ -6153,10 +6174,29 @@ class _RecallState:
             kept.put(doc_id, (copied(record, flat), flat), 1 + (len(record.content) + len(record.title)) // 4096)
         return found
 
+    def earlier(self, query: RecallQuery, space_ids: Sequence[int], eligible: Container[int]) -> "_DocFlags | None":
+        """The earlier revisions of the items in a recall's spaces (live, not their current one), whose words
+        still find their item (``candidates``' ``earlier``): None when the recall asks for a past moment or a
+        history or follows no edges (the earlier revision lends its score over its SUPERSEDES chain), or the
+        spaces hold none (a store whose memories were never revised pays nothing)."""
+        if query.as_of is not None or query.include_superseded or not query.follow_edges or \
+                not isinstance(eligible, _DocFlags):
+            return None                   # (follow_edges=False: a memory's own words only, nothing lent)
+        live = [self.live_by_space[space] for space in space_ids if self.live_by_space.get(space)]
+        if sum(map(len, live)) <= len(eligible):
+            return None
+        left = _DocFlags.difference(live[0] if len(live) == 1 else _DocFlags.union(*live), eligible)
+        return left if len(left) else None
+
     def candidates(self, query: RecallQuery, eligible: Container[int],
-                   scope: Any = None) -> list[tuple[int, float, dict[str, Any]]]:
+                   scope: Any = None, earlier: Container[int] | None = None) -> list[tuple[int, float, dict[str, Any]]]:
         """Score ``eligible`` revisions for a query: words first, then the signals. Best first. ``scope``: a key
-        that names ``eligible`` until the next change (see ``_search_scope``), or None."""
+        that names ``eligible`` until the next change (see ``_search_scope``), or None. ``earlier``: revisions
+        no longer current whose words still find their item's current revision, at ``EARLIER_WEIGHT`` of
+        their score, when both are someone's statements (a speaker in their metadata: a person corrects in
+        other words, "which gym do I go to?" finds "cancelled puregym, joined the leisure centre", which
+        revised "I go to the gym at PureGym"); the signal ``earlier_match`` names the revision that matched.
+        A revised document or note is found by its current words alone."""
         signals = self.signals
         if query.edge_event is not None and query.time_window is None and signals.when:
             query = dataclasses.replace(query, time_window=edge_window(self.index, self.doc_event, query.edge_event,
@@ -6173,6 +6213,13 @@ class _RecallState:
             hits = self._fuse(hits, self._nearest(query.query_vector, depth, eligible), query.semantic_weight)
         scores = dict(hits)
         notes: dict[int, dict[str, Any]] = {}          # only the candidates a signal touched
+        for doc_id, score in self.index.search(weights, depth, earlier) if earlier is not None and weights else ():
+            current = self._current_of(doc_id, eligible)
+            lent = EARLIER_WEIGHT * score
+            if current is not None and lent > scores.get(current, 0.0) and current in self.doc_who and \
+                    doc_id in self.doc_who:
+                scores[current] = lent
+                notes.setdefault(current, {})["earlier_match"] = doc_id
         if signals.neighbour_spread and hits:
             strong = 0.5 * hits[0][1]
             for doc_id, score in hits:
@@ -6206,6 +6253,11 @@ class _RecallState:
             if challengers:
                 notes.setdefault(doc_id, {})["contested_by_ids"] = sorted(challengers)
         return [(doc_id, score, notes.get(doc_id, {})) for doc_id, score in ranked]
+
+    def _current_of(self, doc_id: int, eligible: Container[int]) -> int | None:
+        """The revision of ``doc_id``'s item that is in ``eligible`` (its current one), or None."""
+        docs = self.item_docs.get(self.doc_item.get(doc_id), ())      # type: ignore[arg-type]
+        return next((doc for doc in reversed(docs) if doc in eligible), None)
 
     def _search_scope(self, weights: Mapping[int, float], k: int, eligible: Container[int],
                       scope: Any) -> list[tuple[int, float]]:
@@ -7621,7 +7673,8 @@ class SQLiteGraph(GraphBackend):
                 sets = [by_space[space_id] for space_id in space_ids if by_space.get(space_id)]
                 eligible = sets[0] if len(sets) == 1 else _DocFlags.union(*sets)
             ranked = state.candidates(query, eligible, None if query.as_of is not None else
-                                      (query.project, query.spaces, query.include_superseded))
+                                      (query.project, query.spaces, query.include_superseded),
+                                      earlier=state.earlier(query, space_ids, eligible))
             if query.admit is None:
                 ranked, records = ranked[: query.keep or query.pool], {}
             else:
@@ -7633,6 +7686,8 @@ class SQLiteGraph(GraphBackend):
                     wanted.add(notes["via"]["kref_id"])
                 if "neighbour_of" in notes:
                     wanted.add(notes["neighbour_of"])
+                if "earlier_match" in notes:
+                    wanted.add(notes["earlier_match"])
             records.update(state.records_for(sorted(wanted.difference(records)),
                                              functools.partial(self._revisions_by_ids, conn),
                                              keep=len(eligible) <= state.RECORDS_KEPT))    # type: ignore[arg-type]
@@ -7644,6 +7699,10 @@ class SQLiteGraph(GraphBackend):
                     lender = records.get(notes.pop("neighbour_of"))
                     if lender is not None:
                         notes["neighbour_of"] = str(lender.kref)
+                if "earlier_match" in notes:
+                    earlier = records.get(notes.pop("earlier_match"))
+                    if earlier is not None:
+                        notes["earlier_match"] = str(earlier.kref)
                 via = notes.get("via")
                 if isinstance(via, dict) and "kref_id" in via:
                     seed = records.get(via.pop("kref_id"))
@@ -10934,6 +10993,7 @@ def chat_owner(text: str) -> str:
 
 ECHO_TEXT_CHARS = 2000          # of a message, what the echo rule reads
 ECHO_WINDOW = 3                 # words between a word of change and the word it changes, at most
+ECHO_LOOSE_CHARS = 280          # a message the loose echo reads (a correction in a chat is short)
 
 
 def changed_words(text: str) -> frozenset[str]:
@@ -10987,23 +11047,46 @@ def echo_anchors(text: str) -> frozenset[str]:
     """The stems of a statement's specific words: what a correction may name again to tie itself to it (not
     stopwords, time, filler or change words, relation words, the relative or possessed thing it is about,
     numbers, or ``_ECHO_GENERIC`` nouns)."""
-    lowered = _CHANGE_SIGNAL.sub(_change_object, _RELATION_WORDS.sub(" ", text.casefold().replace("’", "'")))
-    lowered = re.sub(r"\b(?:my|our|your)\s+[a-z]+\b", " ", lowered)      # "my bike", "my mum": who or what
+    # "my bike", "my mum": who or what, taken out before the relation words, so that "my manager is *sarah*"
+    # keeps its value
+    lowered = re.sub(r"\b(?:my|our|your)\s+[a-z]+\b", " ", text.casefold().replace("’", "'"))
+    lowered = _CHANGE_SIGNAL.sub(_change_object, _RELATION_WORDS.sub(" ", lowered))
     words = re.findall(r"[a-z][a-z0-9-]*", lowered.replace("'s ", " "))
     return frozenset(term for word in words
                      if word not in STOPWORDS and word not in TIME_WORDS and word not in FILLER_WORDS
                      and word not in CUE_WORDS and word not in _ECHO_GENERIC and word not in RELATIVE_NOUNS
-                     and word not in KIN_ALIASES and len(word) >= 3 and not word.endswith("ly")
+                     and word not in KIN_ALIASES and len(word) >= 3 and not _adverb(word)
                      for term in tokenize(word) if len(term) >= 3 and not term.isdigit()
                      and term not in _echo_time_stems())
 
 
-def echo_ties(older: str, newer: str, *, owner_text: str | None = None) -> frozenset[str]:
+# Short words in -ly that are adverbs; other short ones are names and things ("lily", "ally", "italy", "holly")
+_SHORT_ADVERBS = frozenset("""
+only early daily fully truly oddly duly newly madly badly sadly lately likely nearly barely hardly mainly
+wholly solely rarely surely simply really nicely wisely firmly kindly partly weekly yearly lovely silly
+""".split())
+
+
+def _adverb(word: str) -> bool:
+    """Whether a word in -ly is an adverb ("quickly", "mostly"), not a name ("lily", "emily")."""
+    return word.endswith("ly") and (len(word) >= 6 or word in _SHORT_ADVERBS)
+
+
+def echo_ties(older: str, newer: str, *, owner_text: str | None = None, loose: bool = False) -> frozenset[str]:
     """The words of ``older`` that ``newer`` names again near a word of change (``changed_words`` and
     ``echo_anchors``), when both are about the same person (``chat_owner``: both the speaker's, the same
     relative, or the relative ``older`` names and ``newer`` opens with: "my son Rafi is four", "rafi turned
-    five"); empty when not. ``owner_text``: the statement that says whose ``older`` is (its belief's first)."""
-    shared = changed_words(newer) & echo_anchors(newer) & echo_anchors(older)
+    five"); empty when not. ``owner_text``: the statement that says whose ``older`` is (its belief's first).
+    ``loose``: a word of change or of correction anywhere in ``newer`` will do ("*portugal*'s off, ... booked
+    croatia instead"), when ``newer`` is a chat message of at most ``ECHO_LOOSE_CHARS`` (a long one holds such
+    a word by chance): for recall, where the question has already said what the two are about."""
+    if loose:
+        lowered = newer.casefold().replace("’", "'")
+        cued = len(newer) <= ECHO_LOOSE_CHARS and (_CHANGE_SIGNAL.search(lowered) is not None or
+                                                   _CORRECTION_CUE.search(lowered) is not None)
+        shared = echo_anchors(newer) & echo_anchors(older) if cued else frozenset()
+    else:
+        shared = changed_words(newer) & echo_anchors(newer) & echo_anchors(older)
     if not shared:
         return frozenset()
     mine, theirs = chat_owner(newer), chat_owner(owner_text or older)
@@ -11011,6 +11094,7 @@ def echo_ties(older: str, newer: str, *, owner_text: str | None = None) -> froze
         return frozenset()
     if mine != theirs:
         opening = next((word for word in re.findall(r"[\w'’-]+", newer.casefold()) if word not in _CHAT_OPENERS), "")
+        opening = re.sub(r"['’]s$", "", opening)              # "emma's eight now"
         named = {word.casefold() for word in _NAME_RUN.findall(older[1:]) if " " not in word} | \
             set(_RELATIVE_CALLED.findall(older.casefold()))
         if not (theirs.startswith("kin:") and opening in named):
@@ -12280,12 +12364,13 @@ def _newer_first(order: list[dict[str, Any]], tie: Callable[[dict[str, Any], dic
     return order
 
 
-def newest_first_when_echoed(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def newest_first_when_echoed(results: list[dict[str, Any]], *, loose: bool = False) -> list[dict[str, Any]]:
     """Reorder recall results (best first) so that a user's later message that names an earlier one's value
     again near a word of change (``echo_ties``: "sold the trek" after "my bike is a trek") ranks above it, when
     the two were not merged into one belief; the older gets ``superseded_by``, the newer ``supersedes`` in their
     ``signals``, and scores are raised where needed to stay in order. Only messages of one speaker in one space
-    are compared, never an assistant's."""
+    are compared, never an assistant's. ``loose``: a word of change anywhere in the later message will do
+    (``echo_ties(loose=True)``), for a question about what holds now."""
     speakers = {id(result): speaker_name(result.get("metadata")) for result in results}
 
     def tie(older: dict[str, Any], newer: dict[str, Any]) -> dict[str, Any] | None:
@@ -12294,7 +12379,7 @@ def newest_first_when_echoed(results: list[dict[str, Any]]) -> list[dict[str, An
                 speakers[id(older)] != speakers[id(newer)] or speakers[id(newer)] == "Assistant":
             return None
         said, earlier = newer.get("content") or "", older.get("content") or ""
-        if not changed_words(said) & echo_anchors(earlier) or not echo_ties(earlier, said):
+        if not echo_ties(earlier, said, loose=loose):
             return None
         return {}
     return _newer_first(list(results), tie, len(results))
@@ -12305,6 +12390,14 @@ def newest_first_when_echoed(results: list[dict[str, Any]]) -> list[dict[str, An
 _HISTORY_QUESTION = _lazy_regex(r"(?i)\b(?:did|didn't|was|wasn't|were|weren't|had|ever|used to|how long|how many|"
                                r"how often|happened|first|before|after|since)\b")
 _FIRST_PERSON_WORDS = _lazy_regex(r"(?i)\b(?:i|me|my|mine|myself)\b")
+# A question about what holds now for the user or their group ("where do I live?", "what's our car?", "who is
+# my manager now?"), not about a past or a history
+_CURRENT_QUESTION = _lazy_regex(
+    r"(?i)^(?!.*\b(?:previous(?:ly)?|before|used to|originally|at first|first|in total|total|ever|last time)\b)"
+    r".*(?:\b(?:do|does|am|are|is)\s+(?:i|we|my|our)\b|\b(?:what|who|where|which|how|when)(?:'s|\s+is|\s+are)\s+"
+    r"(?:my|our)\b|\bcurrent(?:ly)?\b|\bnow\b|\b(?:my|our)\b.*\b(?:is|are)\b)")
+ECHO_RECALL_TOP = 2          # the best results whose later corrections recall looks for
+ECHO_RECALL_LIMIT = 8        # messages of the same speaker read per result
 _SECOND_PERSON_WORDS = _lazy_regex(r"(?i)\b(?:you|your|yours|yourself)\b")
 
 
@@ -14838,6 +14931,46 @@ class Memory:
             results.append(result)
         return results
 
+    def _echoed_corrections(self, plan: "_RecallPlan", results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Later messages of the same speaker that name a value of one of the ``ECHO_RECALL_TOP`` best
+        results again with a word of change or correction (``echo_ties(loose=True)``: "i bank with chase",
+        then "moved everything over to ally, the chase fees were ridiculous"), which the question's words did
+        not find; each with the score of the result it names. Not for a recall with ``where``, a past time or
+        a history (those ask for something else), nor an assistant's messages."""
+        if plan.where is not None or plan.moment is not None or plan.include_superseded:
+            return []
+        found = {result["item_kref"] for result in results}
+        extra: list[dict[str, Any]] = []
+        for result in results[:ECHO_RECALL_TOP]:
+            metadata = result.get("metadata")
+            where = _speaker_filter(metadata)
+            if where is None or not echo_anchors(result.get("content") or ""):
+                continue
+            inner = self._recall_plan(
+                result["content"][:ECHO_TEXT_CHARS], limit=ECHO_RECALL_LIMIT, space=result["space"], space_paths=None,
+                memory_types=None if plan.types is None else sorted(plan.types), where=where, prefer=None,
+                prefer_max_boost=plan.prefer_max_boost, min_score=None, as_of=None, include_superseded=False,
+                query_time=None, recency_half_life_days=None, mmr_lambda=None, semantic_weight=0.0,
+                follow_edges=False, influence_only=plan.influence_only)
+            if inner is None:
+                continue
+            # the message's own words, not the times it names: a correction says another time
+            inner = dataclasses.replace(inner, search=dataclasses.replace(
+                inner.search, time_window=None, relative_time=None, events=(), edge_event=None, occasions=False))
+            speaker = speaker_name(metadata)
+            spoken = [hit for hit in self._recall_gather(inner) if hit["space"] == result["space"] and
+                      hit["kind"] == result["kind"] and speaker_name(hit.get("metadata")) == speaker]
+            held = collections.Counter(term for hit in spoken for term in echo_anchors(hit["content"] or ""))
+            for hit in spoken:
+                if hit["item_kref"] in found or (hit.get("created_at") or "") <= (result.get("created_at") or "") or \
+                        not plan.admits(hit) or all(held[term] > ECHO_MAX_STATEMENTS + 1 for term in echo_ties(
+                            result["content"], hit["content"] or "", loose=True)):
+                    continue              # (a word many of the speaker's messages hold ties nothing)
+                found.add(hit["item_kref"])
+                extra.append({**hit, "score": result["score"], "base_score": result.get("base_score", result["score"]),
+                              "signals": {**(hit.get("signals") or {}), "echoes": result["kref"]}})
+        return extra
+
     def _recall_rerank(self, plan: "_RecallPlan", results: list[dict[str, Any]], *,
                        evidence_rank: EvidenceRankConfig | None, siblings: bool) -> list[dict[str, Any]]:
         """Scores normalized to the best (times the ``prefer`` boosts), then evidence, recency, the current
@@ -14862,8 +14995,12 @@ class Memory:
             asked = () if plan.search.time_window is not None or _HISTORY_QUESTION.search(plan.query) else \
                 (belief_relations(plan.query) or belief_relations(results[0]["content"]))
             results = newest_first_within_relation(results, asked)
-            if asked != () and _FIRST_PERSON_WORDS.search(plan.query):
+            if asked != () and _FIRST_PERSON_WORDS.search(plan.query) and not _CURRENT_QUESTION.search(plan.query):
                 results = newest_first_when_echoed(results)   # a user asking about their own facts
+            elif asked != () and _CURRENT_QUESTION.search(plan.query):
+                # ... and about what holds now: a later message that names a found one's value again with a
+                # word of change anywhere is found too, and ranks above it
+                results = newest_first_when_echoed(results + self._echoed_corrections(plan, results), loose=True)
         if plan.min_score is not None:
             results = [result for result in results if result["score"] >= plan.min_score]
         results = apply_mmr(results, plan.limit, plan.mmr_lambda) if plan.mmr_lambda is not None else \

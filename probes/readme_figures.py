@@ -108,8 +108,8 @@ def belief_table(document: dict) -> str:
 FIRST_PERSON_COLUMNS = (("design", "design pairs"), ("heldout", "held-out twelve"), ("fresh", "fresh (tuned on)"),
                         ("fresh2", "fresh2 (tuned on)"), ("fresh3", "fresh3 (tuned on)"),
                         ("train", "train (tuned on)"), ("fresh4", "fresh4 (tuned on)"),
-                        ("fresh5", "fresh5 (pair per store, totals read)"),
-                        ("fresh6", "fresh6 (pair per store, totals read)"),
+                        ("fresh5", "fresh5 (pair per store, tuned on)"),
+                        ("fresh6", "fresh6 (pair per store, tuned on)"),
                         ("fresh7", "fresh7 (pair per store, written blind, totals read; ten pairs seen)"),
                         ("fresh8", "fresh8 (pair per store, written blind, totals read)"))
 

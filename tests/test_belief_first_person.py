@@ -896,3 +896,136 @@ def test_a_new_favourite_thing_to_eat_revises_the_favourite_food():
 def test_an_added_value_or_another_fact_of_the_topic_is_no_correction(old, new):
     with km.Memory(None) as memory:
         assert not _same_item(memory, old, new, "I live in Swansea")
+
+
+# -- 6. recall finds a later correction the question's words miss (loose echo) -----------------------------
+
+def test_the_value_of_a_possessed_attribute_and_short_names_in_ly_are_anchors():
+    assert "sarah" in km.echo_anchors("my manager is sarah, she's great")
+    assert "lili" in km.echo_anchors("My daughter Lily is four")          # a name, not an adverb
+    assert not {"quickli", "mostli"} & km.echo_anchors("I mostly cycle, it's quickly done")
+
+
+def test_a_loose_echo_needs_a_word_of_change_a_short_message_and_one_owner():
+    old = "i shop at tesco for the big weekly shop"
+    new = "tesco's prices got silly so we do it at aldi instead"
+    assert km.echo_ties(old, new) == frozenset()                            # "instead" is far from "tesco"
+    assert "tesco" in km.echo_ties(old, new, loose=True)
+    assert km.echo_ties(old, "tesco's prices got silly", loose=True) == frozenset()     # no word of change
+    long = new + " " + "and that is all there is to say about the shopping this week, honestly. " * 5
+    assert len(long) > km.ECHO_LOOSE_CHARS and km.echo_ties(old, long, loose=True) == frozenset()
+    assert km.echo_ties(old, "my sister's moved from tesco to aldi", loose=True) == frozenset()   # hers
+
+
+def _shopping(memory: km.Memory) -> tuple[str, str]:
+    for text in ("walked the dog in the rain", "the boiler is making a noise again", "my sister shops at lidl"):
+        said(memory, text)
+    old = said(memory, "i shop at tesco for the big weekly shop")
+    said(memory, "made a curry for tea")
+    new = said(memory, "tesco's prices got silly so we do it at aldi instead")
+    return old, new
+
+
+def test_recall_finds_a_later_message_that_names_the_answer_again_with_a_word_of_change():
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
+    old, new = _shopping(memory)
+    assert item_of(old) != item_of(new)                     # not merged: the rules could not tell
+    found = memory.recall("Where do I shop?", space=SPACE, limit=5)
+    order = [result["kref"] for result in found]
+    assert new in order and order.index(new) < order.index(old)
+    newer, older = found[order.index(new)], found[order.index(old)]
+    assert older["signals"]["superseded_by"] == new and old in newer["signals"]["supersedes"]
+    assert [result["score"] for result in found] == sorted((result["score"] for result in found), reverse=True)
+
+
+
+CHATTER = ["walked the dog in the rain", "the boiler is making a noise again", "my sister shops at lidl",
+           "the dog chewed my slipper", "train was late again this morning", "made a massive lasagne for the week",
+           "work was manic today", "finally fixed the leaky tap", "watched the football with dad",
+           "need to book the car in for a service", "the neighbours are having a party lol",
+           "forgot my umbrella, soaked"]
+
+
+def test_recall_finds_the_later_message_the_question_words_miss_by_the_found_ones_value():
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
+    for text in CHATTER[:6]:
+        said(memory, text)
+    old = said(memory, "i bank with monzo")
+    for text in CHATTER[6:]:
+        said(memory, text)
+    new = said(memory, "moved everything over to starling, monzo kept freezing my card")
+    assert item_of(old) != item_of(new)
+    found = memory.recall("Where do I bank?", space=SPACE, limit=5)
+    assert [result["kref"] for result in found][:2] == [new, old]
+    assert found[0]["signals"]["echoes"] == old and found[0]["signals"]["supersedes"] == [old]
+    assert found[1]["signals"]["superseded_by"] == new
+    plain = memory.recall("monzo card", space=SPACE, limit=5)      # no question about the user: no reordering
+    assert not any("echoes" in (result.get("signals") or {}) for result in plain)
+
+
+def test_a_question_about_the_past_a_filter_or_another_speaker_finds_no_later_correction():
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
+    old, new = _shopping(memory)
+    for question, options in (("Where did I shop before?", {}),
+                              ("Where do I shop?", {"where": {"user_id": "ann"}}),
+                              ("Where do I shop?", {"include_superseded": True})):
+        found = memory.recall(question, space=SPACE, limit=5, **options)
+        assert not any((result.get("signals") or {}).get("echoes") for result in found), (question, options)
+    bob = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
+    said(bob, "i shop at tesco for the big weekly shop")
+    said(bob, "tesco's prices got silly so we do it at aldi instead", {"speaker": "user", "user_id": "bob"})
+    said(bob, "tesco's prices got silly so we do it at aldi instead", {"speaker": "assistant"})
+    found = bob.recall("Where do I shop?", space=SPACE, limit=5)
+    assert [result["content"] for result in found][0] == "i shop at tesco for the big weekly shop"
+    assert not any((result.get("signals") or {}).get("echoes") for result in found)
+
+
+# -- a person's belief is found by its earlier statements' words ----------------------------------------------
+
+def _hairdresser(memory: km.Memory) -> tuple[str, str]:
+    for text in CHATTER[:6]:
+        said(memory, text)
+    old = said(memory, "my hairdresser is called jodie")
+    for text in CHATTER[6:]:
+        said(memory, text)
+    new = said(memory, "jodie's retired so it's a new salon for me now")
+    return old, new
+
+
+def test_a_belief_revised_in_other_words_is_found_by_the_words_it_was_first_said_in():
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
+    old, new = _hairdresser(memory)
+    assert item_of(old) == item_of(new) and new.endswith("?r=2")       # merged: "jodie" named again
+    found = memory.recall("Who is my hairdresser?", space=SPACE, limit=5)
+    assert found[0]["kref"] == new and found[0]["signals"]["earlier_match"] == old
+    assert old not in [result["kref"] for result in found]           # the current revision comes back, alone
+    assert 0 < found[0]["base_score"] <= 1.0
+    # without it the words of the current revision alone decide, as they do for a past moment or a history
+    assert new not in [r["kref"] for r in memory.recall("Who is my hairdresser?", space=SPACE, follow_edges=False)]
+    history = memory.recall("Who is my hairdresser?", space=SPACE, include_superseded=True)
+    assert history[0]["kref"] == old and "earlier_match" not in history[0]["signals"]
+
+
+def test_a_revised_note_without_a_speaker_is_found_by_its_current_words_alone():
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
+    first = memory.remember("the hairdresser on the corner is called jodie", space=SPACE)
+    memory.remember("the salon on the corner closed", space=SPACE, item=item_of(first))
+    assert memory.recall("hairdresser", space=SPACE) == []
+
+
+def test_a_forgotten_earlier_statement_finds_nothing_again():
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
+    old, new = _hairdresser(memory)
+    memory.forget(old)
+    assert new not in [result["kref"] for result in memory.recall("Who is my hairdresser?", space=SPACE)]
+
+
+def test_the_earlier_words_lend_the_same_after_a_reopen(tmp_path):
+    path = str(tmp_path / "store.db")
+    with km.Memory(path, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60)) as memory:
+        old, new = _hairdresser(memory)
+        here = [(r["kref"], r["score"]) for r in memory.recall("Who is my hairdresser?", space=SPACE)]
+        memory.backend.warm_recall_index()
+    with km.Memory(path) as reopened:
+        assert [(r["kref"], r["score"]) for r in reopened.recall("Who is my hairdresser?", space=SPACE)] == here
+    assert here[0][0] == new
