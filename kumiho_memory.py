@@ -10956,7 +10956,7 @@ year years time times people everyone today morning evening night weekend weeken
 feel feeling felt think know want need make made take keep say says said come came put set run ran see saw
 look looks looking try trying tried back now still ever never really pretty quite much many more less
 everything anything something nothing early late bed around half price broken don didn doesn isn wasn won
-can couldn thing ticket tickets wedding party
+can couldn thing ticket tickets wedding party lol tbh ngl omg haha lmao idk imo btw called call
 """.split()) | TIME_NAMES
 
 

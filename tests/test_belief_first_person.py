@@ -1029,3 +1029,9 @@ def test_the_earlier_words_lend_the_same_after_a_reopen(tmp_path):
     with km.Memory(path) as reopened:
         assert [(r["kref"], r["score"]) for r in reopened.recall("Who is my hairdresser?", space=SPACE)] == here
     assert here[0][0] == new
+
+
+def test_chat_filler_ties_no_two_messages():
+    assert not {"lol", "tbh", "call"} & km.echo_anchors("remembered my tablets for once lol, tbh a cat called")
+    assert km.echo_ties("remembered to take my tablets for once lol",
+                        "no longer driving in, the commute is the hallway lol", loose=True) == frozenset()
