@@ -946,14 +946,20 @@ CHATTER = ["walked the dog in the rain", "the boiler is making a noise again", "
            "forgot my umbrella, soaked"]
 
 
-def test_recall_finds_the_later_message_the_question_words_miss_by_the_found_ones_value():
-    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
+def _amid_chatter(memory: km.Memory, old: str, new: str) -> tuple[str, str]:
+    """``old`` said amid a day's chatter, then ``new``: their krefs."""
     for text in CHATTER[:6]:
         said(memory, text)
-    old = said(memory, "i bank with monzo")
+    first = said(memory, old)
     for text in CHATTER[6:]:
         said(memory, text)
-    new = said(memory, "moved everything over to starling, monzo kept freezing my card")
+    return first, said(memory, new)
+
+
+def test_recall_finds_the_later_message_the_question_words_miss_by_the_found_ones_value():
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
+    old, new = _amid_chatter(memory, "i bank with monzo",
+                             "moved everything over to starling, monzo kept freezing my card")
     assert item_of(old) != item_of(new)
     found = memory.recall("Where do I bank?", space=SPACE, limit=5)
     assert [result["kref"] for result in found][:2] == [new, old]
@@ -983,13 +989,7 @@ def test_a_question_about_the_past_a_filter_or_another_speaker_finds_no_later_co
 # -- a person's belief is found by its earlier statements' words ----------------------------------------------
 
 def _hairdresser(memory: km.Memory) -> tuple[str, str]:
-    for text in CHATTER[:6]:
-        said(memory, text)
-    old = said(memory, "my hairdresser is called jodie")
-    for text in CHATTER[6:]:
-        said(memory, text)
-    new = said(memory, "jodie's retired so it's a new salon for me now")
-    return old, new
+    return _amid_chatter(memory, "my hairdresser is called jodie", "jodie's retired so it's a new salon for me now")
 
 
 def test_a_belief_revised_in_other_words_is_found_by_the_words_it_was_first_said_in():
