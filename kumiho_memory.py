@@ -6193,7 +6193,7 @@ class _RecallState:
         """Score ``eligible`` revisions for a query: words first, then the signals. Best first. ``scope``: a key
         that names ``eligible`` until the next change (see ``_search_scope``), or None. ``earlier``: revisions
         no longer current whose words still find their item's current revision, at ``EARLIER_WEIGHT`` of
-        their score, when both are someone's statements (a speaker in their metadata: a person corrects in
+        their score, when both are the same person's statements (a speaker in their metadata: a person corrects in
         other words, "which gym do I go to?" finds "cancelled puregym, joined the leisure centre", which
         revised "I go to the gym at PureGym"); the signal ``earlier_match`` names the revision that matched.
         A revised document or note is found by its current words alone."""
@@ -6216,8 +6216,8 @@ class _RecallState:
         for doc_id, score in self.index.search(weights, depth, earlier) if earlier is not None and weights else ():
             current = self._current_of(doc_id, eligible)
             lent = EARLIER_WEIGHT * score
-            if current is not None and lent > scores.get(current, 0.0) and current in self.doc_who and \
-                    doc_id in self.doc_who:
+            if current is not None and lent > scores.get(current, 0.0) and \
+                    self.doc_who.get(current) is not None and self.doc_who.get(current) == self.doc_who.get(doc_id):
                 scores[current] = lent
                 notes.setdefault(current, {})["earlier_match"] = doc_id
         if signals.neighbour_spread and hits:
@@ -7672,13 +7672,13 @@ class SQLiteGraph(GraphBackend):
                 by_space = state.live_by_space if query.include_superseded else state.current_by_space
                 sets = [by_space[space_id] for space_id in space_ids if by_space.get(space_id)]
                 eligible = sets[0] if len(sets) == 1 else _DocFlags.union(*sets)
+            earlier = state.earlier(query, space_ids, eligible)
             ranked = state.candidates(query, eligible, None if query.as_of is not None else
-                                      (query.project, query.spaces, query.include_superseded),
-                                      earlier=state.earlier(query, space_ids, eligible))
+                                      (query.project, query.spaces, query.include_superseded), earlier=earlier)
             if query.admit is None:
                 ranked, records = ranked[: query.keep or query.pool], {}
             else:
-                ranked, records = self._admitted(conn, state, query, eligible, ranked)
+                ranked, records = self._admitted(conn, state, query, eligible, ranked, earlier)
             wanted = {doc_id for doc_id, _, _ in ranked}
             for _, _, notes in ranked:
                 wanted.update(notes.get("contested_by_ids", ()))
@@ -7712,7 +7712,8 @@ class SQLiteGraph(GraphBackend):
         return [ScoredRevision(records[doc_id], score, notes) for doc_id, score, notes in ranked if doc_id in records]
 
     def _admitted(self, conn: sqlite3.Connection, state: "_RecallState", query: RecallQuery,
-                  eligible: Container[int], ranked: list[tuple[int, float, dict[str, Any]]]
+                  eligible: Container[int], ranked: list[tuple[int, float, dict[str, Any]]],
+                  earlier: Container[int] | None = None
                   ) -> tuple[list[tuple[int, float, dict[str, Any]]], dict[int, RevisionRecord]]:
         """The best ``keep or pool`` candidates ``query.admit`` lets through, checked in rank order, a chunk of
         records read at a time, with the records read. When the first ranking runs out before enough pass
@@ -7724,7 +7725,7 @@ class SQLiteGraph(GraphBackend):
                 if len(ranked) < query.pool:      # the first ranking held every match: nothing more to find
                     break
                 ranked = state.candidates(dataclasses.replace(query, pool=max(query.pool, len(state.index))),
-                                          eligible)
+                                          eligible, earlier=earlier)
             keep = []
             for start in range(0, len(ranked), 64):
                 chunk = ranked[start:start + 64]

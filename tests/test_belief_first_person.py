@@ -1035,3 +1035,11 @@ def test_chat_filler_ties_no_two_messages():
     assert not {"lol", "tbh", "call"} & km.echo_anchors("remembered my tablets for once lol, tbh a cat called")
     assert km.echo_ties("remembered to take my tablets for once lol",
                         "no longer driving in, the commute is the hallway lol", loose=True) == frozenset()
+
+
+def test_another_speakers_earlier_words_lend_nothing():
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
+    old, _ = _hairdresser(memory)
+    bob = memory.remember("the salon by the station is nice", space=SPACE, item=item_of(old),
+                          metadata={"speaker": "user", "user_id": "bob"})
+    assert bob not in [result["kref"] for result in memory.recall("Who is my hairdresser?", space=SPACE)]
