@@ -5676,6 +5676,8 @@ class _RecallState:
         # per scope searched: each term's postings within it, until the next change (``_search_scope``)
         self.within: dict[Any, dict[int, tuple[array.array, array.array]] | None] = {}
         self.within_size = 0
+        # per set of spaces recalled: its earlier revisions (``earlier``), until the next change
+        self.earlier_kept: dict[tuple[int, ...], _DocFlags | None] = {}
         # each message walked to its thread's opening: the opening (None: further back than the walk goes)
         # and how far back it is, until a change to a thread link other than a new message's own
         # (``_thread_start``)
@@ -5851,6 +5853,7 @@ class _RecallState:
         """Reload the given items' revisions, flags, edges and index entries from the tables."""
         self.within.clear()                # any change may move postings or the sets they were kept for
         self.within_size = 0
+        self.earlier_kept.clear()
         touched_docs: set[int] = set()
         neighbours_before: set[int] = set()
         for item_id in item_ids:
@@ -6182,11 +6185,14 @@ class _RecallState:
         if query.as_of is not None or query.include_superseded or not query.follow_edges or \
                 not isinstance(eligible, _DocFlags):
             return None                   # (follow_edges=False: a memory's own words only, nothing lent)
+        key = tuple(space_ids)            # (``eligible`` is those spaces' current revisions: it follows from them)
+        if key in self.earlier_kept:
+            return self.earlier_kept[key]
         live = [self.live_by_space[space] for space in space_ids if self.live_by_space.get(space)]
-        if sum(map(len, live)) <= len(eligible):
-            return None
-        left = _DocFlags.difference(live[0] if len(live) == 1 else _DocFlags.union(*live), eligible)
-        return left if len(left) else None
+        left = None if sum(map(len, live)) <= len(eligible) else \
+            _DocFlags.difference(live[0] if len(live) == 1 else _DocFlags.union(*live), eligible)
+        self.earlier_kept[key] = left = left if left is not None and len(left) else None
+        return left
 
     def candidates(self, query: RecallQuery, eligible: Container[int],
                    scope: Any = None, earlier: Container[int] | None = None) -> list[tuple[int, float, dict[str, Any]]]:
@@ -6214,7 +6220,7 @@ class _RecallState:
         scores = dict(hits)
         notes: dict[int, dict[str, Any]] = {}          # only the candidates a signal touched
         for doc_id, score in self.index.search(weights, depth, earlier) if earlier is not None and weights else ():
-            current = self._current_of(doc_id, eligible)
+            current = self._current_after(doc_id, eligible)
             lent = EARLIER_WEIGHT * score
             if current is not None and lent > scores.get(current, 0.0) and \
                     self.doc_who.get(current) is not None and self.doc_who.get(current) == self.doc_who.get(doc_id):
@@ -6254,10 +6260,16 @@ class _RecallState:
                 notes.setdefault(doc_id, {})["contested_by_ids"] = sorted(challengers)
         return [(doc_id, score, notes.get(doc_id, {})) for doc_id, score in ranked]
 
-    def _current_of(self, doc_id: int, eligible: Container[int]) -> int | None:
-        """The revision of ``doc_id``'s item that is in ``eligible`` (its current one), or None."""
-        docs = self.item_docs.get(self.doc_item.get(doc_id), ())      # type: ignore[arg-type]
-        return next((doc for doc in reversed(docs) if doc in eligible), None)
+    def _current_after(self, doc_id: int, eligible: Container[int]) -> int | None:
+        """The revision of ``doc_id``'s item that is in ``eligible`` (its current one) when it is newer than
+        ``doc_id``, else None: an earlier statement finds its correction, while a published revision never
+        borrows the words of a newer draft that has not been published."""
+        for doc in reversed(self.item_docs.get(self.doc_item.get(doc_id), ())):    # type: ignore[arg-type]
+            if doc == doc_id:
+                return None
+            if doc in eligible:
+                return doc
+        return None
 
     def _search_scope(self, weights: Mapping[int, float], k: int, eligible: Container[int],
                       scope: Any) -> list[tuple[int, float]]:
@@ -12394,7 +12406,7 @@ _FIRST_PERSON_WORDS = _lazy_regex(r"(?i)\b(?:i|me|my|mine|myself)\b")
 # A question about what holds now for the user or their group ("where do I live?", "what's our car?", "who is
 # my manager now?"), not about a past or a history
 _CURRENT_QUESTION = _lazy_regex(
-    r"(?i)^(?!.*\b(?:previous(?:ly)?|before|used to|originally|at first|first|in total|total|ever|last time)\b)"
+    r"(?is)^(?!.*\b(?:previous(?:ly)?|before|used to|originally|at first|first|in total|total|ever|last time)\b)"
     r".*(?:\b(?:do|does|am|are|is)\s+(?:i|we|my|our)\b|\b(?:what|who|where|which|how|when)(?:'s|\s+is|\s+are)\s+"
     r"(?:my|our)\b|\bcurrent(?:ly)?\b|\bnow\b|\b(?:my|our)\b.*\b(?:is|are)\b)")
 ECHO_RECALL_TOP = 2          # the best results whose later corrections recall looks for
@@ -14936,7 +14948,8 @@ class Memory:
         """Later messages of the same speaker that name a value of one of the ``ECHO_RECALL_TOP`` best
         results again with a word of change or correction (``echo_ties(loose=True)``: "i bank with chase",
         then "moved everything over to ally, the chase fees were ridiculous"), which the question's words did
-        not find; each with the score of the result it names. Not for a recall with ``where``, a past time or
+        not find; each with the score of the result it names (a correction is as relevant as what it corrects:
+        ``min_score`` keeps or drops the two together). Not for a recall with ``where``, a past time or
         a history (those ask for something else), nor an assistant's messages."""
         if plan.where is not None or plan.moment is not None or plan.include_superseded:
             return []
@@ -14996,9 +15009,10 @@ class Memory:
             asked = () if plan.search.time_window is not None or _HISTORY_QUESTION.search(plan.query) else \
                 (belief_relations(plan.query) or belief_relations(results[0]["content"]))
             results = newest_first_within_relation(results, asked)
-            if asked != () and _FIRST_PERSON_WORDS.search(plan.query) and not _CURRENT_QUESTION.search(plan.query):
+            current = asked != () and _CURRENT_QUESTION.search(plan.query) is not None
+            if asked != () and not current and _FIRST_PERSON_WORDS.search(plan.query):
                 results = newest_first_when_echoed(results)   # a user asking about their own facts
-            elif asked != () and _CURRENT_QUESTION.search(plan.query):
+            elif current:
                 # ... and about what holds now: a later message that names a found one's value again with a
                 # word of change anywhere is found too, and ranks above it
                 results = newest_first_when_echoed(results + self._echoed_corrections(plan, results), loose=True)

@@ -1043,3 +1043,31 @@ def test_another_speakers_earlier_words_lend_nothing():
     bob = memory.remember("the salon by the station is nice", space=SPACE, item=item_of(old),
                           metadata={"speaker": "user", "user_id": "bob"})
     assert bob not in [result["kref"] for result in memory.recall("Who is my hairdresser?", space=SPACE)]
+
+
+def test_a_published_revision_borrows_no_words_from_a_newer_draft():
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
+    old, new = _hairdresser(memory)
+    memory.tag(old, km.PUBLISHED_TAG)                    # the first statement stays the one served
+    found = memory.recall("Who is my hairdresser?", space=SPACE, limit=5)
+    assert found[0]["kref"] == old and "earlier_match" not in found[0]["signals"]
+    drafted = memory.recall("retired salon", space=SPACE, limit=5)  # the draft's words lend the published nothing
+    assert not any("earlier_match" in result["signals"] for result in drafted)
+    assert new not in [result["kref"] for result in drafted]
+
+
+def test_the_earlier_revisions_are_worked_out_again_after_a_change():
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
+    first = said(memory, "my dentist is called priya")
+    assert memory.recall("Who is my dentist?", space=SPACE)[0]["kref"] == first   # nothing revised yet
+    second = said(memory, "priya moved away so it's someone new for my teeth now")
+    assert item_of(second) == item_of(first)
+    found = memory.recall("Who is my dentist?", space=SPACE)
+    assert found[0]["kref"] == second and found[0]["signals"]["earlier_match"] == first
+
+
+@pytest.mark.parametrize("question, current", [
+    ("Where do I live now?", True), ("where do I live\nbefore the move?", False),
+    ("what is my car\nthe first one", False), ("Which gym do I go to these days?", True)])
+def test_a_question_about_now_is_read_whole(question, current):
+    assert (km._CURRENT_QUESTION.search(question) is not None) == current
