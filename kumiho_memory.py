@@ -370,18 +370,28 @@ class RandomIds:
     """
 
     _SPAN = 16 ** 10                 # ten hex digits
+    _STEPS = 512                     # random steps drawn from ``secrets`` at once (one system call, not one an id)
 
     def __init__(self) -> None:
         self._next: int | None = None
+        self._steps: Iterator[int] = iter(())
+        self._pid = 0
         self._lock = threading.Lock()
 
     def new_id(self) -> str:
         """Return a fresh identifier, above the ones this factory made before."""
         with self._lock:
+            if self._pid != os.getpid():     # a forked child starts afresh: it shares no steps with its parent
+                self._pid, self._next, self._steps = os.getpid(), None, iter(())
             if self._next is None or self._next >= self._SPAN:
                 self._next = secrets.randbelow(self._SPAN // 2)      # room for billions of ids before a new start
             value = self._next
-            self._next += 1 + secrets.randbelow(16)
+            step = next(self._steps, None)
+            if step is None:            # each byte gives two steps of 0..15 (its two hex digits)
+                self._steps = iter([half for byte in secrets.token_bytes(self._STEPS // 2)
+                                    for half in (byte >> 4, byte & 15)])
+                step = next(self._steps)
+            self._next += 1 + step
             return f"{value:010x}"
 
 

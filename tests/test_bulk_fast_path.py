@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import datetime as dt
+import os
 import random
 import sqlite3
 
@@ -309,8 +310,30 @@ def test_random_ids_ascend_from_a_random_start_so_new_names_land_together():
     assert made == sorted(made) and len(set(made)) == len(made)
     assert int(made[-1], 16) - int(made[0], 16) <= 16 * len(made)
     assert km.RandomIds().new_id() not in made
+    steps = {int(later, 16) - int(earlier, 16) for earlier, later in zip(made, made[1:])}
+    assert steps == set(range(1, 17))                   # every step of 1..16 is drawn, from a buffer of them
     ids._next = km.RandomIds._SPAN - 1
     assert [len(ids.new_id()) for _ in range(3)] == [10, 10, 10]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_a_forked_child_makes_no_id_its_parent_makes():
+    """The steps are drawn in batches: a child forked mid-batch starts from a random point of its own, so it
+    never repeats the ids its parent goes on to make."""
+    ids = km.RandomIds()
+    ids.new_id()
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                        # the child: its next ids, to the parent, then out
+        os.close(reader)
+        os.write(writer, " ".join(ids.new_id() for _ in range(50)).encode())
+        os._exit(0)
+    os.close(writer)
+    parents = {ids.new_id() for _ in range(50)}
+    with os.fdopen(reader) as stream:
+        childs = set(stream.read().split())
+    os.waitpid(pid, 0)
+    assert len(childs) == 50 and not childs & parents
 
 
 def test_names_of_ascending_ids_that_collide_get_a_suffix_in_bulk_and_one_by_one(tmp_path):
