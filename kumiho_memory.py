@@ -8020,10 +8020,13 @@ class SQLiteGraph(GraphBackend):
                 (revision_id, number, title, content, metadata, created_at, deprecated, item_deprecated,
                  project, space, name, kind, head_id) = row
                 own = tags.get(revision_id, []) + ([LATEST_TAG] if revision_id == head_id else [])
-                records[revision_id] = RevisionRecord(
+                # (made as ``with_metadata`` makes one: recall reads a record a result, and the dataclass's
+                # frozen setter costs more than the row's SQL)
+                record = records[revision_id] = object.__new__(RevisionRecord)
+                record.__dict__.update(
                     kref=Kref.trusted(project, space, name, kind, number), number=number, title=title,
-                    content=content, metadata=json.loads(metadata), tags=tuple(sorted(own)), created_at=created_at,
-                    deprecated=bool(deprecated or item_deprecated))
+                    content=content, metadata={} if metadata == "{}" else json.loads(metadata),
+                    tags=tuple(sorted(own)), created_at=created_at, deprecated=bool(deprecated or item_deprecated))
         return records
 
     # -- embeddings ---------------------------------------------------------------------------------------
