@@ -2637,16 +2637,22 @@ class RecallIndex:
         cut: list[tuple[_TermPostings, float, int]] = []   # per truncated term: where its reading stopped
         threshold = 0.0
         leaders: list[int] = []            # the k best partial candidates as of the last look
-        touched: list[Iterable[int]] = []   # slots read since the last look
+        touched: list[Iterable[int]] = []   # slots whose partial score grew since the last look
+        banned = False                       # whether the last look banned a leader (see raise_threshold)
         read = 0                            # postings read so far
 
         def raise_threshold() -> float:
             """Score the k best partial candidates in full; their k-th score is a safe threshold."""
-            nonlocal leaders
+            nonlocal leaders, banned
+            if banned:                  # the leaders that were banned left room for slots not touched since
+                touched.append(list(scores))
+                banned = False
             leaders = self._leaders(k, scores, leaders, touched)
             touched.clear()
             if admit is None:
+                count = len(leaders)
                 leaders = self._admitted(leaders, scores, eligible)
+                banned = len(leaders) < count
             fresh = [slot for slot in leaders if slot not in exact]
             self._prefetch(fresh)
             exact.update(zip(fresh, self._exact_many(fresh, weights)))
@@ -2829,8 +2835,11 @@ class RecallIndex:
     def _plan(self, weights: Mapping[int, float]) -> list[tuple[float, float, _TermPostings, int]]:
         """The query's terms in the order ``search`` reads them, best possible contribution first: per term
         ``(that bound, weight, postings, term_id)``."""
-        return sorted(((weight * self.terms[term_id].max_impact, weight, self._merged(self.terms[term_id]), term_id)
-                       for term_id, weight in weights.items()), key=lambda entry: -entry[0])
+        # (merged first: a merge refreshes the best impact, which a removal never lowers, so the order, and with
+        # it the float each score sums to, is the same before and after the merge)
+        merged = [(self._merged(self.terms[term_id]), term_id, weight) for term_id, weight in weights.items()]
+        return sorted(((weight * postings.max_impact, weight, postings, term_id) for postings, term_id, weight in merged),
+                      key=lambda entry: -entry[0])
 
     def _exact(self, slot: int, weights: Mapping[int, float]) -> float:
         return self._exact_many((slot,), weights)[0]
@@ -6643,7 +6652,6 @@ class SQLiteGraph(GraphBackend):
     """
 
     atomic_batches = True
-    MMAP_BYTES = 1 << 30        # how much of a store file reads may map (address space, not memory)
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, clock: Clock | None = None,
                  busy_timeout: float = 30.0) -> None:
@@ -6789,10 +6797,6 @@ class SQLiteGraph(GraphBackend):
             conn.execute("PRAGMA foreign_keys = OFF")
             conn.execute("PRAGMA schema_version").fetchone()   # fails fast on a file that is not a database
             conn.execute("PRAGMA synchronous = FULL")
-            if not self.in_memory:
-                # Reads of recalled rows are spread over the whole file: mapped, they cost no system call and no
-                # copy (about half of a recall's record fetch at 100,000 memories). Only pages read are resident.
-                conn.execute(f"PRAGMA mmap_size = {self.MMAP_BYTES}")
             self._conn = conn
             self._ensure_schema()                               # before WAL: a refused file stays untouched
             if not self.in_memory:

@@ -1142,6 +1142,54 @@ def test_recall_index_pruning_that_reads_too_much_gives_way_to_scoring_the_eligi
     assert switched, "pruning never gave way part way: the test no longer covers it"
 
 
+def test_recall_index_a_merge_does_not_change_the_float_a_repeated_search_returns():
+    """Found by a hostile review: a term's best impact, which a removal never lowers, was read before the merge
+    that refreshes it, so the first search after the merge added the terms up in another order than every later
+    search (and ``exact_score``): the same query twice in a row gave scores a last bit apart."""
+    differed = []
+    for seed in range(12):
+        rnd = random.Random(seed)
+        index = km.RecallIndex()
+        index.add(0, {"apple": 20.0}, 2)                # the best "apple" posting, removed below
+        for doc in range(1, 400):
+            index.add(doc, {"apple": 1.0, "berry": float(rnd.randint(1, 4)), "cocoa": float(rnd.randint(1, 4))},
+                      rnd.randint(4, 12))
+        index.compact()
+        index.remove(0)
+        for doc in range(400, 480):                     # a tail long enough to be merged by the next search
+            index.add(doc, {"apple": 1.0, "berry": float(rnd.randint(1, 4)), "cocoa": float(rnd.randint(1, 4))},
+                      rnd.randint(4, 12))
+        weights = index.term_weights(["apple", "berry", "cocoa"],
+                                     {"apple": 1.0, "berry": 1.0, "cocoa": rnd.uniform(0.8, 1.0)})
+        everything = set(range(480))
+        first, second = index.search(weights, 10, everything), index.search(weights, 10, everything)
+        differed.append(first != second)
+        assert all(score == index.exact_score(doc, weights) for doc, score in second)
+    assert not any(differed), differed
+
+
+def test_recall_index_leaders_found_ineligible_leave_room_for_the_next_best(monkeypatch):
+    """Found by a hostile review: when most of the index is eligible, partial scores are not checked as they are
+    read, and leaders found ineligible are banned; the slots below them must be looked at again, or the
+    threshold drops to whatever few leaders are left and the finish scores many more candidates in full."""
+    index = km.RecallIndex()
+    rnd = random.Random(1)
+    for doc in range(20):                        # the strongest documents; the first ten are left out below
+        index.add(doc, {"apple": 3.0, "berry": 1.0 if doc % 2 else 0.0}, 3)
+    for doc in range(20, 6020):
+        index.add(doc, {"berry": float(rnd.randint(1, 3)), "cocoa": 1.0}, rnd.randint(2, 30))
+    index.compact()
+    weights = index.term_weights(["apple", "berry"], {"apple": 1.0, "berry": 2.0})
+    eligible = km._DocFlags(range(10, 6020))
+    scored = []
+    exact_many = km.RecallIndex._exact_many
+    monkeypatch.setattr(km.RecallIndex, "_exact_many",
+                        lambda self, slots, weights: scored.extend(slots) or exact_many(self, slots, weights))
+    found = index.search(weights, 10, eligible)
+    assert len(scored) <= 30, len(scored)      # (63 when the banned leaders' places stayed empty)
+    assert found == _brute_pairs(index, weights, 10, eligible)
+
+
 def test_recall_index_pruning_keeps_the_candidates_that_set_its_threshold():
     """Found by a hostile review: ``threshold - missed`` could round just above the partial score of the very
     candidates that set the threshold, so they dropped out of the finish and the search returned nothing."""
