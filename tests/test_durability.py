@@ -618,6 +618,36 @@ def test_truncated_store_is_refused_not_opened_empty(cut, tmp_path):
     assert _read_bytes(path) == damaged
 
 
+_SHRUNK_UNDER_A_READER = r"""
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import kumiho_memory as km
+path = sys.argv[2]
+memory = km.Memory(path)
+krefs = memory.remember_many([{"content": f"note {n} " + "word " * 400, "space": "notes"} for n in range(3000)])
+memory.get(krefs[-1])
+memory.backend._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+os.truncate(path, os.path.getsize(path) // 2)      # a sync tool or a bad restore shortens the open file
+try:
+    for kref in krefs:
+        memory.get(kref)
+    print("no error")
+except km.StoreError as exc:
+    print(type(exc).__name__)
+"""
+
+
+def test_a_store_shrunk_under_an_open_memory_raises_not_crashes(tmp_path):
+    """A store file shortened by another program while it is open: the next reads raise a StoreError naming
+    the damage, never a crash of the process nor a memory silently missing. (Reads are never memory-mapped: a
+    mapped read past a file's new end can kill the process with SIGBUS, which no handler catches.)"""
+    path = str(tmp_path / "shrunk.db")
+    proc = subprocess.run([sys.executable, "-c", _SHRUNK_UNDER_A_READER, ROOT, path], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.strip() in {"CorruptStoreError", "StoreError"}, proc.stdout
+
+
 def test_newer_schema_version_is_refused_unchanged(tmp_path):
     path = str(tmp_path / "future.db")
     _real_store(path, memories=20)
