@@ -943,8 +943,16 @@ class Kref:
                    tag=fields.get("t"), time=moment, artifact=fields.get("a"))
 
     def __str__(self) -> str:
-        text = self.__dict__.get("_text")
+        fields = self.__dict__
+        text = fields.get("_text")
         if text is not None:
+            return text
+        if fields["tag"] is None and fields["time"] is None and fields["artifact"] is None and fields["project"] \
+                and fields["space"] and fields["name"]:        # a revision or item in a space: recall's hot path
+            revision = fields["revision"]
+            text = f"{KREF_SCHEME}{fields['project']}/{fields['space']}/{fields['name']}.{fields['kind']}" + \
+                ("" if revision is None else f"?r={revision}")
+            object.__setattr__(self, "_text", text)
             return text
         path = "/".join(part for part in (self.project, self.space, self.item) if part)
         query = []
@@ -1064,9 +1072,9 @@ class RevisionRecord:
 
         ``copy_metadata=False`` hands over the record's own metadata dict (for records made for one call).
         """
-        item = self.kref.item_kref()
-        return {
-            "kref": str(self.kref), "item_kref": str(item), "revision": self.number,
+        kref = str(self.kref)
+        return {       # (an item's kref is its revision's up to the query: no second kref made and formatted)
+            "kref": kref, "item_kref": kref.partition("?")[0], "revision": self.number,
             "space": self.kref.space, "kind": self.kref.kind, "title": self.title, "content": self.content,
             "metadata": copy.deepcopy(dict(self.metadata)) if copy_metadata else self.metadata,
             "tags": list(self.tags),
