@@ -1283,6 +1283,12 @@ def _replace_suffix(word: str, rules: Mapping[str, Sequence[tuple[str, str]]], m
     return word
 
 
+# The letters a rule of ``stem`` reads at a word's end (step 1: -s, -ed, -eed, -ing, -y; 2 to 4: the tables;
+# 5: -e, -ll): a word that ends in none of them matches no rule, so no step changes it (each step reads only
+# the ending the step before left, and that is then still the word's).
+_PORTER_LAST_LETTERS = frozenset("sdgyel") | _STEP2_BY_LAST.keys() | _STEP3_BY_LAST.keys() | _STEP4_BY_LAST.keys()
+
+
 @functools.lru_cache(maxsize=1 << 16)     # a vocabulary's words repeat: most calls are a lookup (~6 MB full)
 def stem(word: str) -> str:
     """Reduce an English word to its Porter (1980) stem; other words come back unchanged.
@@ -1290,8 +1296,13 @@ def stem(word: str) -> str:
     Only lowercase ASCII words longer than two letters are stemmed, so names in other scripts and
     numbers keep their form. The most recent 16,384 words are remembered (indexing and queries repeat them).
     """
-    if len(word) <= 2 or not word.isascii() or not word.isalpha():
+    if len(word) <= 2 or not word.isascii() or not word.isalpha() or word[-1] not in _PORTER_LAST_LETTERS:
         return word
+    return _porter_steps(word)
+
+
+def _porter_steps(word: str) -> str:
+    """Porter's steps 1 to 5 on a lowercase ASCII word of three letters or more (``stem`` without its checks)."""
     # Step 1a: plurals.
     if word.endswith("sses"):
         word = word[:-2]
@@ -1417,6 +1428,7 @@ ANSWER_KIND_WEIGHT = 1.0       # the question word a question asks by counts in 
 # ("in May" is a time).
 _PLACE_NAME = _lazy_regex(r"\b(?:in|at|to|from|near|visit|visited|visiting)\s+(?:the\s+)?([A-Z][a-z]+)")
 _ASCII_DIGIT = _lazy_regex(r"[0-9]")
+_ASCII_DIGIT_OR_CAPITAL = _lazy_regex(r"[0-9A-Z]")
 _NOT_PLACES = frozenset(("January February March April May June July August September October November December "
                          "Monday Tuesday Wednesday Thursday Friday Saturday Sunday").split())
 
@@ -1520,10 +1532,21 @@ def implied_terms(text: str, terms: Collection[str]) -> dict[str, float]:
     if len(text) > IMPLIED_MAX_CHARS:
         heading = text.rfind(PROSPECTIVE_HEADING)
         return {} if heading < 0 else _table_terms(tokenize(text[heading:]), terms)
+    # Most memories name nothing in the table and say no kind of answer: one set test says so, before the table
+    # and the kinds are read, for an ASCII text without a digit (no number) or a capital (no place's name).
+    if text.isascii() and _implying_terms().isdisjoint(terms) and not _ASCII_DIGIT_OR_CAPITAL.search(text):
+        return {}
     found = _table_terms(terms, terms)
     for kind in answer_kinds(text, terms):
         found[kind] = IMPLIED_WEIGHT
     return found
+
+
+@functools.lru_cache(maxsize=None)
+def _implying_terms() -> frozenset[str]:
+    """Every index term that implies a word (``IMPLIED_WORDS``) or says a kind of answer (``ANSWER_KINDS``):
+    a short lowercase ASCII memory with none of them and no digit implies nothing (``implied_terms``)."""
+    return frozenset(_implied_by_term()) | frozenset(_answer_kind_of_term())
 
 
 def _table_terms(said: Collection[str], terms: Collection[str]) -> dict[str, float]:
@@ -4335,7 +4358,7 @@ def _may_hold_credentials(text: str) -> bool:
     when one of its whitespace-separated words does: a word at the text's start or after whitespace is at a
     start or after a fence either way. So each word's outcome is remembered (``_CLEAN_WORDS``,
     ``_FLAGGED_WORDS``): an ASCII text of words seen before costs a lookup or two, one with a few new words
-    has those tested alone, and one with more is tested whole (its words are clean when it is)."""
+    has those tested together (and, when they pass, alone), and one with more is tested by its new words."""
     if not text.isascii():
         return _quick_tests_find(text.translate(_ONE_CHAR_FOLDS))
     words = text.split()
@@ -4344,17 +4367,19 @@ def _may_hold_credentials(text: str) -> bool:
     if not _FLAGGED_WORDS.isdisjoint(words):
         return True
     new_words = [word for word in dict.fromkeys(words) if word not in _CLEAN_WORDS]
-    if len(new_words) > WORDS_TESTED_ALONE:
-        if _quick_tests_find(text):
-            return True
+    # the new words are tested together, joined as the text would join them (one call, not one a word): the
+    # words seen before pass no test, so this passes exactly when the whole text does
+    if not _quick_tests_find(" ".join(new_words)):
         _remember_word_outcome(_CLEAN_WORDS, new_words)
         return False
-    for word in new_words:
+    if len(new_words) > WORDS_TESTED_ALONE:
+        return True
+    for word in new_words:       # a few new words: the one that passes is found and remembered
         found = _quick_tests_find(word)
         _remember_word_outcome(_FLAGGED_WORDS if found else _CLEAN_WORDS, [word])
         if found:
             return True
-    return False
+    return True
 
 
 WORD_OUTCOMES_KEPT = 1 << 16     # ASCII words whose quick-test outcome _may_hold_credentials keeps, each way (~5 MB)

@@ -243,6 +243,51 @@ def test_porters_measure_and_vowel_test_follow_the_definition(word):
     assert km._has_vowel(word) == ("v" in classes)
 
 
+_RULE_ENDINGS = sorted({rule if isinstance(rule, str) else rule[0] for rule in km._STEP2 + km._STEP3 + km._STEP4}
+                       | {"s", "ss", "sses", "ies", "eed", "ed", "ing", "ated", "bled", "ized", "hopping", "y", "e", "ll"})
+
+
+@PROPERTY
+@given(st.text(alphabet="aeiouybcdfghjklmnpqrstvwxz", min_size=1, max_size=9), st.sampled_from(_RULE_ENDINGS + [""]))
+@example("relat", "ional")
+@example("hop", "ping")
+def test_a_word_stem_lets_go_by_its_last_letter_is_its_own_stem(base, ending):
+    """``stem`` returns a word that ends in none of ``_PORTER_LAST_LETTERS`` at once: Porter's steps (run in
+    full here) leave every such word as it is, and stem every other as they do."""
+    word = base + ending
+    if len(word) > 2:
+        assert km.stem(word) == km._porter_steps(word)
+        if word[-1] not in km._PORTER_LAST_LETTERS:
+            assert km._porter_steps(word) == word
+
+
+def test_every_ending_a_rule_reads_is_one_stem_looks_at():
+    assert {ending[-1] for ending in _RULE_ENDINGS} <= km._PORTER_LAST_LETTERS
+    for ending in _RULE_ENDINGS:       # a word made to fit each rule is stemmed as the full steps stem it
+        for base in ("relat", "hop", "gener", "rat", "bab", "feel", "happ", "oper", "sy"):
+            assert km.stem(base + ending) == km._porter_steps(base + ending)
+
+
+_IMPLYING_WORDS = st.sampled_from(["puppy", "guitar", "Paris", "in Paris", "visited Rome", "May", "monday",
+                                   "yesterday", "three", "42", "1999", "2023", "harbor", "lantern", "Harbor", "x7",
+                                   "moved", "the", "a", "running", " ", "\n", ",", "é"])
+
+
+@PROPERTY
+@given(st.lists(st.one_of(_IMPLYING_WORDS, st.text(alphabet="abcdefghijklmnopqrstuvwxyzAZ09 ", max_size=8)),
+                max_size=25).map(" ".join))
+def test_a_memory_that_implies_nothing_is_told_at_once(text):
+    """``implied_terms`` answers a short ASCII text without digits or capitals and without a word of the tables
+    at once: what the tables and the answer kinds, read in full, give it (nothing), and the same as before
+    for every other text."""
+    terms = km.tokenize(text)
+    counts = collections.Counter(terms)
+    expected = km._table_terms(counts, counts)
+    for kind in km.answer_kinds(text, counts):
+        expected[kind] = km.IMPLIED_WEIGHT
+    assert km.implied_terms(text, counts) == expected
+
+
 _GATE_WORDS = st.sampled_from([
     "sk-", "ghp_", "AKIA", "pat", "Pat", "pin", "PASS", "key", "-----BEGIN", "://", "-p", "-u", "alue", "/", "earer",
     ":AA", "Q~", "+ACR", "dapi", "xprv", ".", "=", "_", "-", "Zq8Wv4Lp2Rk7Tn3X", "aB3dE5gH7jK9mN1pQ3sT5vW7",
