@@ -6577,7 +6577,7 @@ class _SnapshotParts(Mapping[str, bytes]):
 
 class _PendingWrites:
     """The rows of new memories written inside ``SQLiteGraph.bulk``, held until the next read or other write
-    (or the commit) inserts them with one ``executemany`` per statement. Row ids are handed out here as
+    (or the commit) inserts them, many rows a statement (``flush``). Row ids are handed out here as
     SQLite's AUTOINCREMENT would (one past the larger of the table's highest id and its sequence), so the
     store ends up exactly as one write at a time would leave it. Tables are independent (no foreign keys, no
     triggers), so only the order within each statement matters, and that is the order of the writes."""
@@ -6597,6 +6597,10 @@ class _PendingWrites:
                   "VALUES (?, ?, ?, '{}', ?)"),
         ("changes", "INSERT INTO changes (seq, item_id) VALUES (?, ?)"))
     _ID_COLUMNS = {"items": "id", "revisions": "id", "changes": "seq"}
+    # SQLite's least limit on a statement's parameters (3.32 raised its default from 999 to 32,766): every
+    # build of SQLite takes a statement of this many
+    PARAMETERS = 999
+    _MANY_ROWS: dict[tuple[str, int], str] = {}      # (statement, rows) -> the statement with that many rows
 
     def __init__(self) -> None:
         self.rows: dict[str, list[tuple[Any, ...]]] = {table: [] for table, _ in self.STATEMENTS}
@@ -6630,7 +6634,7 @@ class _PendingWrites:
         conn.execute("SAVEPOINT pending")
         try:
             for statement, values in batches:
-                conn.executemany(statement, values)
+                self._insert(conn, statement, values)
             if trim is not None:
                 conn.execute("DELETE FROM changes WHERE seq <= ?", (trim,))
             conn.execute("RELEASE pending")
@@ -6640,6 +6644,21 @@ class _PendingWrites:
                 conn.execute("RELEASE pending")
             self.next_ids.clear()
             raise
+
+    def _insert(self, conn: sqlite3.Connection, statement: str, values: Sequence[tuple[Any, ...]]) -> None:
+        """Insert ``values`` by ``statement`` (``INSERT ... VALUES (...)``, one row), as ``executemany`` would:
+        many rows a statement (``VALUES (...), (...), ...``), in order, each row inserted (or replaced, or
+        ignored) as the statement alone would do it. One statement a row (``executemany``) took nearly twice
+        as long: every run of a statement has its cost, an AUTOINCREMENT table's sequence update among it."""
+        per = max(1, self.PARAMETERS // len(values[0]))
+        for start in range(0, len(values), per):
+            part = values[start:start + per]
+            key = (statement, len(part))
+            many = self._MANY_ROWS.get(key)
+            if many is None:
+                head, row = statement.rsplit(" VALUES ", 1)
+                many = self._MANY_ROWS[key] = f"{head} VALUES {', '.join([row] * len(part))}"
+            conn.execute(many, list(itertools.chain.from_iterable(part)))
 
     def _clear(self) -> None:
         self.rows = {table: [] for table, _ in self.STATEMENTS}

@@ -162,6 +162,23 @@ def test_a_failing_record_after_held_runs_leaves_nothing(tmp_path):
     assert len(reopened.items()) == 31
 
 
+def test_held_rows_go_in_as_one_row_a_statement_would(tmp_path, monkeypatch):
+    """The held rows are inserted many a statement: with one a statement, a few, or as many as SQLite takes,
+    the store holds the same rows (replaced threads, ignored edges and the AUTOINCREMENT sequences too)."""
+    records = _hostile_records(700)
+    dumps = []
+    for parameters in (1, 20, 999):
+        monkeypatch.setattr(km._PendingWrites, "PARAMETERS", parameters)
+        path = str(tmp_path / f"p{parameters}.db")
+        memory = km.Memory(path=path, ids=km.SequentialIds(), clock=km.ManualClock(tick=0.25))
+        memory.remember_many(records)
+        memory.remember_many(records[:150])
+        memory.close()
+        dumps.append(_tables(path))
+    assert dumps[0] == dumps[1] == dumps[2]
+    assert any("sqlite_sequence" in line for line in dumps[0])
+
+
 def test_hold_new_revisions_outside_bulk_writes_each(tmp_path):
     """Called outside ``bulk``, the backend writes each draft as ``write_revision`` would (a taken name too)."""
     graph = km.SQLiteGraph(str(tmp_path / "g.db"), clock=km.ManualClock(tick=1.0))
