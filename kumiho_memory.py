@@ -4425,6 +4425,33 @@ def _quick_tests_find(text: str) -> bool:
                                      if any(map(word.lower().__contains__, _LOWERED_LAYER_MARKS)))))
 
 
+def _learn_word_outcomes(texts: Iterable[str]) -> None:
+    """Work out at once what ``_may_hold_credentials`` remembers of the new words of many texts (a batch about
+    to be screened), so that each text then costs it a lookup or two instead of a test of its own.
+
+    The new words of the ASCII texts are tested ``WORDS_TESTED_TOGETHER`` at a time, joined with spaces: a
+    group passes exactly when one of its words does alone, and then each of them is tested alone. So each
+    word is remembered with the outcome a test of it alone gives; a text's outcome is still the quick tests'
+    outcome on it. New words past what can be remembered (``WORD_OUTCOMES_KEPT``) are left to their texts."""
+    ascii_texts = [text for text in texts if text.isascii()]
+    new_words = [word for word in dict.fromkeys(" ".join(ascii_texts).split())
+                 if word not in _CLEAN_WORDS and word not in _FLAGGED_WORDS]
+    if len(new_words) > WORD_OUTCOMES_KEPT:
+        return
+    for start in range(0, len(new_words), WORDS_TESTED_TOGETHER):
+        group = new_words[start:start + WORDS_TESTED_TOGETHER]
+        if not _quick_tests_find(" ".join(group)):
+            _remember_word_outcome(_CLEAN_WORDS, group)
+            continue
+        for word in group:
+            _remember_word_outcome(_FLAGGED_WORDS if _quick_tests_find(word) else _CLEAN_WORDS, [word])
+
+
+# New words tested together by _learn_word_outcomes. Each test costs a call and a pass over its text, and a
+# group that passes is tested again word by word: a larger group makes fewer calls and more words tested twice.
+WORDS_TESTED_TOGETHER = 32
+
+
 class _OneCharFolds(dict):
     """``str.translate``'s table of what each character reads as: its NFKC form where that is one other
     character (full-width "Ａ" -> "A", the Kelvin sign -> "K", mathematical letters), else itself, so a text
@@ -14287,17 +14314,25 @@ class Memory:
         Returns:
             The revision krefs, in order."""
         drafts = []
+        spaces_passed: set[str] = set()      # spaces that _screened_revision let through in this run
+        _learn_word_outcomes([arguments["content"] for arguments in run])    # the run's new words tested together
         for arguments, derived in zip(run, derived_titles):
             space, kind = arguments["space"], arguments["kind"]
+            tags, artifacts = arguments["tags"], arguments["artifacts"]
             content, title, metadata = self._screened_statement(arguments["content"], arguments["title"],
                                                                 arguments["metadata"], derived)
-            _, tags = self._sourced(metadata, arguments["tags"])
-            content, title, metadata, tags, _, artifacts, _ = self._screened_revision(
-                content, space, title, metadata, tags, None, arguments["artifacts"], ())
+            if metadata:                     # (empty metadata has no source: _sourced would change nothing)
+                _, tags = self._sourced(metadata, tags)
+            # without tags or artifacts _screened_revision only checks the space, and a space that passed passes
+            if tags or artifacts or space not in spaces_passed:
+                content, title, metadata, tags, _, artifacts, _ = self._screened_revision(
+                    content, space, title, metadata, tags, None, artifacts, ())
+                spaces_passed.add(space)
             drafts.append((space, kind, self._new_name(kind, None), title, content, metadata, tags, artifacts))
         krefs = self._backend.hold_new_revisions(self.project, drafts)
-        for kref in krefs:
-            self._changed(kref)
+        if self._prefetch is not None:
+            for kref in krefs:
+                self._changed(kref)
         return krefs
 
     @staticmethod

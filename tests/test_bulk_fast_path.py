@@ -261,7 +261,8 @@ def test_porters_measure_and_vowel_test_follow_the_definition(word):
 
 
 _RULE_ENDINGS = sorted({rule if isinstance(rule, str) else rule[0] for rule in km._STEP2 + km._STEP3 + km._STEP4}
-                       | {"s", "ss", "sses", "ies", "eed", "ed", "ing", "ated", "bled", "ized", "hopping", "y", "e", "ll"})
+                       | {"s", "ss", "sses", "ies", "eed", "ed", "ing", "ated", "bled", "ized", "hopping", "y", "e",
+                          "ll"})
 
 
 @PROPERTY
@@ -325,6 +326,23 @@ def test_the_word_by_word_quick_tests_agree_with_the_whole_text(text, seen_befor
     assert expected == any(km._quick_tests_find(word) for word in text.split())
     assert km._may_hold_credentials(text) == expected
     assert km._may_hold_credentials(text) == expected
+
+
+@PROPERTY
+@given(st.lists(_GATE_ASCII, max_size=12), _GATE_ASCII)
+def test_words_learned_together_are_remembered_as_each_alone_tests(texts, text):
+    """``_learn_word_outcomes`` remembers each new word of a batch with the outcome of the quick tests on it
+    alone (groups of words that pass together are sorted word by word), and a text's outcome stays the
+    quick tests' outcome on the whole text."""
+    km._CLEAN_WORDS.clear()
+    km._FLAGGED_WORDS.clear()
+    km._learn_word_outcomes(texts + [text, "Ελληνικά " + text])
+    for word in km._CLEAN_WORDS | km._FLAGGED_WORDS:
+        assert (word in km._FLAGGED_WORDS) == km._quick_tests_find(word)
+    assert not km._CLEAN_WORDS & km._FLAGGED_WORDS
+    assert {word for other in texts + [text] for word in other.split()} <= km._CLEAN_WORDS | km._FLAGGED_WORDS
+    for other in texts + [text]:
+        assert km._may_hold_credentials(other) == km._quick_tests_find(other)
 
 
 def test_no_quick_test_looks_for_whitespace():
