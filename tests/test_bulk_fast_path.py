@@ -372,6 +372,15 @@ def test_instants_are_formatted_with_a_padded_year_and_microseconds(moment):
         f"{moment.second:02d}.{moment.microsecond:06d}Z")
 
 
+@PROPERTY
+@given(st.text(alphabet=" \n\t\r\x0b\x1cab\u2028é…", max_size=200))
+def test_a_title_made_from_a_content_is_its_first_line_single_spaced(content):
+    first_line = " ".join(content.strip().split("\n", 1)[0].split())
+    limit = km.TITLE_FROM_CONTENT_CHARS
+    expected = first_line if len(first_line) <= limit else first_line[:limit - 1].rstrip() + "…"
+    assert km._title_from_content(content) == expected
+
+
 def test_a_remembered_space_is_normalized_and_a_bad_one_still_refused():
     assert km.normalize_space("/team/notes/") == "team/notes"
     assert km.normalize_space("/team/notes/") == "team/notes"
