@@ -4427,30 +4427,39 @@ def _quick_tests_find(text: str) -> bool:
                                      if any(map(word.lower().__contains__, _LOWERED_LAYER_MARKS)))))
 
 
-def _learn_word_outcomes(texts: Iterable[str]) -> None:
-    """Work out at once what ``_may_hold_credentials`` remembers of the new words of many texts (a batch about
-    to be screened), so that each text then costs it a lookup or two instead of a test of its own.
+def _may_hold_credentials_each(texts: Sequence[str]) -> list[bool]:
+    """``_may_hold_credentials`` of each of ``texts`` (a batch about to be screened), with the new words of all
+    of them tested together first, so that a text with a word not seen before costs a lookup or two as well.
 
-    The new words of the ASCII texts are tested ``WORDS_TESTED_TOGETHER`` at a time, joined with spaces: a
-    group passes exactly when one of its words does alone, and then each of them is tested alone. So each
-    word is remembered with the outcome a test of it alone gives; a text's outcome is still the quick tests'
-    outcome on it. New words past what can be remembered (``WORD_OUTCOMES_KEPT``) are left to their texts."""
-    ascii_texts = [text for text in texts if text.isascii()]
-    new_words = [word for word in dict.fromkeys(" ".join(ascii_texts).split())
-                 if word not in _CLEAN_WORDS and word not in _FLAGGED_WORDS]
-    if len(new_words) > WORD_OUTCOMES_KEPT:
-        return
-    for start in range(0, len(new_words), WORDS_TESTED_TOGETHER):
-        group = new_words[start:start + WORDS_TESTED_TOGETHER]
-        if not _quick_tests_find(" ".join(group)):
-            _remember_word_outcome(_CLEAN_WORDS, group)
+    The new words are tested ``WORDS_TESTED_TOGETHER`` at a time, joined with spaces: a group passes exactly
+    when one of its words does alone, and then each of them is tested alone. So each word is remembered with
+    the outcome a test of it alone gives, and every outcome is the quick tests' outcome on the whole text (a
+    text whose words were all seen clean holds no mark whatever is forgotten later). New words past what can
+    be remembered (``WORD_OUTCOMES_KEPT``) are left to their texts."""
+    outcomes: list[bool | None] = []
+    unseen: list[str] = []          # the ASCII texts with a word not remembered clean
+    for text in texts:
+        if text.isascii() and _CLEAN_WORDS.issuperset(text.split()):
+            outcomes.append(False)
             continue
-        for word in group:
-            _remember_word_outcome(_FLAGGED_WORDS if _quick_tests_find(word) else _CLEAN_WORDS, [word])
+        outcomes.append(None)
+        if text.isascii():
+            unseen.append(text)
+    new_words = [word for word in dict.fromkeys(" ".join(unseen).split())
+                 if word not in _CLEAN_WORDS and word not in _FLAGGED_WORDS]
+    if len(new_words) <= WORD_OUTCOMES_KEPT:
+        for start in range(0, len(new_words), WORDS_TESTED_TOGETHER):
+            group = new_words[start:start + WORDS_TESTED_TOGETHER]
+            if not _quick_tests_find(" ".join(group)):
+                _remember_word_outcome(_CLEAN_WORDS, group)
+                continue
+            for word in group:
+                _remember_word_outcome(_FLAGGED_WORDS if _quick_tests_find(word) else _CLEAN_WORDS, [word])
+    return [_may_hold_credentials(text) if outcome is None else outcome for text, outcome in zip(texts, outcomes)]
 
 
-# New words tested together by _learn_word_outcomes. Each test costs a call and a pass over its text, and a
-# group that passes is tested again word by word: a larger group makes fewer calls and more words tested twice.
+# New words tested together by _may_hold_credentials_each. Each test costs a call and a pass over its text,
+# and a group that passes is tested again word by word: a larger group makes fewer calls, more words tested twice.
 WORDS_TESTED_TOGETHER = 32
 
 
@@ -14318,12 +14327,13 @@ class Memory:
             The revision krefs, in order."""
         drafts = []
         spaces_passed: set[str] = set()      # spaces that _screened_revision let through in this run
-        _learn_word_outcomes([arguments["content"] for arguments in run])    # the run's new words tested together
-        for arguments, derived in zip(run, derived_titles):
+        # the run's new words are tested together, before any content is screened
+        may_hold = _may_hold_credentials_each([arguments["content"] for arguments in run])
+        for arguments, derived, content_may_hold in zip(run, derived_titles, may_hold):
             space, kind = arguments["space"], arguments["kind"]
             tags, artifacts = arguments["tags"], arguments["artifacts"]
             content, title, metadata = self._screened_statement(arguments["content"], arguments["title"],
-                                                                arguments["metadata"], derived)
+                                                                arguments["metadata"], derived, content_may_hold)
             if metadata:                     # (empty metadata has no source: _sourced would change nothing)
                 _, tags = self._sourced(metadata, tags)
             # without tags or artifacts _screened_revision only checks the space, and a space that passed passes
@@ -14355,15 +14365,16 @@ class Memory:
         """``value`` under this memory's credential policy (see ``screen_for_store``)."""
         return screen_for_store(value, field=field, policy=self.credentials)
 
-    def _screened_statement(self, content: str, title: str, metadata: dict[str, Any],
-                            derived: bool = False) -> tuple[str, str, Any]:
+    def _screened_statement(self, content: str, title: str, metadata: dict[str, Any], derived: bool = False,
+                            may_hold: bool | None = None) -> tuple[str, str, Any]:
         """A statement's content, title and metadata under the credential policy, each as ``_screen`` leaves it.
 
         A content in which no layer of the scan can find anything (``_may_hold_credentials``) is not scanned,
         nor is a title made from it (``_title_from_content``; ``derived`` says the caller made it so): such a
         title passes a layer's tests only where its content does, or where its last word, cut short, does alone
-        (``_title_cut_may_hold``). A title that is its content is scanned once."""
-        if _may_hold_credentials(content):
+        (``_title_cut_may_hold``). A title that is its content is scanned once. ``may_hold``:
+        ``_may_hold_credentials(content)`` when the caller worked it out already."""
+        if _may_hold_credentials(content) if may_hold is None else may_hold:
             screened = self._screen(content, "content")
             if title == content:
                 title = screened
