@@ -7345,7 +7345,12 @@ class SQLiteGraph(GraphBackend):
                 stored = self._stored_names(conn, project, [(space, kind, name) for space, kind, name, *_ in drafts])
                 krefs = []
                 for space, kind, name, title, content, metadata, tags, artifacts in drafts:
-                    name = self._free_name(pending, conn, project, space, kind, name, stored)
+                    # a name neither held nor stored is free (_free_name's first try, inline: nearly every name)
+                    held = (project, space, name, kind)
+                    if held in pending.names or (space, kind, name) in stored:
+                        name = self._free_name(pending, conn, project, space, kind, name, stored)
+                    else:
+                        pending.names.add(held)
                     self._held_rows(pending, conn, project, space, kind, name, title, content, metadata, tags,
                                     artifacts, None, "", content_hash(content))
                     krefs.append(Kref.revision_text(project, space, name, kind, 1))
@@ -14148,7 +14153,7 @@ class Memory:
         """One record of ``remember_many``, checked as ``remember`` checks its arguments."""
         if isinstance(record, str):
             record = {"content": record}
-        if not isinstance(record, Mapping):
+        elif type(record) is not dict and not isinstance(record, Mapping):    # (a dict is told at once)
             raise InvalidArgumentError(f"record {position} must be a string or a mapping, not "
                                        f"{type(record).__name__}")
         unknown = [] if record.keys() <= self._MEMORY_FIELD_SET else \
@@ -14157,9 +14162,8 @@ class Memory:
             problem = f"unknown field(s) {unknown}" if unknown else "no 'content'"
             raise InvalidArgumentError(f"record {position} has {problem}; a record takes "
                                        f"{', '.join(self._MEMORY_FIELDS)}")
-        arguments = dict(record)
         try:
-            return self._checked_memory(arguments.pop("content"), **arguments)
+            return self._checked_memory(**record)      # (its keys were checked: the fields, content among them)
         except (InvalidArgumentError, NotFoundError) as exc:
             raise type(exc)(f"record {position}: {exc.args[0] if exc.args else exc}") from exc
 
