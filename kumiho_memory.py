@@ -6685,18 +6685,22 @@ class _PendingWrites:
 
     def _insert(self, conn: sqlite3.Connection, statement: str, values: Sequence[tuple[Any, ...]]) -> None:
         """Insert ``values`` by ``statement`` (``INSERT ... VALUES (...)``, one row), as ``executemany`` would:
-        many rows a statement (``VALUES (...), (...), ...``), in order, each row inserted (or replaced, or
-        ignored) as the statement alone would do it. One statement a row (``executemany``) took nearly twice
-        as long: every run of a statement has its cost, an AUTOINCREMENT table's sequence update among it."""
+        as many rows a statement as SQLite takes (``VALUES (...), (...), ...``), the rows left over one a
+        statement, in order, each row inserted (or replaced, or ignored) as the statement alone would do it.
+        One statement a row took nearly twice as long: every run of a statement has its cost, an AUTOINCREMENT
+        table's sequence update among it. (Leftovers go row by row so that one long statement a table is kept.)"""
         per = max(1, self.PARAMETERS // len(values[0]))
-        for start in range(0, len(values), per):
-            part = values[start:start + per]
-            key = (statement, len(part))
+        whole = len(values) - len(values) % per
+        if whole:
+            key = (statement, per)
             many = self._MANY_ROWS.get(key)
             if many is None:
                 head, row = statement.rsplit(" VALUES ", 1)
-                many = self._MANY_ROWS[key] = f"{head} VALUES {', '.join([row] * len(part))}"
-            conn.execute(many, list(itertools.chain.from_iterable(part)))
+                many = self._MANY_ROWS[key] = f"{head} VALUES {', '.join([row] * per)}"
+            for start in range(0, whole, per):
+                conn.execute(many, list(itertools.chain.from_iterable(values[start:start + per])))
+        if whole < len(values):
+            conn.executemany(statement, values[whole:])
 
     def _clear(self) -> None:
         self.rows = {table: [] for table, _ in self.STATEMENTS}
