@@ -505,8 +505,10 @@ def format_instant(moment: _dt.datetime) -> str:
     """Format an instant the way the store keeps it: UTC, microseconds, ``Z`` (sorts as text)."""
     if type(moment) is not _dt.datetime or moment.tzinfo is not UTC:   # a clock's reading is already UTC
         moment = parse_instant(moment)
-    # isoformat pads the year to four digits everywhere (%Y does not) and ends a UTC instant with "+00:00"
-    return moment.isoformat(timespec="microseconds")[:-6] + "Z"
+    # the fields by printf (strftime's %Y does not pad the year everywhere; isoformat takes twice as long, and
+    # this runs for every write)
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ" % (moment.year, moment.month, moment.day, moment.hour, moment.minute,
+                                                    moment.second, moment.microsecond)
 
 
 def _short_instant(moment: _dt.datetime) -> str:
@@ -1291,6 +1293,12 @@ def _replace_suffix(word: str, rules: Mapping[str, Sequence[tuple[str, str]]], m
     return word
 
 
+# The letters a rule of ``stem`` reads at a word's end (step 1: -s, -ed, -eed, -ing, -y; 2 to 4: the tables;
+# 5: -e, -ll): a word that ends in none of them matches no rule, so no step changes it (each step reads only
+# the ending the step before left, and that is then still the word's).
+_PORTER_LAST_LETTERS = frozenset("sdgyel") | _STEP2_BY_LAST.keys() | _STEP3_BY_LAST.keys() | _STEP4_BY_LAST.keys()
+
+
 @functools.lru_cache(maxsize=1 << 16)     # a vocabulary's words repeat: most calls are a lookup (~6 MB full)
 def stem(word: str) -> str:
     """Reduce an English word to its Porter (1980) stem; other words come back unchanged.
@@ -1298,8 +1306,13 @@ def stem(word: str) -> str:
     Only lowercase ASCII words longer than two letters are stemmed, so names in other scripts and
     numbers keep their form. The most recent 16,384 words are remembered (indexing and queries repeat them).
     """
-    if len(word) <= 2 or not word.isascii() or not word.isalpha():
+    if len(word) <= 2 or not word.isascii() or not word.isalpha() or word[-1] not in _PORTER_LAST_LETTERS:
         return word
+    return _porter_steps(word)
+
+
+def _porter_steps(word: str) -> str:
+    """Porter's steps 1 to 5 on a lowercase ASCII word of three letters or more (``stem`` without its checks)."""
     # Step 1a: plurals.
     if word.endswith("sses"):
         word = word[:-2]
@@ -1425,6 +1438,7 @@ ANSWER_KIND_WEIGHT = 1.0       # the question word a question asks by counts in 
 # ("in May" is a time).
 _PLACE_NAME = _lazy_regex(r"\b(?:in|at|to|from|near|visit|visited|visiting)\s+(?:the\s+)?([A-Z][a-z]+)")
 _ASCII_DIGIT = _lazy_regex(r"[0-9]")
+_ASCII_DIGIT_OR_CAPITAL = _lazy_regex(r"[0-9A-Z]")
 _NOT_PLACES = frozenset(("January February March April May June July August September October November December "
                          "Monday Tuesday Wednesday Thursday Friday Saturday Sunday").split())
 
@@ -1528,10 +1542,21 @@ def implied_terms(text: str, terms: Collection[str]) -> dict[str, float]:
     if len(text) > IMPLIED_MAX_CHARS:
         heading = text.rfind(PROSPECTIVE_HEADING)
         return {} if heading < 0 else _table_terms(tokenize(text[heading:]), terms)
+    # Most memories name nothing in the table and say no kind of answer: one set test says so, before the table
+    # and the kinds are read, for an ASCII text without a digit (no number) or a capital (no place's name).
+    if text.isascii() and _implying_terms().isdisjoint(terms) and not _ASCII_DIGIT_OR_CAPITAL.search(text):
+        return {}
     found = _table_terms(terms, terms)
     for kind in answer_kinds(text, terms):
         found[kind] = IMPLIED_WEIGHT
     return found
+
+
+@functools.lru_cache(maxsize=None)
+def _implying_terms() -> frozenset[str]:
+    """Every index term that implies a word (``IMPLIED_WORDS``) or says a kind of answer (``ANSWER_KINDS``):
+    a short lowercase ASCII memory with none of them and no digit implies nothing (``implied_terms``)."""
+    return frozenset(_implied_by_term()) | frozenset(_answer_kind_of_term())
 
 
 def _table_terms(said: Collection[str], terms: Collection[str]) -> dict[str, float]:
@@ -4353,7 +4378,7 @@ def _may_hold_credentials(text: str) -> bool:
     when one of its whitespace-separated words does: a word at the text's start or after whitespace is at a
     start or after a fence either way. So each word's outcome is remembered (``_CLEAN_WORDS``,
     ``_FLAGGED_WORDS``): an ASCII text of words seen before costs a lookup or two, one with a few new words
-    has those tested alone, and one with more is tested whole (its words are clean when it is)."""
+    has those tested together (and, when they pass, alone), and one with more is tested by its new words."""
     if not text.isascii():
         return _quick_tests_find(text.translate(_ONE_CHAR_FOLDS))
     words = text.split()
@@ -4362,17 +4387,19 @@ def _may_hold_credentials(text: str) -> bool:
     if not _FLAGGED_WORDS.isdisjoint(words):
         return True
     new_words = [word for word in dict.fromkeys(words) if word not in _CLEAN_WORDS]
-    if len(new_words) > WORDS_TESTED_ALONE:
-        if _quick_tests_find(text):
-            return True
+    # the new words are tested together, joined as the text would join them (one call, not one a word): the
+    # words seen before pass no test, so this passes exactly when the whole text does
+    if not _quick_tests_find(" ".join(new_words)):
         _remember_word_outcome(_CLEAN_WORDS, new_words)
         return False
-    for word in new_words:
+    if len(new_words) > WORDS_TESTED_ALONE:
+        return True
+    for word in new_words:       # a few new words: the one that passes is found and remembered
         found = _quick_tests_find(word)
         _remember_word_outcome(_FLAGGED_WORDS if found else _CLEAN_WORDS, [word])
         if found:
             return True
-    return False
+    return True
 
 
 WORD_OUTCOMES_KEPT = 1 << 16     # ASCII words whose quick-test outcome _may_hold_credentials keeps, each way (~5 MB)
@@ -4416,6 +4443,42 @@ def _quick_tests_find(text: str) -> bool:
         return False
     return not all(map(_inert_word, (word for word in text.split()
                                      if any(map(word.lower().__contains__, _LOWERED_LAYER_MARKS)))))
+
+
+def _may_hold_credentials_each(texts: Sequence[str]) -> list[bool]:
+    """``_may_hold_credentials`` of each of ``texts`` (a batch about to be screened), with the new words of all
+    of them tested together first, so that a text with a word not seen before costs a lookup or two as well.
+
+    The new words are tested ``WORDS_TESTED_TOGETHER`` at a time, joined with spaces: a group passes exactly
+    when one of its words does alone, and then each of them is tested alone. So each word is remembered with
+    the outcome a test of it alone gives, and every outcome is the quick tests' outcome on the whole text (a
+    text whose words were all seen clean holds no mark whatever is forgotten later). New words past what can
+    be remembered (``WORD_OUTCOMES_KEPT``) are left to their texts."""
+    outcomes: list[bool | None] = []
+    unseen: list[str] = []          # the ASCII texts with a word not remembered clean
+    for text in texts:
+        if text.isascii() and _CLEAN_WORDS.issuperset(text.split()):
+            outcomes.append(False)
+            continue
+        outcomes.append(None)
+        if text.isascii():
+            unseen.append(text)
+    new_words = [word for word in dict.fromkeys(" ".join(unseen).split())
+                 if word not in _CLEAN_WORDS and word not in _FLAGGED_WORDS]
+    if len(new_words) <= WORD_OUTCOMES_KEPT:
+        for start in range(0, len(new_words), WORDS_TESTED_TOGETHER):
+            group = new_words[start:start + WORDS_TESTED_TOGETHER]
+            if not _quick_tests_find(" ".join(group)):
+                _remember_word_outcome(_CLEAN_WORDS, group)
+                continue
+            for word in group:
+                _remember_word_outcome(_FLAGGED_WORDS if _quick_tests_find(word) else _CLEAN_WORDS, [word])
+    return [_may_hold_credentials(text) if outcome is None else outcome for text, outcome in zip(texts, outcomes)]
+
+
+# New words tested together by _may_hold_credentials_each. Each test costs a call and a pass over its text,
+# and a group that passes is tested again word by word: a larger group makes fewer calls, more words tested twice.
+WORDS_TESTED_TOGETHER = 32
 
 
 class _OneCharFolds(dict):
@@ -6570,7 +6633,7 @@ class _SnapshotParts(Mapping[str, bytes]):
 
 class _PendingWrites:
     """The rows of new memories written inside ``SQLiteGraph.bulk``, held until the next read or other write
-    (or the commit) inserts them with one ``executemany`` per statement. Row ids are handed out here as
+    (or the commit) inserts them, many rows a statement (``flush``). Row ids are handed out here as
     SQLite's AUTOINCREMENT would (one past the larger of the table's highest id and its sequence), so the
     store ends up exactly as one write at a time would leave it. Tables are independent (no foreign keys, no
     triggers), so only the order within each statement matters, and that is the order of the writes."""
@@ -6590,6 +6653,10 @@ class _PendingWrites:
                   "VALUES (?, ?, ?, '{}', ?)"),
         ("changes", "INSERT INTO changes (seq, item_id) VALUES (?, ?)"))
     _ID_COLUMNS = {"items": "id", "revisions": "id", "changes": "seq"}
+    # SQLite's least limit on a statement's parameters (3.32 raised its default from 999 to 32,766): every
+    # build of SQLite takes a statement of this many
+    PARAMETERS = 999
+    _MANY_ROWS: dict[tuple[str, int], str] = {}      # (statement, rows) -> the statement with that many rows
 
     def __init__(self) -> None:
         self.rows: dict[str, list[tuple[Any, ...]]] = {table: [] for table, _ in self.STATEMENTS}
@@ -6623,7 +6690,7 @@ class _PendingWrites:
         conn.execute("SAVEPOINT pending")
         try:
             for statement, values in batches:
-                conn.executemany(statement, values)
+                self._insert(conn, statement, values)
             if trim is not None:
                 conn.execute("DELETE FROM changes WHERE seq <= ?", (trim,))
             conn.execute("RELEASE pending")
@@ -6633,6 +6700,25 @@ class _PendingWrites:
                 conn.execute("RELEASE pending")
             self.next_ids.clear()
             raise
+
+    def _insert(self, conn: sqlite3.Connection, statement: str, values: Sequence[tuple[Any, ...]]) -> None:
+        """Insert ``values`` by ``statement`` (``INSERT ... VALUES (...)``, one row), as ``executemany`` would:
+        as many rows a statement as SQLite takes (``VALUES (...), (...), ...``), the rows left over one a
+        statement, in order, each row inserted (or replaced, or ignored) as the statement alone would do it.
+        One statement a row took nearly twice as long: every run of a statement has its cost, an AUTOINCREMENT
+        table's sequence update among it. (Leftovers go row by row so that one long statement a table is kept.)"""
+        per = max(1, self.PARAMETERS // len(values[0]))
+        whole = len(values) - len(values) % per
+        if whole:
+            key = (statement, per)
+            many = self._MANY_ROWS.get(key)
+            if many is None:
+                head, row = statement.rsplit(" VALUES ", 1)
+                many = self._MANY_ROWS[key] = f"{head} VALUES {', '.join([row] * per)}"
+            for start in range(0, whole, per):
+                conn.execute(many, list(itertools.chain.from_iterable(values[start:start + per])))
+        if whole < len(values):
+            conn.executemany(statement, values[whole:])
 
     def _clear(self) -> None:
         self.rows = {table: [] for table, _ in self.STATEMENTS}
@@ -7281,7 +7367,12 @@ class SQLiteGraph(GraphBackend):
                 stored = self._stored_names(conn, project, [(space, kind, name) for space, kind, name, *_ in drafts])
                 krefs = []
                 for space, kind, name, title, content, metadata, tags, artifacts in drafts:
-                    name = self._free_name(pending, conn, project, space, kind, name, stored)
+                    # a name neither held nor stored is free (_free_name's first try, inline: nearly every name)
+                    held = (project, space, name, kind)
+                    if held in pending.names or (space, kind, name) in stored:
+                        name = self._free_name(pending, conn, project, space, kind, name, stored)
+                    else:
+                        pending.names.add(held)
                     self._held_rows(pending, conn, project, space, kind, name, title, content, metadata, tags,
                                     artifacts, None, "", content_hash(content))
                     krefs.append(Kref.revision_text(project, space, name, kind, 1))
@@ -13500,7 +13591,8 @@ def render_mermaid(item: Kref, revisions: Sequence[RevisionRecord], edges: Seque
 # ==========================================================================================================
 
 def _title_from_content(content: str) -> str:
-    first_line = " ".join(content.strip().split("\n", 1)[0].split())
+    # (a content of one line is its own first line: split() drops the whitespace that strip() would)
+    first_line = " ".join((content.strip().split("\n", 1)[0] if "\n" in content else content).split())
     if len(first_line) <= TITLE_FROM_CONTENT_CHARS:
         return first_line
     return first_line[: TITLE_FROM_CONTENT_CHARS - 1].rstrip() + "…"
@@ -14086,7 +14178,7 @@ class Memory:
         """One record of ``remember_many``, checked as ``remember`` checks its arguments."""
         if isinstance(record, str):
             record = {"content": record}
-        if not isinstance(record, Mapping):
+        elif type(record) is not dict and not isinstance(record, Mapping):    # (a dict is told at once)
             raise InvalidArgumentError(f"record {position} must be a string or a mapping, not "
                                        f"{type(record).__name__}")
         unknown = [] if record.keys() <= self._MEMORY_FIELD_SET else \
@@ -14095,9 +14187,8 @@ class Memory:
             problem = f"unknown field(s) {unknown}" if unknown else "no 'content'"
             raise InvalidArgumentError(f"record {position} has {problem}; a record takes "
                                        f"{', '.join(self._MEMORY_FIELDS)}")
-        arguments = dict(record)
         try:
-            return self._checked_memory(arguments.pop("content"), **arguments)
+            return self._checked_memory(**record)      # (its keys were checked: the fields, content among them)
         except (InvalidArgumentError, NotFoundError) as exc:
             raise type(exc)(f"record {position}: {exc.args[0] if exc.args else exc}") from exc
 
@@ -14264,17 +14355,26 @@ class Memory:
         Returns:
             The revision krefs, in order."""
         drafts = []
-        for arguments, derived in zip(run, derived_titles):
+        spaces_passed: set[str] = set()      # spaces that _screened_revision let through in this run
+        # the run's new words are tested together, before any content is screened
+        may_hold = _may_hold_credentials_each([arguments["content"] for arguments in run])
+        for arguments, derived, content_may_hold in zip(run, derived_titles, may_hold):
             space, kind = arguments["space"], arguments["kind"]
+            tags, artifacts = arguments["tags"], arguments["artifacts"]
             content, title, metadata = self._screened_statement(arguments["content"], arguments["title"],
-                                                                arguments["metadata"], derived)
-            _, tags = self._sourced(metadata, arguments["tags"])
-            content, title, metadata, tags, _, artifacts, _ = self._screened_revision(
-                content, space, title, metadata, tags, None, arguments["artifacts"], ())
+                                                                arguments["metadata"], derived, content_may_hold)
+            if metadata:                     # (empty metadata has no source: _sourced would change nothing)
+                _, tags = self._sourced(metadata, tags)
+            # without tags or artifacts _screened_revision only checks the space, and a space that passed passes
+            if tags or artifacts or space not in spaces_passed:
+                content, title, metadata, tags, _, artifacts, _ = self._screened_revision(
+                    content, space, title, metadata, tags, None, artifacts, ())
+                spaces_passed.add(space)
             drafts.append((space, kind, self._new_name(kind, None), title, content, metadata, tags, artifacts))
         krefs = self._backend.hold_new_revisions(self.project, drafts)
-        for kref in krefs:
-            self._changed(kref)
+        if self._prefetch is not None:
+            for kref in krefs:
+                self._changed(kref)
         return krefs
 
     @staticmethod
@@ -14294,15 +14394,16 @@ class Memory:
         """``value`` under this memory's credential policy (see ``screen_for_store``)."""
         return screen_for_store(value, field=field, policy=self.credentials)
 
-    def _screened_statement(self, content: str, title: str, metadata: dict[str, Any],
-                            derived: bool = False) -> tuple[str, str, Any]:
+    def _screened_statement(self, content: str, title: str, metadata: dict[str, Any], derived: bool = False,
+                            may_hold: bool | None = None) -> tuple[str, str, Any]:
         """A statement's content, title and metadata under the credential policy, each as ``_screen`` leaves it.
 
         A content in which no layer of the scan can find anything (``_may_hold_credentials``) is not scanned,
         nor is a title made from it (``_title_from_content``; ``derived`` says the caller made it so): such a
         title passes a layer's tests only where its content does, or where its last word, cut short, does alone
-        (``_title_cut_may_hold``). A title that is its content is scanned once."""
-        if _may_hold_credentials(content):
+        (``_title_cut_may_hold``). A title that is its content is scanned once. ``may_hold``:
+        ``_may_hold_credentials(content)`` when the caller worked it out already."""
+        if _may_hold_credentials(content) if may_hold is None else may_hold:
             screened = self._screen(content, "content")
             if title == content:
                 title = screened

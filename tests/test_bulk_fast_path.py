@@ -162,6 +162,23 @@ def test_a_failing_record_after_held_runs_leaves_nothing(tmp_path):
     assert len(reopened.items()) == 31
 
 
+def test_held_rows_go_in_as_one_row_a_statement_would(tmp_path, monkeypatch):
+    """The held rows are inserted many a statement: with one a statement, a few, or as many as SQLite takes,
+    the store holds the same rows (replaced threads, ignored edges and the AUTOINCREMENT sequences too)."""
+    records = _hostile_records(700)
+    dumps = []
+    for parameters in (1, 20, 999):
+        monkeypatch.setattr(km._PendingWrites, "PARAMETERS", parameters)
+        path = str(tmp_path / f"p{parameters}.db")
+        memory = km.Memory(path=path, ids=km.SequentialIds(), clock=km.ManualClock(tick=0.25))
+        memory.remember_many(records)
+        memory.remember_many(records[:150])
+        memory.close()
+        dumps.append(_tables(path))
+    assert dumps[0] == dumps[1] == dumps[2]
+    assert any("sqlite_sequence" in line for line in dumps[0])
+
+
 def test_hold_new_revisions_outside_bulk_writes_each(tmp_path):
     """Called outside ``bulk``, the backend writes each draft as ``write_revision`` would (a taken name too)."""
     graph = km.SQLiteGraph(str(tmp_path / "g.db"), clock=km.ManualClock(tick=1.0))
@@ -243,6 +260,52 @@ def test_porters_measure_and_vowel_test_follow_the_definition(word):
     assert km._has_vowel(word) == ("v" in classes)
 
 
+_RULE_ENDINGS = sorted({rule if isinstance(rule, str) else rule[0] for rule in km._STEP2 + km._STEP3 + km._STEP4}
+                       | {"s", "ss", "sses", "ies", "eed", "ed", "ing", "ated", "bled", "ized", "hopping", "y", "e",
+                          "ll"})
+
+
+@PROPERTY
+@given(st.text(alphabet="aeiouybcdfghjklmnpqrstvwxz", min_size=1, max_size=9), st.sampled_from(_RULE_ENDINGS + [""]))
+@example("relat", "ional")
+@example("hop", "ping")
+def test_a_word_stem_lets_go_by_its_last_letter_is_its_own_stem(base, ending):
+    """``stem`` returns a word that ends in none of ``_PORTER_LAST_LETTERS`` at once: Porter's steps (run in
+    full here) leave every such word as it is, and stem every other as they do."""
+    word = base + ending
+    if len(word) > 2:
+        assert km.stem(word) == km._porter_steps(word)
+        if word[-1] not in km._PORTER_LAST_LETTERS:
+            assert km._porter_steps(word) == word
+
+
+def test_every_ending_a_rule_reads_is_one_stem_looks_at():
+    assert {ending[-1] for ending in _RULE_ENDINGS} <= km._PORTER_LAST_LETTERS
+    for ending in _RULE_ENDINGS:       # a word made to fit each rule is stemmed as the full steps stem it
+        for base in ("relat", "hop", "gener", "rat", "bab", "feel", "happ", "oper", "sy"):
+            assert km.stem(base + ending) == km._porter_steps(base + ending)
+
+
+_IMPLYING_WORDS = st.sampled_from(["puppy", "guitar", "Paris", "in Paris", "visited Rome", "May", "monday",
+                                   "yesterday", "three", "42", "1999", "2023", "harbor", "lantern", "Harbor", "x7",
+                                   "moved", "the", "a", "running", " ", "\n", ",", "é"])
+
+
+@PROPERTY
+@given(st.lists(st.one_of(_IMPLYING_WORDS, st.text(alphabet="abcdefghijklmnopqrstuvwxyzAZ09 ", max_size=8)),
+                max_size=25).map(" ".join))
+def test_a_memory_that_implies_nothing_is_told_at_once(text):
+    """``implied_terms`` answers a short ASCII text without digits or capitals and without a word of the tables
+    at once: what the tables and the answer kinds, read in full, give it (nothing), and the same as before
+    for every other text."""
+    terms = km.tokenize(text)
+    counts = collections.Counter(terms)
+    expected = km._table_terms(counts, counts)
+    for kind in km.answer_kinds(text, counts):
+        expected[kind] = km.IMPLIED_WEIGHT
+    assert km.implied_terms(text, counts) == expected
+
+
 _GATE_WORDS = st.sampled_from([
     "sk-", "ghp_", "AKIA", "pat", "Pat", "pin", "PASS", "key", "-----BEGIN", "://", "-p", "-u", "alue", "/", "earer",
     ":AA", "Q~", "+ACR", "dapi", "xprv", ".", "=", "_", "-", "Zq8Wv4Lp2Rk7Tn3X", "aB3dE5gH7jK9mN1pQ3sT5vW7",
@@ -263,6 +326,23 @@ def test_the_word_by_word_quick_tests_agree_with_the_whole_text(text, seen_befor
     assert expected == any(km._quick_tests_find(word) for word in text.split())
     assert km._may_hold_credentials(text) == expected
     assert km._may_hold_credentials(text) == expected
+
+
+@PROPERTY
+@given(st.lists(_GATE_ASCII, max_size=12), _GATE_ASCII)
+def test_the_quick_tests_of_a_batch_are_each_texts_and_remember_each_word_as_alone(texts, text):
+    """``_may_hold_credentials_each`` gives each text the quick tests' outcome on it (the new words of the batch
+    tested together first), and remembers each new word with the outcome of the tests on it alone."""
+    km._CLEAN_WORDS.clear()
+    km._FLAGGED_WORDS.clear()
+    batch = texts + [text, "Ελληνικά " + text, text]
+    expected = [km._quick_tests_find(other if other.isascii() else other.translate(km._ONE_CHAR_FOLDS))
+                for other in batch]
+    assert km._may_hold_credentials_each(batch) == expected
+    for word in km._CLEAN_WORDS | km._FLAGGED_WORDS:
+        assert (word in km._FLAGGED_WORDS) == km._quick_tests_find(word)
+    assert not km._CLEAN_WORDS & km._FLAGGED_WORDS
+    assert km._may_hold_credentials_each(batch) == expected        # the second time from what is remembered
 
 
 def test_no_quick_test_looks_for_whitespace():
@@ -290,6 +370,15 @@ def test_instants_are_formatted_with_a_padded_year_and_microseconds(moment):
     assert km.format_instant(moment) == (
         f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:{moment.minute:02d}:"
         f"{moment.second:02d}.{moment.microsecond:06d}Z")
+
+
+@PROPERTY
+@given(st.text(alphabet=" \n\t\r\x0b\x1cab\u2028é…", max_size=200))
+def test_a_title_made_from_a_content_is_its_first_line_single_spaced(content):
+    first_line = " ".join(content.strip().split("\n", 1)[0].split())
+    limit = km.TITLE_FROM_CONTENT_CHARS
+    expected = first_line if len(first_line) <= limit else first_line[:limit - 1].rstrip() + "…"
+    assert km._title_from_content(content) == expected
 
 
 def test_a_remembered_space_is_normalized_and_a_bad_one_still_refused():
