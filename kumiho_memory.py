@@ -2871,8 +2871,8 @@ class RecallIndex:
         # (merged first: a merge refreshes the best impact, which a removal never lowers, so the order, and with
         # it the float each score sums to, is the same before and after the merge)
         merged = [(self._merged(self.terms[term_id]), term_id, weight) for term_id, weight in weights.items()]
-        return sorted(((weight * postings.max_impact, weight, postings, term_id) for postings, term_id, weight in merged),
-                      key=lambda entry: -entry[0])
+        return sorted(((weight * postings.max_impact, weight, postings, term_id)
+                       for postings, term_id, weight in merged), key=lambda entry: -entry[0])
 
     def _exact(self, slot: int, weights: Mapping[int, float]) -> float:
         return self._exact_many((slot,), weights)[0]
