@@ -1481,6 +1481,26 @@ def answer_kinds(text: str, terms: Iterable[str] | None = None) -> list[str]:
 # operation on the terms it already has. A long consolidated memory (``render_summary``) still has its
 # prospective questions read.
 
+# Well-known values of the relations people correct about themselves, by brand and name ("sold the civic, I'm in
+# a *tesla* now" is about the car): a statement that names no relation (``BELIEF_RELATIONS``) but one of these
+# values states that relation, and a short memory that names one is also indexed under the words a question
+# about it asks by (the relation's row in ``IMPLIED_WORDS``). Names that are also common words (edge, chase,
+# focus, rust, swift, golf, safari, octopus) are left out: a value must say its kind by itself.
+KNOWN_VALUES: dict[str, tuple[str, str]] = {   # relation: (the words a question asks by, its well-known values)
+    "vehicle": ("car drive", "toyota honda ford tesla bmw audi volkswagen kia hyundai nissan mazda subaru volvo "
+                             "skoda peugeot renault fiat jeep prius corolla camry yaris lexus mercedes porsche "
+                             "octavia fiesta vauxhall citroen"),
+    "handset": ("phone", "iphone android pixel samsung oneplus motorola xiaomi nokia"),
+    "computer": ("laptop computer", "macbook thinkpad chromebook lenovo"),
+    "editor": ("editor", "vim neovim emacs vscode intellij pycharm"),
+    "code language": ("code programming", "python java kotlin golang javascript typescript scala haskell elixir "
+                                          "php perl clojure erlang fortran cobol csharp"),
+    "browser": ("browser", "chrome firefox vivaldi"),
+    "bank": ("bank", "barclays monzo lloyds natwest hsbc santander revolut"),
+    "diet": ("diet", "vegan vegetarian pescatarian keto paleo"),
+    "internet": ("internet broadband", "hyperoptic comcast xfinity plusnet"),
+    "music service": ("music stream", "spotify tidal deezer"),
+}
 IMPLIED_WORDS: dict[str, str] = {        # the words a question asks by: the words a memory says it with
     "live home": "moved relocated hometown apartment neighborhood neighbourhood",
     "pet": "dog puppy pup cat kitten turtle hamster parrot rabbit bunny goldfish",
@@ -1506,6 +1526,10 @@ IMPLIED_WORDS: dict[str, str] = {        # the words a question asks by: the wor
     "state": "california texas florida oregon alaska hawaii arizona colorado nevada utah montana ohio michigan "
              "illinois massachusetts tennessee kentucky louisiana minnesota wisconsin iowa kansas oklahoma idaho "
              "wyoming vermont maine connecticut",
+    **{asked: values for asked, values in KNOWN_VALUES.values()},     # "a *tesla*" answers "what car ...?"
+    # medicines are found by the word a question asks by, but state no one relation: one takes several at once
+    "medication": "sertraline citalopram escitalopram ibuprofen naproxen lisinopril amlodipine metformin statins "
+                  "insulin paracetamol fluoxetine prozac antidepressants",
 }
 IMPLIED_WEIGHT = 0.7           # an implied word counts less than an occurrence of a written one
 IMPLIED_PER_TEXT = 3
@@ -11381,7 +11405,8 @@ BELIEF_RELATIONS: dict[str, str] = {
                r"driv(?:e|es|ing)|commut(?:e|es|ed|ing)) in\b(?! (?:the|a|an|my|our|his|her|their|[\w-]+'s)\b))",
     # "car insurance", "the car park" are other things than the car
     # "drive *to the office*" says how one travels, not what one drives
-    "vehicle": r"\b(?:(?:drives?|drove|driving)(?! (?:to|into|in|home|back|around|up|down|over)\b)|"
+    "vehicle": r"\b(?:(?:drives?|drove|driving)(?! (?:to|into|in|home|back|around|up|down|over)\b)"
+               r"(?! (?:[\w'-]+ ){1,2}(?:mad|crazy|nuts|insane|up the wall|round the bend)\b)|"
                r"cars?(?! (?:insurance|park|parks|wash|keys?|seats?|boot|tyres?|service|"
                r"loan|payments?|charger|lights?|boot sale|sharing|share|club)\b)|vehicle|motorbike|motorcycle)\b",
     "dog": r"\b(?:dog|dogs|puppy)\b",
@@ -11603,7 +11628,7 @@ def belief_relations(text: str) -> frozenset[str]:
     named = _named_relations(lowered)
     if not aged and not named and not _TYPED_NOUN.search(lowered) and not _POSSESSED_COPULA.search(lowered) \
             and not _FAVORITE.search(lowered):
-        return frozenset()
+        return known_value_relations(lowered)
     read = lowered
     lowered = _THING_LIVES.sub(r"\1 is kept", lowered)   # "the dell lives in a drawer": where a thing is kept
     moved = _THING_MOVED.search(lowered)
@@ -11634,7 +11659,21 @@ def belief_relations(text: str) -> frozenset[str]:
     if stated is not None:                              # "Ann's commute is 40 minutes", "Ann's sport is judo"
         kind = FAVORITE_NOUNS.get(stated, stated)
         found.add(f"favorite:{kind}" if kind in FAVORITE_NOUNS.values() else f"attribute:{stated}")
-    return frozenset(found)
+    return frozenset(found) or known_value_relations(lowered)
+
+
+def known_value_relations(text: str) -> frozenset[str]:
+    """The relation of the well-known value a statement names (``KNOWN_VALUES``: "got a *tesla*" ->
+    ``{"vehicle"}``); empty when it names none, or values of two relations ("vim for python")."""
+    of = _known_value_of()
+    found = {of[word] for word in re.findall(r"[a-z]+", text.casefold()) if word in of}
+    return frozenset(found) if len(found) == 1 else frozenset()
+
+
+@functools.lru_cache(maxsize=1)
+def _known_value_of() -> dict[str, str]:
+    """``KNOWN_VALUES`` as ``{value word: relation}``, built on first use."""
+    return {word: relation for relation, (_, values) in KNOWN_VALUES.items() for word in values.split()}
 
 
 # Words for a partner: "my partner drives a kia" is about the partner, so "partner" names no relation there.
@@ -12012,7 +12051,12 @@ class RelationMatcher:
         subject, written = self.subject(statement), statement_subject(statement)
         if subject is None or self.chat and _INTENT.search(statement.casefold()):
             return None
+        lowered = statement.casefold()
+        cued = _CHANGE_SIGNAL.search(lowered) is not None or _CORRECTION_CUE.search(lowered) is not None
         mine = self.relations(statement)
+        if mine and (not cued or _ADDITIVE.search(lowered)) and not _RELATION_WORDS.search(lowered) and \
+                mine == known_value_relations(lowered):
+            mine = frozenset()        # "Ann bought a Tesla", "Ann started on Kotlin too": maybe one more, not another
         attribute = possessed_attribute(statement)
         new_terms = set(_claim_terms(statement))
         matches: list[int] = []
@@ -12020,6 +12064,7 @@ class RelationMatcher:
         loose: list[tuple[int, str]] = []                 # as ``unknown``, whatever possessed noun they name
         kinds: dict[int, frozenset[str]] = {}
         negated, denied = negated_values(statement), []
+        named, relaxed = subject_relations(statement), set()
         for index, belief in enumerate(beliefs):
             history = [belief] if isinstance(belief, str) else list(belief)
             if not history or self.subject(history[-1]) != subject or \
@@ -12029,11 +12074,17 @@ class RelationMatcher:
                 continue                                  # another identifier: another thing
             if negated & set(_value_words(history[-1])) and not _ADDITIVE.search(statement.casefold()):
                 denied.append(index)                      # "it was never *penicillin*", "*shellfish* is fine"
+            theirs = self.belief_relations(history)
             if statement_subject(history[-1]) != written:
-                continue                                  # "we" for "I": one subject only when the old value is named
+                # "we" for "I": one subject when the old value is named, or in a correction that names the
+                # relation the other names ("at work we write java", "the team migrated to kotlin, so that's what
+                # I write"), a trip excepted (a couple's honeymoon is not one's work trip)
+                if not (self.chat and cued and _group_of_one(statement_subject(history[-1]), written) and
+                        (named & subject_relations(history[-1])) - {"trip"}):
+                    continue
+                relaxed.add(index)
             if MULTI_VALUED_PREDICATES & new_terms & set(_claim_terms(history[-1])):
                 continue                                  # another value of a many-valued relation
-            theirs = self.belief_relations(history)
             if mine & theirs:
                 if self.chat and not self.gives_new_value(statement, history[-1], min(mine & theirs)):
                     continue                              # "our broadband went down for 3 hours": no new value
@@ -12044,6 +12095,8 @@ class RelationMatcher:
                     # a known relation never meets another known one, nor "Ann's office" "Ann's home"
                     unknown.append((index, history[-1]))
                     kinds[index] = theirs
+        if len(matches) > 1 and relaxed and set(matches) - relaxed:
+            matches = [index for index in matches if index not in relaxed]   # "we" for "we" before "we" for "I"
         if len(matches) > 1:                              # "laser eye surgery, no more glasses": health or eyesight
             matches = self._narrowed(statement, matches, beliefs, denied)
         if matches:
@@ -12184,6 +12237,11 @@ class RelationMatcher:
         return chosen if len(chosen) == 1 else matches
 
 
+def _group_of_one(one: str | None, other: str | None) -> bool:
+    """Whether two statement subjects are a speaker and the speaker's group ("maren", "maren group")."""
+    return bool(one and other) and (one == other + " group" or other == one + " group")
+
+
 # Relations that hold one value at a time, so two beliefs naming one of them are one belief split in two.
 # A person may have two jobs, two homes, two dogs or two cars: those are never joined.
 SINGLE_VALUED_RELATIONS = frozenset({"age", "phone", "email", "partner"})
@@ -12229,10 +12287,12 @@ def same_belief(old: str, new: str) -> bool:
 
 REVISION_OUTCOMES = ("vacuous", "revised", "created")
 
-# The plain words of each relation, to find a speaker's statements of it (they hold no name to find them by).
-_RELATION_QUERY = {name: " ".join(dict.fromkeys(word for word in re.findall(r"[a-z]{3,}", _without_lookarounds(pattern))
-                                                 if word not in STOPWORDS))
-                   for name, pattern in BELIEF_RELATIONS.items()}
+# The plain words of each relation, to find a speaker's statements of it (they hold no name to find them by),
+# with its well-known values ("at work we build everything in *java*" is found for "switched to kotlin").
+_RELATION_QUERY = {name: " ".join(dict.fromkeys(
+    [word for word in re.findall(r"[a-z]{3,}", _without_lookarounds(BELIEF_RELATIONS.get(name, "")))
+     if word not in STOPWORDS] + " ".join(KNOWN_VALUES.get(name, ())).split()))
+    for name in BELIEF_RELATIONS.keys() | KNOWN_VALUES.keys()}
 
 
 def _topic(text: str) -> str | None:
@@ -12433,8 +12493,9 @@ def _same_relation(older: Mapping[str, Any], newer: Mapping[str, Any],
     if old is None or new is None or old[0] != new[0] or old[2] != new[2] or old[3] == new[3]:
         return None
     shared = {relation for relation in old[1] & new[1] if asked is None or relation in asked}
-    if not shared or MULTI_VALUED_PREDICATES & old[3] & new[3] or (old[4] and not new[4]):
-        return None
+    if not shared or MULTI_VALUED_PREDICATES & old[3] & new[3] or (old[4] and not new[4]) or \
+            _ADDITIVE.search(_belief_statement(newer).casefold()):
+        return None                                       # "I *also* keep an old mazda": one more, not another
     return min(shared)
 
 
@@ -12518,6 +12579,79 @@ def newest_first_when_echoed(results: list[dict[str, Any]], *, loose: bool = Fal
             return None
         return {}
     return _newer_first(list(results), tie, len(results))
+
+
+def newest_first_on_topic(results: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
+    """Reorder recall results (best first) for a user's question about what holds now ("which bank do I use?"):
+    of two messages of the same speaker about the same person, when the earlier one shares a word with the
+    question ("my *bank* is barclays"), a later one that says a word of change or correction and names a
+    specific word of the earlier one again ("switched *banks* to monzo") ranks above it, when the two were not
+    merged into one belief (``_topic_ties``). The older gets ``superseded_by``, the newer ``supersedes`` in their
+    ``signals`` (with ``"on_topic"``: the shared words). Only the results given are reordered: nothing is
+    added, so which memories are returned does not change, only their order."""
+    asked = frozenset(tokenize(query)) - _echo_time_stems()
+    people = asked & _person_stems()                      # "who is my *manager*?", "how old are my *kids*?"
+    speakers = {id(result): speaker_name(result.get("metadata")) for result in results}
+
+    def shares(older: dict[str, Any], newer: dict[str, Any]) -> frozenset[str]:
+        if (newer.get("created_at") or "") <= (older.get("created_at") or "") or \
+                newer.get("space") != older.get("space") or older.get("item_kref") == newer.get("item_kref") or \
+                speakers[id(older)] != speakers[id(newer)] or speakers[id(newer)] in ("Assistant", SPACE_USER):
+            return frozenset()
+        said, earlier = newer.get("content") or "", older.get("content") or ""
+        terms = tokenize(earlier)
+        if asked.isdisjoint(terms) and asked.isdisjoint(implied_terms(earlier, terms)):
+            return frozenset()                            # the earlier one is not about what was asked
+        return _topic_ties(earlier, said, people)
+    # a correction that names the words of two results ("standup's at 9:30 now": the meeting, or "I like the
+    # standup comedy club"?) says which of them it corrects no better than one that names none: neither moves
+    ties = {id(newer): {id(older): found for older in results if (found := shares(older, newer))}
+            for newer in results}
+
+    def tie(older: dict[str, Any], newer: dict[str, Any]) -> dict[str, Any] | None:
+        tied = ties[id(newer)]
+        return {"on_topic": sorted(tied[id(older)])} if len(tied) == 1 and id(older) in tied else None
+    return _newer_first(list(results), tie, len(results))
+
+
+@functools.lru_cache(maxsize=1)
+def _generic_stems() -> frozenset[str]:
+    """The stems of the words that tie no two messages by themselves (``_ECHO_GENERIC``, the relatives)."""
+    return frozenset(term for word in _ECHO_GENERIC | RELATIVE_NOUNS | KIN_ALIASES.keys() for term in tokenize(word))
+
+
+@functools.lru_cache(maxsize=1)
+def _person_stems() -> frozenset[str]:
+    """The stems of the nouns for a relative or a person in one's life (``RELATIVE_NOUNS``, ``KIN_ALIASES``)."""
+    return frozenset(term for word in RELATIVE_NOUNS | KIN_ALIASES.keys() for term in tokenize(word))
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_ties(older: str, newer: str, people: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The specific words (stems) ``newer`` names again of ``older`` when it is a short correction of the same
+    person's fact: a word of change or correction, or an old value said to be wrong ("peanuts are fine"), and
+    none that adds ("also", "too") or only means to ("trying to"). Not shared are stopwords, filler, words of
+    change, adverbs, numbers, times and generic nouns (``_ECHO_GENERIC``), except the relative both are about
+    ("my kids are 6 and 9", "kids are 7 and 10 now") and the ``people`` a question asks about ("my manager is
+    called priya", "new manager as of monday"). Empty when none or not a correction."""
+    lowered = newer.casefold().replace("’", "'")
+    if len(newer) > ECHO_LOOSE_CHARS or _ADDITIVE.search(lowered) or _INTENT.search(lowered) or \
+            (_CHANGE_SIGNAL.search(lowered) is None and _CORRECTION_CUE.search(lowered) is None and
+             not negated_values(newer)):                  # "peanuts are fine!"
+        return frozenset()
+    mine, theirs = chat_owner(newer), chat_owner(older)
+    # "my twins are at hillcrest", then "moved the twins to oakbrook": the speaker acting for the same relative
+    if mine == "other" or mine != theirs and not (mine == "self" and theirs.startswith("kin:") and
+                                                  theirs[4:] in re.findall(r"[a-z]+", lowered)):
+        return frozenset()
+    kin = (frozenset(tokenize(theirs[4:])) if theirs.startswith("kin:") else frozenset()) | people
+
+    def content(text: str) -> set[str]:
+        text = _CORRECTION_CUE.sub(" ", _CHANGE_SIGNAL.sub(" ", text.casefold().replace("’", "'")))
+        return {term for word in re.findall(r"[a-z][a-z0-9-]*", text.replace("'s ", " "))
+                if word not in STOPWORDS and word not in FILLER_WORDS and word not in CUE_WORDS and len(word) >= 3
+                and not _adverb(word) for term in tokenize(word) if not term.isdigit()} - _echo_time_stems()
+    return frozenset(term for term in content(older) & content(newer) if term in kin or term not in _generic_stems())
 
 
 # A question about what happened, or about a history, rather than what holds now ("How long have they been
@@ -15148,6 +15282,10 @@ class Memory:
                 # ... and about what holds now: a later message that names a found one's value again with a
                 # word of change anywhere is found too, and ranks above it
                 results = newest_first_when_echoed(results + self._echoed_corrections(plan, results), loose=True)
+            if _FIRST_PERSON_WORDS.search(plan.query) and _CURRENT_QUESTION.search(plan.query) and asked != ():
+                # a user's question about what holds now, whatever relation it names: of the results it
+                # returns, a later correction on the question's topic ranks above what it corrects
+                results = newest_first_on_topic(results[:plan.limit], plan.query) + results[plan.limit:]
         if plan.min_score is not None:
             results = [result for result in results if result["score"] >= plan.min_score]
         results = apply_mmr(results, plan.limit, plan.mmr_lambda) if plan.mmr_lambda is not None else \
