@@ -113,7 +113,7 @@ class _DeferredModule:
 asyncio: Any = _DeferredModule("asyncio")
 concurrent: Any = _DeferredModule("concurrent.futures")
 
-__version__ = "0.8.2"
+__version__ = "0.8.3"
 
 DISTRIBUTION_NAME = "kumiho-memory-onefile"
 
@@ -164,7 +164,8 @@ __all__ = [
     "canonical_source", "statement_subject", "same_belief", "first_person", "speaker_name", "resolved_statement",
     "SPACE_USER_ATTRIBUTE",
     "statement_identifiers", "belief_difference", "MULTI_VALUED_PREDICATES", "BELIEF_RELATIONS",
-    "belief_relations", "RelationMatcher", "BeliefMatch", "REVISION_OUTCOMES", "BeliefJudge", "ExtractiveSummarizer",
+    "belief_relations", "KNOWN_VALUES", "known_value_relations", "known_value_change", "RelationMatcher", "BeliefMatch",
+    "REVISION_OUTCOMES", "BeliefJudge", "ExtractiveSummarizer",
     "MemorySummarizer", "render_summary",
     "RetryQueue", "FailureClass", "classify_failure", "retry_with_backoff", "MemoryAssessResult", "AutoAssessFn",
     "get_memory_space", "EvidencePolicy", "DEFAULT_STORAGE_POLICY", "heuristic_prefilter",
@@ -11059,6 +11060,13 @@ _INTENT = _lazy_regex(r"\b(?:need|needs|have|has|got|want|wants|ought|plan|plans
                       r"\bthinking (?:of|about)\b")
 
 
+# What stands in for a while is no change: "using my old iphone *for a few days while* the samsung's being
+# repaired", "borrowing my sister's car this week".
+_TEMPORARY = _lazy_regex(r"\b(?:for (?:a few|a couple of|the next (?:few )?)?(?:days?|weeks?)\b(?! now)|temporar\w*|"
+                         r"for now|borrow\w*|loan(?:er|ed)|lent me|while (?:[\w'-]+ ){0,4}(?:is |'s |are )?(?:being )?"
+                         r"(?:repaired|fixed|serviced|in the shop|in for repair))")
+
+
 def negated_values(text: str) -> frozenset[str]:
     """Words a statement says are wrong or gone (see above): "Turns out it was never penicillin" ->
     ``{"penicillin"}``; stopwords never count."""
@@ -11628,7 +11636,7 @@ def belief_relations(text: str) -> frozenset[str]:
     named = _named_relations(lowered)
     if not aged and not named and not _TYPED_NOUN.search(lowered) and not _POSSESSED_COPULA.search(lowered) \
             and not _FAVORITE.search(lowered):
-        return known_value_relations(lowered)
+        return frozenset()
     read = lowered
     lowered = _THING_LIVES.sub(r"\1 is kept", lowered)   # "the dell lives in a drawer": where a thing is kept
     moved = _THING_MOVED.search(lowered)
@@ -11659,15 +11667,39 @@ def belief_relations(text: str) -> frozenset[str]:
     if stated is not None:                              # "Ann's commute is 40 minutes", "Ann's sport is judo"
         kind = FAVORITE_NOUNS.get(stated, stated)
         found.add(f"favorite:{kind}" if kind in FAVORITE_NOUNS.values() else f"attribute:{stated}")
-    return frozenset(found) or known_value_relations(lowered)
+    return frozenset(found)
 
 
 def known_value_relations(text: str) -> frozenset[str]:
     """The relation of the well-known value a statement names (``KNOWN_VALUES``: "got a *tesla*" ->
-    ``{"vehicle"}``); empty when it names none, or values of two relations ("vim for python")."""
+    ``{"vehicle"}``); empty when it names none, or values of two relations ("vim for python"). A value is
+    not a relation named (``belief_relations``): "saw a porsche outside" says nothing of one's car. It
+    states one only in a change to it (``known_value_change``), or as what a belief already holds."""
     of = _known_value_of()
     found = {of[word] for word in re.findall(r"[a-z]+", text.casefold()) if word in of}
     return frozenset(found) if len(found) == 1 else frozenset()
+
+
+# A change to a well-known value: a verb that replaces one thing by another ("switched to", "sold the civic",
+# "ported the backend to kotlin"), not "new", "now" or "got" ("work gave me a new android", "next door just got
+# a tesla"), never denied ("not switching yet") nor past ("used to have a fiat") nor planned ("going to").
+_KNOWN_CHANGE = _lazy_regex(r"\b(?:switch(?:ed|ing)|swapp?(?:ed|ing)?|traded|replac(?:ed|ing)|sold|ditched|dropped|"
+                            r"migrat(?:ed|ing)|ported|moved (?:\w+ )?(?:to|onto|over to)|changed (?:over )?to|"
+                            r"upgraded|downgraded|instead|went with|gone with|got rid of|no longer|not anymore)\b")
+_KNOWN_CHANGE_DENIED = _lazy_regex(r"\b(?:not|n't|never|no|won't|nobody|someone|they|he|she)\s+(?:[\w'-]+\s+){0,2}?"
+                                   r"(?:switch|swap|trad|replac|sold|ditch|drop|migrat|port|mov|chang|upgrad)|"
+                                   r"\b(?:used to|going to|gonna|will|'ll|might|thinking|considering|if)\b")
+
+
+def known_value_change(text: str) -> frozenset[str]:
+    """The relation of the well-known value a first-person message changes to (see above): "switched to a
+    *pixel*" -> ``{"handset"}``; empty for a value only mentioned, added ("a tesla *too*"), denied, past, planned,
+    or another person's ("my mate sold his bmw")."""
+    lowered = text.casefold().replace("’", "'")
+    if not _KNOWN_CHANGE.search(lowered) or _KNOWN_CHANGE_DENIED.search(lowered) or _ADDITIVE.search(lowered) or \
+            _INTENT.search(lowered) or re.search(r"\b(?:his|her|their)\b", lowered):
+        return frozenset()                                # (whose change it is, the statement's subject says)
+    return known_value_relations(lowered)
 
 
 @functools.lru_cache(maxsize=1)
@@ -11979,7 +12011,7 @@ class RelationMatcher:
         named = subject_relations(text)
         if named or possessed_attribute(text) or _EVENT.search(text.casefold()):
             return named                                  # "visited *Paris*" tells of a trip, not of a home
-        return self.inferred(text)
+        return known_value_change(text) or self.inferred(text)   # "sold the civic, I'm in a *tesla* now"
 
     def word_relation(self, word: str) -> str | None:
         """The relation ``word`` is a value of in the store's statements, or None when unclear."""
@@ -12042,21 +12074,19 @@ class RelationMatcher:
         (a belief keeps its relation whatever words its latest statement uses), else the current one's
         inferred relation."""
         named = frozenset().union(*(subject_relations(text) for text in history))
-        return named or self.inferred(history[-1])
+        return named or known_value_relations(history[-1]) or self.inferred(history[-1])
 
     def corrected(self, statement: str, beliefs: Sequence[str | Sequence[str]]) -> int | None:
         """Index of the one belief in ``beliefs`` (current statements about the same subject, or each
         belief's statements oldest first) that ``statement`` revises at the relation level, or None when
         none or several do."""
         subject, written = self.subject(statement), statement_subject(statement)
-        if subject is None or self.chat and _INTENT.search(statement.casefold()):
+        if subject is None or self.chat and (_INTENT.search(statement.casefold()) or
+                                             _TEMPORARY.search(statement.casefold())):
             return None
         lowered = statement.casefold()
         cued = _CHANGE_SIGNAL.search(lowered) is not None or _CORRECTION_CUE.search(lowered) is not None
         mine = self.relations(statement)
-        if mine and (not cued or _ADDITIVE.search(lowered)) and not _RELATION_WORDS.search(lowered) and \
-                mine == known_value_relations(lowered):
-            mine = frozenset()        # "Ann bought a Tesla", "Ann started on Kotlin too": maybe one more, not another
         attribute = possessed_attribute(statement)
         new_terms = set(_claim_terms(statement))
         matches: list[int] = []
@@ -12064,7 +12094,7 @@ class RelationMatcher:
         loose: list[tuple[int, str]] = []                 # as ``unknown``, whatever possessed noun they name
         kinds: dict[int, frozenset[str]] = {}
         negated, denied = negated_values(statement), []
-        named, relaxed = subject_relations(statement), set()
+        relaxed: set[int] = set()
         for index, belief in enumerate(beliefs):
             history = [belief] if isinstance(belief, str) else list(belief)
             if not history or self.subject(history[-1]) != subject or \
@@ -12076,11 +12106,12 @@ class RelationMatcher:
                 denied.append(index)                      # "it was never *penicillin*", "*shellfish* is fine"
             theirs = self.belief_relations(history)
             if statement_subject(history[-1]) != written:
-                # "we" for "I": one subject when the old value is named, or in a correction that names the
-                # relation the other names ("at work we write java", "the team migrated to kotlin, so that's what
-                # I write"), a trip excepted (a couple's honeymoon is not one's work trip)
-                if not (self.chat and cued and _group_of_one(statement_subject(history[-1]), written) and
-                        (named & subject_relations(history[-1])) - {"trip"}):
+                # "we" for "I": one subject when the old value is named, or when an old "we" is corrected by
+                # an "I" of the same relation ("at work we write java", "the team migrated to kotlin, so that's
+                # what I write"), a trip excepted; never a new "we" for an old "I" ("we switched the kids'
+                # tablets to firefox" is no change of one's own browser)
+                if not (self.chat and cued and statement_subject(history[-1]) == f"{written} group" and
+                        (mine & theirs) - {"trip"}):
                     continue
                 relaxed.add(index)
             if MULTI_VALUED_PREDICATES & new_terms & set(_claim_terms(history[-1])):
@@ -12235,11 +12266,6 @@ class RelationMatcher:
         chosen = [index for index in matches if near & set(_claim_terms(
             beliefs[index] if isinstance(beliefs[index], str) else beliefs[index][-1]))]
         return chosen if len(chosen) == 1 else matches
-
-
-def _group_of_one(one: str | None, other: str | None) -> bool:
-    """Whether two statement subjects are a speaker and the speaker's group ("maren", "maren group")."""
-    return bool(one and other) and (one == other + " group" or other == one + " group")
 
 
 # Relations that hold one value at a time, so two beliefs naming one of them are one belief split in two.
@@ -12620,6 +12646,13 @@ def _generic_stems() -> frozenset[str]:
     return frozenset(term for word in _ECHO_GENERIC | RELATIVE_NOUNS | KIN_ALIASES.keys() for term in tokenize(word))
 
 
+# A message in which the speaker tells of their own doing: a word for the speaker or their group, or a verb of
+# change with the subject left out ("switched banks to monzo", "cut down to one coffee a day").
+_SPEAKER_SAYS = _lazy_regex(r"\b(?:i|i'm|im|i've|ive|i'd|me|my|mine|myself|we|we're|we've|us|our|ours)\b|"
+                            r"^\W*(?:(?:just|finally|now|so)\s+)?(?:switched|moved|ditched|changed|sold|swapped|cut|"
+                            r"quit|gave|dropped|got|started|stopped|upgraded|went|booked|joined|left|signed)\b")
+
+
 @functools.lru_cache(maxsize=1)
 def _person_stems() -> frozenset[str]:
     """The stems of the nouns for a relative or a person in one's life (``RELATIVE_NOUNS``, ``KIN_ALIASES``)."""
@@ -12636,10 +12669,13 @@ def _topic_ties(older: str, newer: str, people: frozenset[str] = frozenset()) ->
     called priya", "new manager as of monday"). Empty when none or not a correction."""
     lowered = newer.casefold().replace("’", "'")
     if len(newer) > ECHO_LOOSE_CHARS or _ADDITIVE.search(lowered) or _INTENT.search(lowered) or \
-            (_CHANGE_SIGNAL.search(lowered) is None and _CORRECTION_CUE.search(lowered) is None and
-             not negated_values(newer)):                  # "peanuts are fine!"
-        return frozenset()
+            (_CHANGE_SIGNAL.search(lowered) is None and _CORRECTION_CUE.search(lowered) is None) or \
+            _KNOWN_CHANGE_DENIED.search(lowered) or not _SPEAKER_SAYS.search(lowered):
+        return frozenset()       # news of the thing ("vim 9 changed ..."), or a change denied ("not upgrading")
     mine, theirs = chat_owner(newer), chat_owner(older)
+    if theirs == "self" and re.search(r"\b(?:" + "|".join(sorted(RELATIVE_NOUNS | KIN_ALIASES.keys())) + r")\b",
+                                      lowered):
+        return frozenset()        # "we sold *grandad's* old volvo" is no change of the speaker's own car
     # "my twins are at hillcrest", then "moved the twins to oakbrook": the speaker acting for the same relative
     if mine == "other" or mine != theirs and not (mine == "self" and theirs.startswith("kin:") and
                                                   theirs[4:] in re.findall(r"[a-z]+", lowered)):
@@ -14666,7 +14702,8 @@ class Memory:
         name = " ".join(word for word in re.findall(r"[\w'-]+", _statement_body(mine))
                         if subject_words.intersection(tokenize(word)))
         found = here(self.recall(name or subject, limit=25, space=space or None, follow_edges=False))
-        relation_words = " ".join(_RELATION_QUERY.get(relation, "") for relation in belief_relations(mine))
+        relation_words = " ".join(_RELATION_QUERY.get(relation, "")
+                                  for relation in belief_relations(mine) | known_value_change(content))
         if mine != content:          # first person: the speaker's own statements hold no name to find them by
             where = _speaker_filter(metadata)
             kin = set(subject.split()[1:])           # a relative of the speaker by any of its names

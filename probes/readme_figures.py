@@ -111,7 +111,8 @@ FIRST_PERSON_COLUMNS = (("design", "design pairs"), ("heldout", "held-out twelve
                         ("fresh5", "fresh5 (pair per store, tuned on)"),
                         ("fresh6", "fresh6 (pair per store, tuned on)"),
                         ("fresh7", "fresh7 (pair per store, written blind, totals read; ten pairs seen)"),
-                        ("fresh8", "fresh8 (pair per store, written blind, totals read)"))
+                        ("fresh8", "fresh8 (pair per store, written blind, totals read)"),
+                        ("fresh9", "fresh9 (pair per store, written blind, read in 0.8.3)"))
 
 
 def first_person_table(columns: dict) -> str:

@@ -1085,10 +1085,24 @@ def _chat() -> km.Memory:
     ("we're with Hyperoptic now", {"internet"}), ("most of my day is Kotlin", {"code language"}),
     ("I write Kotlin on my Pixel", set()),                 # values of two relations: neither
     ("the golf club has a new bar", set()),                # a brand that is also a common word is no value
-    ("I take sertraline", set()),                          # medicines: one takes several at once
-    ("I drive a Honda", {"vehicle"})])                     # a named relation still decides
-def test_a_well_known_value_states_its_relation(text, relations):
-    assert set(km.belief_relations(text)) == relations
+    ("I take sertraline", set())])                         # medicines: one takes several at once
+def test_a_well_known_value_names_its_relation(text, relations):
+    assert set(km.known_value_relations(text)) == relations
+    assert km.belief_relations(text) == frozenset()        # a value alone names no relation
+
+
+@pytest.mark.parametrize("text, relations", [
+    ("sold the civic, I'm in a tesla now", {"vehicle"}), ("switched banks to monzo", {"bank"}),
+    ("ported everything to kotlin last month", {"code language"}),
+    ("saw a porsche outside the office today, new plates", set()),     # a value only seen
+    ("work gave me a new android for on-call", set()),                 # given, not changed to
+    ("used to be with hsbc years ago", set()),                         # past
+    ("iphone 15 just came out, not switching though", set()),          # denied
+    ("going to switch to firefox next month", set()),                  # planned
+    ("switched to firefox, and I use chrome too", set()),              # added
+    ("my mate switched his bmw for a tesla", set())])                  # another person's
+def test_only_a_change_to_a_well_known_value_states_its_relation(text, relations):
+    assert set(km.known_value_change(text)) == relations
 
 
 def test_a_correction_by_a_well_known_value_revises_the_belief_it_replaces():
@@ -1096,7 +1110,7 @@ def test_a_correction_by_a_well_known_value_revises_the_belief_it_replaces():
     first = said(memory, "Most of what I write at work is Scala.")
     said(memory, "I am allergic to cats")
     said(memory, "I use a ThinkPad at home")
-    assert item_of(said(memory, "we ported the backend to Kotlin, so that's what I write now")) == item_of(first)
+    assert item_of(said(memory, "I ported the whole backend to Kotlin, so that's what I write now")) == item_of(first)
     laptop = said(memory, "I use a ThinkPad at home")
     assert item_of(said(memory, "I also run Python scripts at weekends")) != item_of(first)   # one more: kept
     assert item_of(laptop) != item_of(first)
@@ -1160,3 +1174,27 @@ def test_an_additional_value_never_supersedes_the_one_it_adds_to():
     found = memory.recall("what car do I drive?", space=SPACE, limit=5)
     mine = next(result for result in found if result["kref"] == drive)
     assert "superseded_by" not in (mine.get("signals") or {})
+
+
+# A hostile review's look-alikes of this round's rules (a value seen, given, past, planned or another's; a "we"
+# that is the kids or the office; news of the same brand; a stand-in for a few days): the later message never
+# revises the fact, and the fact stays first and current for the question.
+@pytest.mark.parametrize("fact, later, question", [
+    ("I drive a BMW 3 series.", "saw a porsche outside the office today, new plates", "What car do I drive?"),
+    ("I use Santander.", "used to be with hsbc years ago", "Who do I bank with?"),
+    ("I use an iPhone 13.", "work gave me a new android for on-call", "What phone do I have?"),
+    ("I drive a Kia Niro.", "next door just got a new tesla", "What car do I drive?"),
+    ("I use Chrome.", "we switched the kids' tablets to firefox", "What browser do I use?"),
+    ("I use Vim.", "we switched the students to vscode this term", "What editor do I use?"),
+    ("I drive an Audi A4.", "we finally sold grandad's old volvo now he's stopped driving", "What car do I drive?"),
+    ("My phone is an iPhone 13.", "iphone 15 just came out, not upgrading though", "What phone do I have?"),
+    ("I use Vim.", "vim 9 changed the scripting language", "What editor do I use?"),
+    ("I bank with Lloyds.", "natwest was down all morning, glad I'm not with them", "Who do I bank with?"),
+    ("I have a Samsung S21.", "using my old iphone for a few days while the samsung's being repaired",
+     "What phone do I have?")])
+def test_a_look_alike_of_a_well_known_value_change_revises_nothing(fact, later, question):
+    memory = _chat()
+    first = said(memory, fact)
+    assert item_of(said(memory, later)) != item_of(first)
+    found = memory.recall(question, space=SPACE, limit=3)
+    assert found[0]["kref"] == first and "superseded_by" not in (found[0].get("signals") or {})
