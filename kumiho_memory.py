@@ -12610,9 +12610,9 @@ def newest_first_when_echoed(results: list[dict[str, Any]], *, loose: bool = Fal
 def newest_first_on_topic(results: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
     """Reorder recall results (best first) for a user's question about what holds now ("which bank do I use?"):
     of two messages of the same speaker about the same person, when the earlier one shares a word with the
-    question ("my *bank* is barclays"), a later one that says a word of change or correction and names a
-    specific word of the earlier one again ("switched *banks* to monzo") ranks above it, when the two were not
-    merged into one belief (``_topic_ties``). The older gets ``superseded_by``, the newer ``supersedes`` in their
+    question ("my *bank* is barclays"), a later one in which the speaker tells of a change and names a specific
+    word of the earlier one again ("switched *banks* to monzo") ranks above it, when the two were not merged
+    into one belief (``_topic_ties``) and it names the words of no other result. The older gets ``superseded_by``, the newer ``supersedes`` in their
     ``signals`` (with ``"on_topic"``: the shared words). Only the results given are reordered: nothing is
     added, so which memories are returned does not change, only their order."""
     asked = frozenset(tokenize(query)) - _echo_time_stems()
@@ -12662,11 +12662,12 @@ def _person_stems() -> frozenset[str]:
 @functools.lru_cache(maxsize=4096)
 def _topic_ties(older: str, newer: str, people: frozenset[str] = frozenset()) -> frozenset[str]:
     """The specific words (stems) ``newer`` names again of ``older`` when it is a short correction of the same
-    person's fact: a word of change or correction, or an old value said to be wrong ("peanuts are fine"), and
-    none that adds ("also", "too") or only means to ("trying to"). Not shared are stopwords, filler, words of
-    change, adverbs, numbers, times and generic nouns (``_ECHO_GENERIC``), except the relative both are about
-    ("my kids are 6 and 9", "kids are 7 and 10 now") and the ``people`` a question asks about ("my manager is
-    called priya", "new manager as of monday"). Empty when none or not a correction."""
+    person's fact: the speaker tells of their own doing (``_SPEAKER_SAYS``) with a word of change or
+    correction, none that adds ("also", "too"), only means to ("trying to") or denies ("not upgrading"), and
+    no relative of a fact of the speaker's own ("we sold *grandad's* volvo"). Not shared are stopwords,
+    filler, words of change, adverbs, numbers, times and generic nouns (``_ECHO_GENERIC``), except the relative
+    both are about ("my kids are 6 and 9", "kids are 7 and 10 now") and the ``people`` a question asks about
+    ("my manager is called priya", "new manager as of monday"). Empty when none or not a correction."""
     lowered = newer.casefold().replace("’", "'")
     if len(newer) > ECHO_LOOSE_CHARS or _ADDITIVE.search(lowered) or _INTENT.search(lowered) or \
             (_CHANGE_SIGNAL.search(lowered) is None and _CORRECTION_CUE.search(lowered) is None) or \

@@ -1149,7 +1149,7 @@ def test_a_later_correction_on_the_questions_topic_ranks_above_what_it_corrects(
     memory = _chat()
     said(memory, "lunch was great")
     old = said(memory, "our standup is at 9 every morning")
-    new = said(memory, "standup's at 9:30 from now on, the US folks complained")
+    new = said(memory, "standup's at 9:30 for us from now on, the New York office asked")
     assert item_of(old) != item_of(new)                      # not merged: recall orders them
     found = memory.recall("When is my standup?", space=SPACE, limit=3)
     assert [result["kref"] for result in found][:2] == [new, old]
@@ -1162,7 +1162,7 @@ def test_a_correction_that_names_the_words_of_two_results_moves_above_neither():
     memory = _chat()
     said(memory, "our standup is at 9 every morning")
     said(memory, "I like the standup comedy club on Fridays")
-    said(memory, "standup's at 9:30 from now on, the US folks complained")
+    said(memory, "standup's at 9:30 for us from now on, the New York office asked")
     found = memory.recall("When is my standup?", space=SPACE, limit=3)
     assert len(found) == 3 and not any("on_topic" in (result.get("signals") or {}) for result in found)
 
