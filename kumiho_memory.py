@@ -12596,9 +12596,7 @@ def newest_first_when_echoed(results: list[dict[str, Any]], *, loose: bool = Fal
     speakers = {id(result): speaker_name(result.get("metadata")) for result in results}
 
     def tie(older: dict[str, Any], newer: dict[str, Any]) -> dict[str, Any] | None:
-        if (newer.get("created_at") or "") <= (older.get("created_at") or "") or \
-                newer.get("space") != older.get("space") or older.get("item_kref") == newer.get("item_kref") or \
-                speakers[id(older)] != speakers[id(newer)] or speakers[id(newer)] == "Assistant":
+        if not _later_of_one_speaker(older, newer, speakers):
             return None
         said, earlier = newer.get("content") or "", older.get("content") or ""
         if not echo_ties(earlier, said, loose=loose):
@@ -12607,22 +12605,29 @@ def newest_first_when_echoed(results: list[dict[str, Any]], *, loose: bool = Fal
     return _newer_first(list(results), tie, len(results))
 
 
+def _later_of_one_speaker(older: Mapping[str, Any], newer: Mapping[str, Any], speakers: Mapping[int, str]) -> bool:
+    """Whether ``newer`` is a later memory than ``older``, of another item in the same space, said by the same
+    speaker (``speakers``: ``{id(result): speaker_name}``), not the assistant."""
+    return (newer.get("created_at") or "") > (older.get("created_at") or "") and \
+        newer.get("space") == older.get("space") and older.get("item_kref") != newer.get("item_kref") and \
+        speakers[id(older)] == speakers[id(newer)] and speakers[id(newer)] != "Assistant"
+
+
 def newest_first_on_topic(results: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
     """Reorder recall results (best first) for a user's question about what holds now ("which bank do I use?"):
     of two messages of the same speaker about the same person, when the earlier one shares a word with the
     question ("my *bank* is barclays"), a later one in which the speaker tells of a change and names a specific
     word of the earlier one again ("switched *banks* to monzo") ranks above it, when the two were not merged
-    into one belief (``_topic_ties``) and it names the words of no other result. The older gets ``superseded_by``, the newer ``supersedes`` in their
-    ``signals`` (with ``"on_topic"``: the shared words). Only the results given are reordered: nothing is
-    added, so which memories are returned does not change, only their order."""
+    into one belief (``_topic_ties``) and it names the words of no other result. The older gets
+    ``superseded_by``, the newer ``supersedes`` in their ``signals`` (with ``"on_topic"``: the shared words).
+    Only the results given are reordered: nothing is added, so which memories are returned does not change,
+    only their order."""
     asked = frozenset(tokenize(query)) - _echo_time_stems()
     people = asked & _person_stems()                      # "who is my *manager*?", "how old are my *kids*?"
     speakers = {id(result): speaker_name(result.get("metadata")) for result in results}
 
     def shares(older: dict[str, Any], newer: dict[str, Any]) -> frozenset[str]:
-        if (newer.get("created_at") or "") <= (older.get("created_at") or "") or \
-                newer.get("space") != older.get("space") or older.get("item_kref") == newer.get("item_kref") or \
-                speakers[id(older)] != speakers[id(newer)] or speakers[id(newer)] in ("Assistant", SPACE_USER):
+        if not _later_of_one_speaker(older, newer, speakers) or speakers[id(newer)] == SPACE_USER:
             return frozenset()
         said, earlier = newer.get("content") or "", older.get("content") or ""
         terms = tokenize(earlier)
