@@ -11419,7 +11419,8 @@ BELIEF_RELATIONS: dict[str, str] = {
                r"loan|payments?|charger|lights?|boot sale|sharing|share|club)\b)|vehicle|motorbike|motorcycle)\b",
     "dog": r"\b(?:dog|dogs|puppy)\b",
     "cat": r"\b(?:cat|cats|kitten)\b",
-    "partner": r"\b(?:married|wife|husband|spouse|partner|girlfriend|boyfriend|fianc\w*|dating|broke up|split up|"
+    "partner": r"\b(?:married|divorced|separated from|wife|husband|spouse|partner|girlfriend|boyfriend|fianc\w*|dating|"
+               r"broke up|split up|"
                r"seeing (?:a (?:guy|girl|man|woman|lad|bloke) |someone )(?:called |named )?[a-z]+|going out with)\b",
     "age": r"\b(?:years? old|age is|aged|turn(?:s|ed|ing)? (?:\d+|one|two|three|four|five|six|seven|eight|nine|"
            r"ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty)|"
@@ -11454,7 +11455,8 @@ BELIEF_RELATIONS: dict[str, str] = {
     "insurance": r"\b(?:insur(?:ance|ed|er)|insured with)\b",
     "energy": r"\b(?:energy (?:supplier|provider|company|tariff)|gas and electric\w*|electricity (?:supplier|"
               r"provider))\b",
-    "mobile network": r"\b(?:mobile (?:contract|network|provider)|sim[- ]only|ported (?:[\w'-]+ )?number|"
+    "mobile network": r"\b(?:mobile (?:contract|network|provider|plan|tariff)|phone (?:plan|tariff)|sim[- ]only|"
+                      r"ported (?:[\w'-]+ )?number|"
                       r"(?:sim|network) (?:card|deal|provider)|"
                       r"phone contract)\b",
     "music service": r"\b(?:spotify|apple music|tidal|deezer|youtube music|playlists)\b",
@@ -11472,7 +11474,7 @@ BELIEF_RELATIONS: dict[str, str] = {
     # how one looks, drinks and worships
     "hair": r"\b(?:(?:long|short|curly|straight|wavy|blonde|brown|red|grey|gray|dyed|dark) hair|haircut|pixie cut|"
             r"buzz cut|bob cut|chopped it all off|fringe)\b",
-    "eyesight": r"\b(?:(?:wear|wears|wearing|need|my|[\w-]+'s|no more) (?:glasses|contacts)|contact lenses|"
+    "eyesight": r"\b(?:(?:wear|wears|wearing|need|my|[\w-]+'s|no more|in) (?:glasses|contacts)|contact lenses|"
                 r"laser eye)\b",
     "coffee": r"\b(?:(?:drink|drinks|drinking|off|quit|gave up|no) coffee|coffee (?:drinker|person|a day)|flat whites?|"
               r"lattes?|cappuccinos?|americanos?|matcha)\b",
@@ -11494,14 +11496,16 @@ BELIEF_RELATIONS: dict[str, str] = {
     "exercise": r"\b(?:gym|workouts?|work(?:ing)? out|training sessions?)\b",
     "bank": r"\b(?:bank(?:s|ed|ing)? (?:with|at)|current account|checking account|bank account)\b",
     # "fibre got installed, 900 meg": the line and its speed say who provides it
-    "internet": r"\b(?:broadband|internet provider|isp|wi-?fi provider|full fib(?:re|er)|"
+    "internet": r"\b(?:broadband|internet provider|home internet|internet is (?:with|through)|isp|wi-?fi provider|"
+                r"full fib(?:re|er)|"
                 r"fib(?:re|er) (?:broadband|optic|internet|line|connection|(?:\w+ )?(?:got )?installed)|"
                 r"\d+ ?(?:meg|mbps)(?! (?:ram|memory|storage)))\b",
     "team": r"\b(?:root(?:s|ed)? for|support(?:s|ed)? the|fan of the)\b",
     # the body, habits and money people track about themselves
     "weight": r"\b(?:weigh(?:s|ed|ing)?|(?:down|up) to \d+ ?(?:kg|kgs|lbs?|stone)|body weight|"
               r"\d+ ?(?:kg|kgs|lbs?|stone)(?= (?:now|down|lighter|heavier|after|since)\b))\b",
-    "salary": r"\b(?:salary|pay rise|payrise|raise to|(?:earn|earns|earning|on) [£$€]?\d+k|[£$€]\d+k)\b",
+    "salary": r"\b(?:salary|pay rise|payrise|raise to|(?:earn|earns|earning|on) [£$€]?\d+k|[£$€]\d+k|"
+              r"(?:earn|earns|earning) [£$€]\d)\b|[£$€]\d{1,3}(?:,\d{3})+ (?:a year|per year|per annum|pa)\b",
     "smoking": r"\b(?:smokes?(?= (?:\d|a |about|around|every|daily|roll)\b|[.!,]|$)|smoking|smoker|smoke[- ]free|"
                r"cigarettes?|vap(?:e|es|ing))\b",
     "drinking": r"\b(?:drink(?:s|ing)? (?:most|every|at weekends|on weekends)|sober|teetotal|alcohol[- ]free|"
@@ -11538,8 +11542,8 @@ _DETAIL_RELATIONS = frozenset({"work team"})
 _OTHERS_RETIREMENT = _lazy_regex(r"\b(?:(?:dr|mr|mrs|ms|miss|prof|professor)\.? [a-z][\w'-]*|he|she|they) "
                                  r"(?:has |had |just |finally )*retired\b")
 # A thing that "lives" somewhere is kept there ("the dell lives in a drawer now"), not a person's home.
-_THING_LIVES = _lazy_regex(r"\b((?:the|this|that)\s+(?:old\s+)?(?!family\b|kids\b|boys\b|girls\b)"
-                           r"[a-z][\w-]*)\s+(?:lives|living)\b")
+_THING_LIVES = _lazy_regex(r"\b((?:the|this|that)\s+(?:old\s+)?(?!family\b|kids\b|boys\b|girls\b|twins\b)"
+                           r"[a-z][\w-]*)\s+(?:(?:just|now|still|mostly)\s+)?(?:lives|living|live)\b")
 # A person or a relative that "is 89" is that old ("Ann is 34", "Ann's daughter Elsie is 6"; not "Ann's cat is
 # 12", which is the cat's age, and not a relation of Ann's).
 _BARE_AGE = _lazy_regex(r"(?:^[a-z][\w-]*|(?P<owned>'s (?:[a-z]+ ){0,2}[a-z]+)) (?:is|am|are) \d{1,3}\s*[.!]?\s*$")

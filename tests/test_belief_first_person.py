@@ -1198,3 +1198,25 @@ def test_a_look_alike_of_a_well_known_value_change_revises_nothing(fact, later, 
     assert item_of(said(memory, later)) != item_of(first)
     found = memory.recall(question, space=SPACE, limit=3)
     assert found[0]["kref"] == first and "superseded_by" not in (found[0].get("signals") or {})
+
+
+@pytest.mark.parametrize("text, relation", [
+    ("I earn £42,000 a year.", "salary"), ("My phone plan is with EE.", "mobile network"),
+    ("Our home internet is with Virgin Media.", "internet"), ("I'm officially divorced as of last month", "partner"),
+    ("I'm in contacts full-time now", "eyesight")])
+def test_the_registry_reads_more_ways_of_stating_a_relation(text, relation):
+    assert relation in km.belief_relations(text)
+
+
+@pytest.mark.parametrize("text", ["the frames just live in a drawer now", "I separated the recycling",
+                                  "that old bike still lives in the shed"])
+def test_a_thing_kept_somewhere_or_a_chore_names_no_relation_of_the_speaker(text):
+    assert not {"residence", "partner"} & km.belief_relations(text)
+
+
+def test_a_correction_in_the_registrys_new_words_revises_its_belief():
+    memory = _chat()
+    salary = said(memory, "I earn £42,000 a year.")
+    internet = said(memory, "Our home internet is with Virgin Media.")
+    assert item_of(said(memory, "The raise came through, I'm on 48k now.")) == item_of(salary)
+    assert item_of(said(memory, "Switched broadband to Hyperoptic, half the price.")) == item_of(internet)
