@@ -237,6 +237,10 @@ FIRST_PERSON_FRESH8_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE)
 # changes (the correction on the question's topic first, the well-known values), which moved none of them; then
 # its failures were read and the "we" for "I" rule was written with them in view: tuned on from then.
 FIRST_PERSON_FRESH9_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_fresh9.json")
+# fresh10 (round 14, at its end): forty-eight pairs, twelve controls and twelve distractors, written by a helper
+# that read no code and no set; a pair per store; only its totals were read, on the round's final rules and on
+# 0.8.2's (25 missed, 2 wrong merges, 20 stale first, 20 current first).
+FIRST_PERSON_FRESH10_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_fresh10.json")
 
 
 def first_person_fresh(path: str = FIRST_PERSON_FRESH_FILE) -> tuple[list[tuple[str, str, str, str]], list[str]]:
@@ -579,7 +583,7 @@ def main() -> None:
             figures["first_person"][part] = run_first_person(limit=args.limit, **chosen)
     for part, path in (("fresh5", FIRST_PERSON_FRESH5_FILE), ("fresh6", FIRST_PERSON_FRESH6_FILE),
                        ("fresh7", FIRST_PERSON_FRESH7_FILE), ("fresh8", FIRST_PERSON_FRESH8_FILE),
-                       ("fresh9", FIRST_PERSON_FRESH9_FILE)):
+                       ("fresh9", FIRST_PERSON_FRESH9_FILE), ("fresh10", FIRST_PERSON_FRESH10_FILE)):
         chosen = first_person_set(path)
         if chosen is not None:
             figures["first_person"][part] = run_first_person_isolated(limit=args.limit, **chosen)

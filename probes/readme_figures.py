@@ -112,7 +112,8 @@ FIRST_PERSON_COLUMNS = (("design", "design pairs"), ("heldout", "held-out twelve
                         ("fresh6", "fresh6 (pair per store, tuned on)"),
                         ("fresh7", "fresh7 (pair per store, written blind, totals read; ten pairs seen)"),
                         ("fresh8", "fresh8 (pair per store, written blind, totals read)"),
-                        ("fresh9", "fresh9 (pair per store, written blind, read in 0.8.3)"))
+                        ("fresh9", "fresh9 (pair per store, written blind, read in 0.8.3)"),
+                        ("fresh10", "fresh10 (pair per store, written blind, totals read)"))
 
 
 def first_person_table(columns: dict) -> str:
