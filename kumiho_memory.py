@@ -1483,9 +1483,9 @@ def answer_kinds(text: str, terms: Iterable[str] | None = None) -> list[str]:
 # prospective questions read.
 
 # Well-known values of the relations people correct about themselves, by brand and name ("sold the civic, I'm in
-# a *tesla* now" is about the car): a statement that names no relation (``BELIEF_RELATIONS``) but one of these
-# values states that relation, and a short memory that names one is also indexed under the words a question
-# about it asks by (the relation's row in ``IMPLIED_WORDS``). Names that are also common words (edge, chase,
+# a *tesla* now" is about the car). A short memory that names one is also indexed under the words a question
+# about it asks by (the relation's row in ``IMPLIED_WORDS``); a statement that changes to one states its relation
+# (``known_value_change``), one that only names it does not. Names that are also common words (edge, chase,
 # focus, rust, swift, golf, safari, octopus) are left out: a value must say its kind by itself.
 KNOWN_VALUES: dict[str, tuple[str, str]] = {   # relation: (the words a question asks by, its well-known values)
     "vehicle": ("car drive", "toyota honda ford tesla bmw audi volkswagen kia hyundai nissan mazda subaru volvo "
@@ -12085,10 +12085,9 @@ class RelationMatcher:
         belief's statements oldest first) that ``statement`` revises at the relation level, or None when
         none or several do."""
         subject, written = self.subject(statement), statement_subject(statement)
-        if subject is None or self.chat and (_INTENT.search(statement.casefold()) or
-                                             _TEMPORARY.search(statement.casefold())):
-            return None
         lowered = statement.casefold()
+        if subject is None or self.chat and (_INTENT.search(lowered) or _TEMPORARY.search(lowered)):
+            return None
         cued = _CHANGE_SIGNAL.search(lowered) is not None or _CORRECTION_CUE.search(lowered) is not None
         mine = self.relations(statement)
         attribute = possessed_attribute(statement)
@@ -12630,14 +12629,18 @@ def newest_first_on_topic(results: list[dict[str, Any]], query: str) -> list[dic
     people = asked & _person_stems()                      # "who is my *manager*?", "how old are my *kids*?"
     speakers = {id(result): speaker_name(result.get("metadata")) for result in results}
 
+    about = set()                                        # the results about what was asked: the ones to correct
+    for result in results:
+        text = result.get("content") or ""
+        terms = tokenize(text)
+        if not asked.isdisjoint(terms) or not asked.isdisjoint(implied_terms(text, terms)):
+            about.add(id(result))
+
     def shares(older: dict[str, Any], newer: dict[str, Any]) -> frozenset[str]:
-        if not _later_of_one_speaker(older, newer, speakers) or speakers[id(newer)] == SPACE_USER:
+        if id(older) not in about or not _later_of_one_speaker(older, newer, speakers) or \
+                speakers[id(newer)] == SPACE_USER:
             return frozenset()
-        said, earlier = newer.get("content") or "", older.get("content") or ""
-        terms = tokenize(earlier)
-        if asked.isdisjoint(terms) and asked.isdisjoint(implied_terms(earlier, terms)):
-            return frozenset()                            # the earlier one is not about what was asked
-        return _topic_ties(earlier, said, people)
+        return _topic_ties(older.get("content") or "", newer.get("content") or "", people)
     # a correction that names the words of two results ("standup's at 9:30 now": the meeting, or "I like the
     # standup comedy club"?) says which of them it corrects no better than one that names none: neither moves
     ties = {id(newer): {id(older): found for older in results if (found := shares(older, newer))}
@@ -12652,7 +12655,7 @@ def newest_first_on_topic(results: list[dict[str, Any]], query: str) -> list[dic
 @functools.lru_cache(maxsize=1)
 def _generic_stems() -> frozenset[str]:
     """The stems of the words that tie no two messages by themselves (``_ECHO_GENERIC``, the relatives)."""
-    return frozenset(term for word in _ECHO_GENERIC | RELATIVE_NOUNS | KIN_ALIASES.keys() for term in tokenize(word))
+    return frozenset(term for word in _ECHO_GENERIC for term in tokenize(word)) | _person_stems()
 
 
 # A message in which the speaker tells of their own doing: a word for the speaker or their group, or a verb of
@@ -12683,12 +12686,12 @@ def _topic_ties(older: str, newer: str, people: frozenset[str] = frozenset()) ->
             _KNOWN_CHANGE_DENIED.search(lowered) or not _SPEAKER_SAYS.search(lowered):
         return frozenset()       # news of the thing ("vim 9 changed ..."), or a change denied ("not upgrading")
     mine, theirs = chat_owner(newer), chat_owner(older)
-    if theirs == "self" and re.search(r"\b(?:" + "|".join(sorted(RELATIVE_NOUNS | KIN_ALIASES.keys())) + r")\b",
-                                      lowered):
+    words = set(re.findall(r"[a-z]+", lowered))
+    if theirs == "self" and not (words.isdisjoint(RELATIVE_NOUNS) and words.isdisjoint(KIN_ALIASES.keys())):
         return frozenset()        # "we sold *grandad's* old volvo" is no change of the speaker's own car
     # "my twins are at hillcrest", then "moved the twins to oakbrook": the speaker acting for the same relative
     if mine == "other" or mine != theirs and not (mine == "self" and theirs.startswith("kin:") and
-                                                  theirs[4:] in re.findall(r"[a-z]+", lowered)):
+                                                  theirs[4:] in words):
         return frozenset()
     kin = (frozenset(tokenize(theirs[4:])) if theirs.startswith("kin:") else frozenset()) | people
 
