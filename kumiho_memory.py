@@ -2472,7 +2472,20 @@ class RecallIndex:
     def _merged(self, postings: _TermPostings, force: bool = False) -> _TermPostings:
         """Fold a long tail into the sorted part (dropping dead slots) once it is worth it."""
         tail = len(postings.tail_slots)
-        if tail and (force or tail >= max(self.TAIL_MERGE_MIN, len(postings.slots) // 8)):
+        if tail and not postings.slots and (force or tail >= self.TAIL_MERGE_MIN):
+            # A tail alone (a bulk load's) is in slot order: reversed, a stable sort by impact alone, best first,
+            # leaves equal impacts latest slot first, the order of the pairs below, for a fraction of their cost.
+            slots, impacts = postings.tail_slots[::-1], postings.tail_impacts[::-1]
+            if self.dead_slots:
+                alive = list(map((0).__le__, map(self.slot_doc.__getitem__, slots)))
+                slots, impacts = array.array("i", itertools.compress(slots, alive)), \
+                    array.array("d", itertools.compress(impacts, alive))
+            order = sorted(range(len(slots)), key=impacts.__getitem__, reverse=True)
+            postings.slots = array.array("i", map(slots.__getitem__, order))
+            postings.impacts = array.array("d", map(impacts.__getitem__, order))
+            postings.tail_slots, postings.tail_impacts = array.array("i"), array.array("d")
+            postings.max_impact = postings.impacts[0] if order else 0.0
+        elif tail and (force or tail >= max(self.TAIL_MERGE_MIN, len(postings.slots) // 8)):
             slot_doc = self.slot_doc
             pairs = [(impact, slot) for slot, impact in zip(postings.slots, postings.impacts) if slot_doc[slot] >= 0]
             pairs.extend((impact, slot) for slot, impact in zip(postings.tail_slots, postings.tail_impacts)
@@ -6779,6 +6792,7 @@ class SQLiteGraph(GraphBackend):
         self._busy_timeout = float(busy_timeout)
         self._lock = threading.RLock()
         self._recall: _RecallState | None = None
+        self._wrote = False                                  # whether this handle has committed a write
         self._batch_depth, self._batch_dirty = 0, False     # an open batch(), and whether it has written
         self._scrub_after_batch = False                      # a forget in the open batch waits for its commit
         self._known_spaces: set[tuple[str, str]] = set()   # spaces (with their parents) known to exist
@@ -7035,6 +7049,7 @@ class SQLiteGraph(GraphBackend):
         failure here only drops the index, which is rebuilt at the next recall."""
         self._known_spaces.update(self._new_spaces)
         self._new_spaces.clear()
+        self._wrote = True
         if self._recall is None:
             return
         try:
@@ -7049,14 +7064,18 @@ class SQLiteGraph(GraphBackend):
     CHANGE_LOG_KEEP = 100_000     # a process further behind than this rebuilds its recall index instead
 
     def close(self) -> None:
-        """Checkpoint the WAL into the main file and close; closing twice is harmless. The checkpoint is
-        best effort: it waits at most a second for another connection (the next writer or closer folds the
-        WAL in), so closing never hangs on a reader someone left open."""
+        """Store the recall index when it lags (see ``_index_lags``), checkpoint the WAL into the main file and
+        close; closing twice is harmless. The checkpoint is best effort: it waits at most a second for another
+        connection (the next writer or closer folds the WAL in), so closing never hangs on a reader someone left
+        open; nor does storing the index, which gives way to another writer (the next closer stores it)."""
         with self._lock:
             if self._conn is None:
                 return
-            if self._recall is not None and (self._snapshot_due or self._snapshot_stale(self._recall)):
-                with contextlib.suppress(KumihoMemoryError):
+            with contextlib.suppress(KumihoMemoryError, _SnapshotGone):
+                if self._recall is None and self._wrote and self._index_lags():
+                    with self._read() as conn:         # a bulk load: build the index now, as the next recall would
+                        self._recall_state(conn)
+                if self._recall is not None and (self._snapshot_due or self._snapshot_stale(self._recall)):
                     self.save_recall_snapshot()
             with contextlib.suppress(sqlite3.Error):
                 if not self.in_memory:
@@ -7994,8 +8013,12 @@ class SQLiteGraph(GraphBackend):
             try:
                 if wait:
                     self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
-                else:
-                    conn.execute("BEGIN IMMEDIATE")
+                else:                              # at once: no busy wait behind another writer
+                    conn.execute("PRAGMA busy_timeout = 0")
+                    try:
+                        conn.execute("BEGIN IMMEDIATE")
+                    finally:
+                        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
             except sqlite3.Error:
                 return False
             try:
@@ -8062,6 +8085,24 @@ class SQLiteGraph(GraphBackend):
             return None
         self._snapshot_seq, self._snapshot_unusable = state.last_seq, False
         return state
+
+    def _index_lags(self) -> bool:
+        """Whether the stored recall index lags the store by what ``_snapshot_stale`` calls stale, or is missing
+        from a store big enough to keep one, judged from the tables without reading the index (``close`` of a
+        process that wrote and never recalled: the writer pays for indexing what it wrote, as it would with any
+        index, rather than the next process's first recall)."""
+        if self.in_memory:
+            return False
+        with self._read() as conn:
+            size = conn.execute("SELECT count(*) FROM revisions").fetchone()[0]
+            if size < self.RECALL_SNAPSHOT_MIN_DOCS:
+                return False
+            newest = conn.execute("SELECT max(seq) FROM changes").fetchone()[0] or 0
+            manifest, _ = self._snapshot_manifest(conn)
+        if manifest is None or manifest.get("format") != self.RECALL_SNAPSHOT_FORMAT or \
+                manifest.get("signals") != self._signals_fingerprint() or not isinstance(manifest.get("seq"), int):
+            return True
+        return newest - manifest["seq"] >= max(1000, self.RECALL_SNAPSHOT_REFRESH * size)
 
     def _snapshot_stale(self, state: _RecallState) -> bool:
         """Whether the stored snapshot lags ``state`` by enough to be worth rewriting."""

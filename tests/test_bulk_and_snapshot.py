@@ -844,6 +844,81 @@ def test_warm_recall_index_after_a_bulk_load_spares_the_next_process_the_rebuild
         assert in_memory.backend.warm_recall_index() is False            # nothing to store in memory
 
 
+def test_a_writer_that_never_recalled_stores_the_index_at_close(tmp_path, small_snapshots):
+    """A process that loads memories and exits without recalling (an import script, ``remember_many`` through the
+    API) builds and stores the recall index at ``close``, so the next process's first recall reads it instead
+    of rebuilding it, and serves what a rebuild serves."""
+    path = str(tmp_path / "bulk.db")
+    texts = [" ".join(random.Random(n).choices(WORDS, k=6)) for n in range(400)]
+    with km.Memory(path, ids=km.SequentialIds()) as memory:
+        memory.remember_many(texts)
+        assert manifest(path) is None                    # nothing stored while it writes
+    with sqlite3.connect(path) as conn:
+        newest = conn.execute("SELECT max(seq) FROM changes").fetchone()[0]
+    assert manifest(path) is not None and manifest(path)["seq"] == newest
+    run = child("""
+        import sys, json, kumiho_memory as km
+        m = km.Memory(path=sys.argv[1])
+        hits = [h["kref"] for h in m.recall("harbor lantern", limit=20)]
+        print(json.dumps([hits, m.backend._recall.index._source is not None]))
+    """, path)
+    hits, from_snapshot = json.loads(run.stdout)
+    assert from_snapshot, run.stderr                      # read from the stored index, not rebuilt
+    rebuilt = km.Memory(path=path)
+    rebuilt.backend.rebuild_recall_index()
+    assert [hit["kref"] for hit in rebuilt.recall("harbor lantern", limit=20)] == hits
+    rebuilt.close()
+
+
+def test_close_stores_the_index_only_after_writes_that_left_it_behind(tmp_path, small_snapshots):
+    """A reader that never recalled stores nothing at close; nor does a writer whose few writes the next process
+    replays from the change log at once (less than ``_snapshot_stale``'s share); a damaged manifest is no
+    index, so a writer's close stores a new one."""
+    path = str(tmp_path / "m.db")
+    with km.Memory(path) as memory:
+        memory.remember_many([f"note {number} about the harbor" for number in range(50)])
+    stored = manifest(path)
+    assert stored is not None
+    with km.Memory(path) as reader:                       # reads, never recalls, never writes
+        assert len(km.list_memories(reader, limit=5)["memories"]) == 5
+    assert manifest(path) == stored
+    with km.Memory(path) as writer:                       # a few writes: the next process replays them
+        writer.remember("one more note about the lantern")
+    assert manifest(path) == stored
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = 'not json' WHERE key = 'recall_snapshot'")
+    with km.Memory(path) as writer:
+        writer.remember("and another about the copper kettle")
+    assert manifest(path) is not None and manifest(path)["seq"] > stored["seq"]
+    with km.Memory(path) as fresh:
+        assert [hit["content"] for hit in fresh.recall("copper kettle", limit=1)] == \
+            ["and another about the copper kettle"]
+
+
+def test_close_gives_way_to_another_writer_and_the_next_closer_stores_the_index(tmp_path, small_snapshots):
+    """While another connection holds the write lock, ``close`` leaves the index unstored rather than wait
+    (``save_recall_snapshot(wait=False)``) and still closes; nothing written is lost, and a later writer's close
+    stores it."""
+    path = str(tmp_path / "m.db")
+    memory = km.Memory(path)                              # busy_timeout 30 s: what a write would wait
+    memory.remember_many([f"note {number} about the harbor" for number in range(60)])
+    blocker = sqlite3.connect(path, timeout=0)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        memory.close()
+        assert time.monotonic() - started < 10            # gave way (a busy wait would take 30 s)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert manifest(path) is None
+    with km.Memory(path) as writer:
+        writer.remember("one more note about the lantern")
+    assert manifest(path) is not None
+    with km.Memory(path) as fresh:
+        assert len(fresh.recall("harbor", limit=100)) == 60
+
+
 def test_recall_in_one_small_space_of_a_large_store_scores_its_documents_and_agrees(tmp_path, small_snapshots,
                                                                                      monkeypatch):
     """Many spaces share their words, so a query's postings are mostly other spaces' documents: a recall in one

@@ -5,6 +5,7 @@ Store-backed tests use the ``memory`` fixture, so each runs on every backend in 
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import datetime as dt
@@ -1069,6 +1070,40 @@ def test_recall_index_finishing_reads_truncated_terms_on_and_still_equals_brute_
         eligible = {doc for doc in index.doc_slot if rnd.random() < rnd.choice([0.2, 1.0])}
         _check_search(index, weights, rnd.randint(1, 10), eligible)
     assert steps, "no query read a truncated term on: the test no longer covers it"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_recall_index_merges_postings_best_impact_first_then_latest_slot(seed):
+    """Each term's merged postings are its live ones by (impact, slot), best first, whether its tail is merged
+    alone (a bulk load's: a stable sort of the reversed tail) or into postings merged before; many impacts tie
+    (same tf, same length), removed and re-added documents leave dead slots behind."""
+    rnd = random.Random(seed)
+    index = km.RecallIndex()
+    words = [f"w{number}" for number in range(12)]
+
+    def expected() -> dict[int, list[tuple[float, int]]]:
+        found: dict[int, list[tuple[float, int]]] = collections.defaultdict(list)
+        for term_id, postings in enumerate(index.terms):
+            for slot, impact in zip([*postings.slots, *postings.tail_slots],
+                                    [*postings.impacts, *postings.tail_impacts]):
+                if index.slot_doc[slot] >= 0:
+                    found[term_id].append((impact, slot))
+        return {term_id: sorted(pairs, reverse=True) for term_id, pairs in found.items()}
+
+    for _round in range(3):
+        for _ in range(rnd.randint(50, 300)):
+            doc = rnd.randrange(400)
+            if rnd.random() < 0.15:
+                index.remove(doc)
+            else:
+                index.add(doc, {word: rnd.choice((1, 1, 2)) for word in rnd.sample(words, rnd.randint(1, 4))},
+                          rnd.choice((4, 4, 8)), short=rnd.choice((0.0, 1.0)))
+        want = expected()
+        index.compact()
+        for term_id, postings in enumerate(index.terms):
+            assert not postings.tail_slots
+            assert list(zip(postings.impacts, postings.slots)) == want.get(term_id, [])
+            assert postings.max_impact == (postings.impacts[0] if postings.impacts else 0.0)
 
 
 def _zipf_index(rnd: random.Random, size: int, words: list[str]) -> km.RecallIndex:
