@@ -2472,10 +2472,16 @@ class RecallIndex:
     def _merged(self, postings: _TermPostings, force: bool = False) -> _TermPostings:
         """Fold a long tail into the sorted part (dropping dead slots) once it is worth it."""
         tail = len(postings.tail_slots)
-        if tail and not postings.slots and (force or tail >= self.TAIL_MERGE_MIN):
-            # A tail alone (a bulk load's) is in slot order: reversed, a stable sort by impact alone, best first,
-            # leaves equal impacts latest slot first, the order of the pairs below, for a fraction of their cost.
+        if not tail or not (force or tail >= max(self.TAIL_MERGE_MIN, len(postings.slots) // 8)):
+            return postings
+        if not postings.slots or postings.tail_slots[0] > max(postings.slots):
+            # The tail was added after the sorted part (slots only grow), in slot order. Reversed and put before
+            # the sorted part (best impact first, equal impacts latest slot first), a stable sort by impact
+            # alone, best first, leaves equal impacts latest slot first: the order of the pairs below, for a
+            # fraction of their cost.
             slots, impacts = postings.tail_slots[::-1], postings.tail_impacts[::-1]
+            slots.frombytes(memoryview(postings.slots).cast("B"))     # (arrays, or views of a snapshot's bytes)
+            impacts.frombytes(memoryview(postings.impacts).cast("B"))
             if self.dead_slots:
                 alive = list(map((0).__le__, map(self.slot_doc.__getitem__, slots)))
                 slots, impacts = array.array("i", itertools.compress(slots, alive)), \
@@ -2485,7 +2491,7 @@ class RecallIndex:
             postings.impacts = array.array("d", map(impacts.__getitem__, order))
             postings.tail_slots, postings.tail_impacts = array.array("i"), array.array("d")
             postings.max_impact = postings.impacts[0] if order else 0.0
-        elif tail and (force or tail >= max(self.TAIL_MERGE_MIN, len(postings.slots) // 8)):
+        else:
             slot_doc = self.slot_doc
             pairs = [(impact, slot) for slot, impact in zip(postings.slots, postings.impacts) if slot_doc[slot] >= 0]
             pairs.extend((impact, slot) for slot, impact in zip(postings.tail_slots, postings.tail_impacts)

@@ -31,7 +31,9 @@ WARM (``figures[system][size]``, the keys probes/readme_figures.py reads):
 
 BULK INGEST (``figures["bulk_ingest"][size]``): the same texts written to a fresh file store.
   ours       Memory(path) opened, remember_many() in batches of 1,000 dicts, close(): ``seconds`` is open to
-             closed, ``write_s`` the remember_many calls alone. Without remember_many the store is built with
+             closed, ``write_s`` the remember_many calls alone, ``close_s`` the close (which builds and
+             stores the recall index the writes left behind, so the next process reads it).
+             ``ratio_write_to_fts5`` compares write_s. Without remember_many the store is built with
              a remember() loop (for the cold start) and ours says "missing".
   fts5       sqlite3: a fresh file db, CREATE VIRTUAL TABLE t USING fts5(body), every text inserted with
              executemany in one transaction, commit, close.
@@ -644,20 +646,26 @@ def bulk_reruns(size: int, args: argparse.Namespace, workdir: str, bulk: dict) -
     cold start)."""
     runs = args.bulk_runs if args.bulk_runs is not None else (3 if size <= 100_000 else 1)
     seconds = {"ours": [bulk["ours"]["seconds"]], "fts5": [bulk["fts5"]["seconds"]]}
+    writes = [bulk["ours"]["write_s"]]
     for number in range(1, runs):
         for system in ("ours", "fts5"):
             path = os.path.join(workdir, f"bulk-{number}-{system}.db")
             figures = run_child(f"build-{system}", size, args, path)
             if "seconds" in figures:
                 seconds[system].append(figures["seconds"])
+            if "write_s" in figures:
+                writes.append(figures["write_s"])
             for leftover in glob.glob(path + "*"):
                 os.remove(leftover)
     for system, values in seconds.items():
         bulk[system]["first_run_s"] = bulk[system]["seconds"]
         bulk[system]["seconds"] = round(median(values), 3)
         bulk[system]["memories_per_s"] = round(size / bulk[system]["seconds"], 1)
-    bulk["runs"] = {"ours_s": seconds["ours"], "fts5_s": seconds["fts5"],
-                    "pair_ratios": [round(a / b, 2) for a, b in zip(seconds["ours"], seconds["fts5"]) if b]}
+    bulk["ours"]["write_s"] = round(median(writes), 3)
+    bulk["ours"]["close_s"] = round(bulk["ours"]["seconds"] - bulk["ours"]["write_s"], 3)
+    bulk["runs"] = {"ours_s": seconds["ours"], "fts5_s": seconds["fts5"], "ours_write_s": writes,
+                    "pair_ratios": [round(a / b, 2) for a, b in zip(seconds["ours"], seconds["fts5"]) if b],
+                    "write_pair_ratios": [round(a / b, 2) for a, b in zip(writes, seconds["fts5"]) if b]}
 
 
 def stores_phase(size: int, args: argparse.Namespace, phases: set, warm_ours: dict) -> tuple[dict, dict, dict]:
@@ -680,6 +688,7 @@ def stores_phase(size: int, args: argparse.Namespace, phases: set, warm_ours: di
             if "seconds" in ours and "missing" not in ours and "seconds" in built["fts5"]:
                 bulk_reruns(size, args, workdir, bulk)
             bulk["ratio_ours_to_fts5"] = ratio(bulk["ours"].get("seconds"), bulk["fts5"].get("seconds"))
+            bulk["ratio_write_to_fts5"] = ratio(bulk["ours"].get("write_s"), bulk["fts5"].get("seconds"))
         cold: dict = {}
         reopened: dict = {}
         if "cold" in phases:
