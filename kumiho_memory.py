@@ -7077,18 +7077,20 @@ class SQLiteGraph(GraphBackend):
         with self._lock:
             if self._conn is None:
                 return
-            with contextlib.suppress(KumihoMemoryError, _SnapshotGone):
-                if self._recall is None and self._wrote and self._index_lags():
-                    with self._read() as conn:         # a bulk load: build the index now, as the next recall would
-                        self._recall_state(conn)
-                if self._recall is not None and (self._snapshot_due or self._snapshot_stale(self._recall)):
-                    self.save_recall_snapshot()
-            with contextlib.suppress(sqlite3.Error):
-                if not self.in_memory:
-                    self._conn.execute("PRAGMA busy_timeout = 1000")
-                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            self._conn.close()
-            self._conn = None
+            try:                                       # (the index is derived: whatever stops it, the file closes)
+                with contextlib.suppress(KumihoMemoryError, _SnapshotGone):
+                    if self._recall is None and self._wrote and self._index_lags():
+                        with self._read() as conn:     # a bulk load: build the index now, as the next recall would
+                            self._recall_state(conn)
+                    if self._recall is not None and (self._snapshot_due or self._snapshot_stale(self._recall)):
+                        self.save_recall_snapshot()
+            finally:
+                with contextlib.suppress(sqlite3.Error):
+                    if not self.in_memory:
+                        self._conn.execute("PRAGMA busy_timeout = 1000")
+                        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self._conn.close()
+                self._conn = None
 
     @classmethod
     def _log_change(cls, conn: sqlite3.Connection, *item_ids: int) -> None:
