@@ -2470,37 +2470,25 @@ class RecallIndex:
             self.rebuild(reference_length=average or self.reference_length)
 
     def _merged(self, postings: _TermPostings, force: bool = False) -> _TermPostings:
-        """Fold a long tail into the sorted part (dropping dead slots) once it is worth it."""
+        """Fold a long tail into the sorted part (dropping dead slots) once it is worth it: best impact first,
+        equal impacts latest slot first. Slots are handed out in ascending order (``add`` appends; ``rebuild``
+        starts over), so the tail holds later slots than the sorted part, in slot order: reversed and put before
+        the sorted part, one stable sort by impact alone gives that order (no (impact, slot) pairs made)."""
         tail = len(postings.tail_slots)
         if not tail or not (force or tail >= max(self.TAIL_MERGE_MIN, len(postings.slots) // 8)):
             return postings
-        if not postings.slots or postings.tail_slots[0] > max(postings.slots):
-            # The tail was added after the sorted part (slots only grow), in slot order. Reversed and put before
-            # the sorted part (best impact first, equal impacts latest slot first), a stable sort by impact
-            # alone, best first, leaves equal impacts latest slot first: the order of the pairs below, for a
-            # fraction of their cost.
-            slots, impacts = postings.tail_slots[::-1], postings.tail_impacts[::-1]
-            slots.frombytes(memoryview(postings.slots).cast("B"))     # (arrays, or views of a snapshot's bytes)
-            impacts.frombytes(memoryview(postings.impacts).cast("B"))
-            if self.dead_slots:
-                alive = list(map((0).__le__, map(self.slot_doc.__getitem__, slots)))
-                slots, impacts = array.array("i", itertools.compress(slots, alive)), \
-                    array.array("d", itertools.compress(impacts, alive))
-            order = sorted(range(len(slots)), key=impacts.__getitem__, reverse=True)
-            postings.slots = array.array("i", map(slots.__getitem__, order))
-            postings.impacts = array.array("d", map(impacts.__getitem__, order))
-            postings.tail_slots, postings.tail_impacts = array.array("i"), array.array("d")
-            postings.max_impact = postings.impacts[0] if order else 0.0
-        else:
-            slot_doc = self.slot_doc
-            pairs = [(impact, slot) for slot, impact in zip(postings.slots, postings.impacts) if slot_doc[slot] >= 0]
-            pairs.extend((impact, slot) for slot, impact in zip(postings.tail_slots, postings.tail_impacts)
-                         if slot_doc[slot] >= 0)
-            pairs.sort(reverse=True)
-            postings.slots = array.array("i", [pair[1] for pair in pairs])
-            postings.impacts = array.array("d", [pair[0] for pair in pairs])
-            postings.tail_slots, postings.tail_impacts = array.array("i"), array.array("d")
-            postings.max_impact = postings.impacts[0] if pairs else 0.0
+        slots, impacts = postings.tail_slots[::-1], postings.tail_impacts[::-1]
+        slots.frombytes(memoryview(postings.slots).cast("B"))     # (arrays, or views of a snapshot's bytes)
+        impacts.frombytes(memoryview(postings.impacts).cast("B"))
+        if self.dead_slots:
+            alive = list(map((0).__le__, map(self.slot_doc.__getitem__, slots)))
+            slots, impacts = array.array("i", itertools.compress(slots, alive)), \
+                array.array("d", itertools.compress(impacts, alive))
+        order = sorted(range(len(slots)), key=impacts.__getitem__, reverse=True)
+        postings.slots = array.array("i", map(slots.__getitem__, order))
+        postings.impacts = array.array("d", map(impacts.__getitem__, order))
+        postings.tail_slots, postings.tail_impacts = array.array("i"), array.array("d")
+        postings.max_impact = postings.impacts[0] if order else 0.0
         return postings
 
     # -- snapshot -----------------------------------------------------------------------------------------
@@ -8032,9 +8020,8 @@ class SQLiteGraph(GraphBackend):
             try:
                 state.sync(conn)            # the newest position, read under the write lock
                 manifest, text = self._snapshot_manifest(conn)
-                if not replace and manifest is not None and manifest.get("format") == self.RECALL_SNAPSHOT_FORMAT and \
-                        manifest.get("signals") == self._signals_fingerprint(state.signals) and \
-                        isinstance(manifest.get("seq"), int) and manifest["seq"] >= state.last_seq:
+                stored = self._manifest_seq(manifest, state.signals)
+                if not replace and stored is not None and stored >= state.last_seq:
                     conn.execute("ROLLBACK")
                     return False             # another process stored one at least as new
                 written = self._write_snapshot(conn, state, manifest, text)
@@ -8074,9 +8061,7 @@ class SQLiteGraph(GraphBackend):
         if self.in_memory or self._snapshot_damaged:
             return None
         manifest, text = self._snapshot_manifest(conn)
-        if (manifest is None or manifest.get("format") != self.RECALL_SNAPSHOT_FORMAT
-                or manifest.get("signals") != self._signals_fingerprint()
-                or not isinstance(manifest.get("crc"), dict) or not isinstance(manifest.get("seq"), int)):
+        if manifest is None or self._manifest_seq(manifest) is None or not isinstance(manifest.get("crc"), dict):
             return None
         first = conn.execute("SELECT min(seq) FROM changes").fetchone()[0]
         if first is not None and first > manifest["seq"] + 1:
@@ -8103,22 +8088,30 @@ class SQLiteGraph(GraphBackend):
             return False
         with self._read() as conn:
             size = conn.execute("SELECT count(*) FROM revisions").fetchone()[0]
-            if size < self.RECALL_SNAPSHOT_MIN_DOCS:
-                return False
             newest = conn.execute("SELECT max(seq) FROM changes").fetchone()[0] or 0
             manifest, _ = self._snapshot_manifest(conn)
-        if manifest is None or manifest.get("format") != self.RECALL_SNAPSHOT_FORMAT or \
-                manifest.get("signals") != self._signals_fingerprint() or not isinstance(manifest.get("seq"), int):
-            return True
-        return newest - manifest["seq"] >= max(1000, self.RECALL_SNAPSHOT_REFRESH * size)
+        return self._lags(size, self._manifest_seq(manifest), newest)
 
     def _snapshot_stale(self, state: _RecallState) -> bool:
         """Whether the stored snapshot lags ``state`` by enough to be worth rewriting."""
-        size = len(state.index)                  # (what doc_item holds, without decoding it)
+        return self._lags(len(state.index), self._snapshot_seq, state.last_seq)   # (len: without decoding doc_item)
+
+    def _lags(self, size: int, stored: int | None, newest: int) -> bool:
+        """Whether a snapshot stored at change ``stored`` (None: no usable one) lags a store of ``size`` memories
+        at change ``newest`` by enough to be worth writing: ``RECALL_SNAPSHOT_REFRESH`` of the store and at least
+        1,000 changes (a store under ``RECALL_SNAPSHOT_MIN_DOCS`` keeps none)."""
         if size < self.RECALL_SNAPSHOT_MIN_DOCS:
             return False
-        return self._snapshot_seq is None or state.last_seq - self._snapshot_seq >= max(
-            1000, self.RECALL_SNAPSHOT_REFRESH * size)
+        return stored is None or newest - stored >= max(1000, self.RECALL_SNAPSHOT_REFRESH * size)
+
+    def _manifest_seq(self, manifest: Mapping[str, Any] | None, signals: RecallSignals | None = None) -> int | None:
+        """The change-log position of a stored manifest written in this format with these signals (the recall
+        state's, by default), else None."""
+        if manifest is None or manifest.get("format") != self.RECALL_SNAPSHOT_FORMAT or \
+                manifest.get("signals") != self._signals_fingerprint(signals) or \
+                not isinstance(manifest.get("seq"), int):
+            return None
+        return manifest["seq"]
 
     def _write_snapshot(self, conn: sqlite3.Connection, state: _RecallState, manifest: dict[str, Any] | None,
                         text: str | None) -> str | None:
