@@ -316,8 +316,8 @@ def scale_store_table(document: dict) -> str:
             closing = _ms(1000 * ours["close_s"]) if ok and "close_s" in ours else "–"
             theirs = (f"{_ms(1000 * fts5['seconds'])} ({fts5['memories_per_s']:,.0f}/s)" if "seconds" in fts5
                       else _why(fts5))
-            factors = [f"{round(ours[key] / fts5['seconds'], 2)}x" if ok and ours.get(key) is not None
-                       and fts5.get("seconds") else "–" for key in ("write_s", "seconds")]
+            factors = [f"{entry[key]}x" if entry.get(key) is not None else "–"
+                       for key in ("ratio_write_to_fts5", "ratio_ours_to_fts5")]
             rows.append(f"| {int(size):,} | {calls} | {closing} | {theirs} | {factors[0]} | {factors[1]} |")
         parts.append("\n".join(rows))
         repeated = [(size, entry["runs"]) for size, entry in sorted(bulk.items(), key=lambda pair: int(pair[0]))

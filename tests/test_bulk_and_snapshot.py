@@ -919,6 +919,47 @@ def test_close_gives_way_to_another_writer_and_the_next_closer_stores_the_index(
         assert len(fresh.recall("harbor", limit=100)) == 60
 
 
+def test_two_writers_closing_at_once_leave_one_index_that_agrees_with_a_rebuild(tmp_path):
+    """Two processes load memories into one store at the same time and close together: each may build the
+    index, at most one stores it at a time, nothing written is lost, and the stored index serves what a rebuild
+    serves (with the default thresholds: 2,400 memories, over ``RECALL_SNAPSHOT_MIN_DOCS``)."""
+    path = str(tmp_path / "m.db")
+    km.Memory(path).close()                               # the file exists before either writer opens it
+    code = """
+        import sys, kumiho_memory as km
+        memory = km.Memory(path=sys.argv[1])
+        for start in range(0, 1200, 200):
+            memory.remember_many([f"{sys.argv[2]} note {number} about harbor lantern {number % 13}"
+                                  for number in range(start, start + 200)])
+        memory.close()
+        print("closed")
+    """
+    writers = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), path, name], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": ROOT})
+               for name in ("first", "second")]
+    for writer in writers:
+        out, err = writer.communicate(timeout=300)
+        assert writer.returncode == 0 and out.strip() == "closed", err
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        newest = conn.execute("SELECT max(seq) FROM changes").fetchone()[0]
+    stored = manifest(path)
+    assert stored is not None and stored["seq"] <= newest
+    fresh = km.Memory(path)
+    assert km.list_memories(fresh, limit=1)["total_items"] == 2400          # nothing written is lost
+    assert [hit["content"] for hit in fresh.recall("second note 1199", limit=1)] == \
+        ["second note 1199 about harbor lantern 3"]
+    hits = {word: [hit["kref"] for hit in fresh.recall(f"{word} note harbor lantern 7", limit=30)]
+            for word in ("first", "second")}
+    assert fresh.backend._snapshot_seq == stored["seq"]    # it read the stored index (then caught up)
+    fresh.close()
+    rebuilt = km.Memory(path)
+    rebuilt.backend.rebuild_recall_index()
+    assert {word: [hit["kref"] for hit in rebuilt.recall(f"{word} note harbor lantern 7", limit=30)]
+            for word in ("first", "second")} == hits
+    rebuilt.close()
+
+
 def test_recall_in_one_small_space_of_a_large_store_scores_its_documents_and_agrees(tmp_path, small_snapshots,
                                                                                      monkeypatch):
     """Many spaces share their words, so a query's postings are mostly other spaces' documents: a recall in one
