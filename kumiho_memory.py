@@ -6787,6 +6787,9 @@ class SQLiteGraph(GraphBackend):
         self._lock = threading.RLock()
         self._recall: _RecallState | None = None
         self._wrote = False                                  # whether this handle has committed a write
+        # a writer that never recalled builds and stores the recall index at close (``_index_lags``); False leaves
+        # that to the next process's first recall (a service that must stop fast, or has little memory to spare)
+        self.store_index_at_close = True
         self._batch_depth, self._batch_dirty = 0, False     # an open batch(), and whether it has written
         self._scrub_after_batch = False                      # a forget in the open batch waits for its commit
         self._known_spaces: set[tuple[str, str]] = set()   # spaces (with their parents) known to exist
@@ -7067,7 +7070,7 @@ class SQLiteGraph(GraphBackend):
                 return
             try:                                       # (the index is derived: whatever stops it, the file closes)
                 with contextlib.suppress(KumihoMemoryError, _SnapshotGone):
-                    if self._recall is None and self._wrote and self._index_lags():
+                    if self._recall is None and self._wrote and self.store_index_at_close and self._index_lags():
                         with self._read() as conn:     # a bulk load: build the index now, as the next recall would
                             self._recall_state(conn)
                     if self._recall is not None and (self._snapshot_due or self._snapshot_stale(self._recall)):

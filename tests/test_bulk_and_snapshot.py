@@ -870,6 +870,20 @@ def test_a_writer_that_never_recalled_stores_the_index_at_close(tmp_path, small_
     rebuilt.close()
 
 
+def test_a_writer_may_leave_the_index_to_the_next_process(tmp_path, small_snapshots):
+    """``store_index_at_close = False`` (a service that must stop fast): close stores nothing, and the next
+    process's first recall builds the index and serves what it would have."""
+    path = str(tmp_path / "bulk.db")
+    with km.Memory(path) as memory:
+        memory.backend.store_index_at_close = False
+        memory.remember_many([f"note {number} about the harbor" for number in range(80)])
+    assert manifest(path) is None
+    with km.Memory(path) as fresh:
+        assert len(fresh.recall("harbor", limit=100)) == 80
+        assert fresh.backend._recall.index._source is None                  # built, not read
+    assert manifest(path) is not None                                       # ... and stored by that reader
+
+
 def test_close_stores_the_index_only_after_writes_that_left_it_behind(tmp_path, small_snapshots):
     """A reader that never recalled stores nothing at close; nor does a writer whose few writes the next process
     replays from the change log at once (less than ``_snapshot_stale``'s share); a damaged manifest is no
