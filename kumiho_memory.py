@@ -2585,6 +2585,8 @@ class RecallIndex:
         postings stored, live postings and best impact (8 bytes each), then names."""
         if any("\n" in name for name in names):
             raise ValueError("an index term holds a line break")      # never: terms are runs of letters and digits
+        # A term no live document holds (a forgotten memory's word) is stored under a name no query makes.
+        names = [name if held else f"\x00{term_id}" for term_id, (name, held) in enumerate(zip(names, columns[1]))]
         order, size, by_id = sorted(range(len(names)), key=names.__getitem__), _StoredTerms.BLOCK, _StoredTerms.ID_BLOCK
         firsts = [names[order[first]] for first in range(0, len(order), size)]
         self._written_terms = firsts, len(names)
@@ -7653,6 +7655,7 @@ class SQLiteGraph(GraphBackend):
                 f"DELETE FROM edges WHERE source_id IN ({marks}) OR target_id IN ({marks})",
                 revision_ids * 2).rowcount
             self._unindex(conn, revision_ids)
+            self._drop_snapshot(conn)
             conn.execute(f"DELETE FROM artifacts WHERE revision_id IN ({marks})", revision_ids)
             conn.execute(f"DELETE FROM vectors WHERE revision_id IN ({marks})", revision_ids)
             conn.execute(f"DELETE FROM tags WHERE revision_id IN ({marks})", revision_ids)
@@ -7684,6 +7687,20 @@ class SQLiteGraph(GraphBackend):
             conn.execute("UPDATE revisions SET metadata = ? WHERE id = ?", (canonical_json(metadata), revision_id))
             self._log_change(conn, item_id)
             return self._revision_by_id(conn, revision_id)
+
+    def _drop_snapshot(self, conn: sqlite3.Connection) -> None:
+        """Delete the stored recall index inside the open write transaction (a forget: its term dictionary and
+        the first term of each of its rows may name the forgotten words, and a rewrite keeps what it read of
+        them). This process's index, if read from it, goes too; the next recall builds one from the tables, and
+        the next close that finds it missing stores it (``_index_lags``)."""
+        if not conn.execute("DELETE FROM meta WHERE key = 'recall_snapshot'").rowcount:
+            return
+        for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                                     "name LIKE 'recall\\_%' ESCAPE '\\'").fetchall():
+            conn.execute(f"DELETE FROM {table}")
+        if self._recall is not None and self._recall.index._source is not None:
+            self._recall = None
+        self._snapshot_seq = None
 
     def _scrub(self) -> bool:
         """Move every WAL frame into the main file and truncate the WAL, so freed bytes leave the disk."""
@@ -8013,11 +8030,12 @@ class SQLiteGraph(GraphBackend):
                 if wait:
                     self._retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
                 else:                              # at once: no busy wait behind another writer
+                    waits = conn.execute("PRAGMA busy_timeout").fetchone()[0]
                     conn.execute("PRAGMA busy_timeout = 0")
                     try:
                         conn.execute("BEGIN IMMEDIATE")
                     finally:
-                        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+                        conn.execute(f"PRAGMA busy_timeout = {int(waits)}")
             except sqlite3.Error:
                 return False
             try:
@@ -13959,7 +13977,7 @@ class Memory:
             raise InvalidArgumentError(f"prefetch must be a PrefetchConfig, not {type(prefetch).__name__}")
         if backend is not None and path is not None:
             raise InvalidArgumentError("give either a path or a backend, not both")
-        if not isinstance(busy_timeout, (int, float)) or busy_timeout < 0:
+        if not isinstance(busy_timeout, (int, float)) or not busy_timeout >= 0:       # (NaN is not)
             raise InvalidArgumentError(f"busy_timeout must be a non-negative number, not {busy_timeout!r}")
         self._clock = clock or SystemClock()
         self._ids = ids or RandomIds()
@@ -16387,7 +16405,7 @@ class InProcessBuffer(WorkingMemoryBuffer):
                  default_ttl: int = WORKING_MEMORY_TTL, tenant: str | None = None,
                  busy_timeout: float = 30.0) -> None:
         super().__init__(clock=clock, default_ttl=default_ttl, tenant=tenant)
-        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) or busy_timeout < 0:
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)) or not busy_timeout >= 0:
             raise InvalidArgumentError(f"busy_timeout must be a non-negative number, not {busy_timeout!r}")
         self._space = _SQLiteKeyspace(None if path is None else os.fspath(path), self.clock, float(busy_timeout))
 

@@ -328,10 +328,12 @@ def test_a_vocabulary_of_many_dictionary_rows_is_looked_up_exactly_across_proces
         import json, sys, kumiho_memory as km
         km.SQLiteGraph.RECALL_SNAPSHOT_MIN_DOCS, km.SQLiteGraph.RECALL_SNAPSHOT_REFRESH = 1, 0.0
         m = km.Memory(path=sys.argv[1])
-        m.recall(sys.argv[2])
-        added = m.remember_many([" ".join(sys.argv[2 + n:7 + n]) for n in range(0, 100, 5)])
         for kref in json.loads(sys.argv[-1]):
-            m.forget(kref)
+            m.forget(kref)                       # (drops the stored index: it may name the forgotten words)
+        m.close()                                # ... and stores a new one
+        m = km.Memory(path=sys.argv[1])
+        m.recall(sys.argv[2])                    # read from the stored index, which it then rewrites in part
+        added = m.remember_many([" ".join(sys.argv[2 + n:7 + n]) for n in range(0, 100, 5)])
         print(json.dumps(added), m.backend.save_recall_snapshot(wait=True))
     """, path, *new, json.dumps([str(km.Kref.parse(kref).item_kref()) for kref in krefs[:40]]))
     assert writer.returncode == 0, writer.stderr
@@ -882,6 +884,55 @@ def test_a_writer_may_leave_the_index_to_the_next_process(tmp_path, small_snapsh
         assert len(fresh.recall("harbor", limit=100)) == 80
         assert fresh.backend._recall.index._source is None                  # built, not read
     assert manifest(path) is not None                                       # ... and stored by that reader
+
+
+def test_a_forgotten_word_leaves_the_stored_index_too(tmp_path, small_snapshots):
+    """The stored recall index names every word in its term dictionary: ``forget`` deletes it with the memory
+    (the next close stores a new one without the word), and a process that built its index before the forget
+    and stores it after writes no forgotten word (a term no live memory holds is stored under no name)."""
+    path = str(tmp_path / "m.db")
+    secret = "zqxcanarypassword"
+
+    def on_disk() -> int:
+        return sum(open(name, "rb").read().count(secret.encode())
+                   for name in (path, path + "-wal") if os.path.exists(name))
+
+    with km.Memory(path) as memory:
+        memory.remember_many([f"note {number} about the harbor" for number in range(300)])
+        kref = memory.remember(f"the vault word is {secret}")
+    assert manifest(path) is not None and on_disk() > 0          # stored by the writer's close
+    with km.Memory(path) as forgetting:
+        assert forgetting.forget(kref.split("?")[0])["scrubbed"]
+        assert on_disk() == 0 and manifest(path) is None
+    assert manifest(path) is not None and on_disk() == 0          # stored again at close, without the word
+    with km.Memory(path) as memory:
+        assert memory.recall("harbor", limit=5)                # built in memory (no snapshot was read) ...
+        kref = memory.remember(f"the vault word is {secret}")
+        memory.backend.rebuild_recall_index()                  # ... this one is, with the word in it
+        assert on_disk() > 0
+        memory.forget(kref.split("?")[0])
+        memory.remember_many([f"note {number} about the lantern" for number in range(300)])
+        assert memory.recall(secret, limit=5) == []
+    assert manifest(path) is not None and on_disk() == 0
+    with km.Memory(path) as fresh:
+        assert fresh.recall(secret, limit=5) == [] and len(fresh.recall("lantern", limit=500)) == 300
+
+
+def test_close_with_a_busy_timeout_of_any_size(tmp_path, small_snapshots):
+    """``close`` stores the index with any ``busy_timeout`` (it is set to 0 for the attempt and put back as it
+    was): an endless one included; a NaN is refused."""
+    path = str(tmp_path / "m.db")
+    with km.Memory(path) as memory:
+        memory.backend.store_index_at_close = False
+        memory.remember_many([f"note {number} about the harbor" for number in range(100)])
+    memory = km.Memory(path, busy_timeout=float("inf"))
+    assert len(memory.recall("harbor", limit=200)) == 100
+    memory.remember("one more about the harbor")
+    assert len(memory.recall("harbor", limit=200)) == 101
+    memory.close()
+    assert manifest(path) is not None
+    with pytest.raises(km.InvalidArgumentError):
+        km.Memory(path, busy_timeout=float("nan"))
 
 
 def test_close_stores_the_index_only_after_writes_that_left_it_behind(tmp_path, small_snapshots):
