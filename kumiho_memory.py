@@ -6960,6 +6960,7 @@ class SQLiteGraph(GraphBackend):
         with self._read() as conn:
             empty = self._check_schema(conn)
         if empty:
+            wrote = self._wrote
             with self._write() as conn:
                 if self._check_schema(conn):      # another process may have created it meanwhile
                     for statement in _SCHEMA.split(";"):
@@ -6967,6 +6968,7 @@ class SQLiteGraph(GraphBackend):
                             conn.execute(statement)
                     conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                     conn.execute("INSERT INTO meta VALUES ('created_by', ?)", (f"kumiho_memory {__version__}",))
+            self._wrote = wrote                    # (the store's own set-up: no memory written)
 
     def _check_schema(self, conn: sqlite3.Connection) -> bool:
         """True for an empty database; None of ours raises; a newer or foreign one raises."""
@@ -7269,9 +7271,11 @@ class SQLiteGraph(GraphBackend):
             present = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = 'items_by_created'"
                                    ).fetchone()
         if not present:
+            wrote = self._wrote
             with contextlib.suppress(StoreError):        # a read-only file pages without it, just slower
                 with self._write() as conn:
                     conn.execute("CREATE INDEX IF NOT EXISTS items_by_created ON items (project, created_at)")
+            self._wrote = wrote                          # (an index of the tables: no memory written)
         self._page_index_checked = True
 
     # -- writing revisions --------------------------------------------------------------------------------

@@ -1334,3 +1334,22 @@ def test_the_terms_of_a_revision_are_those_of_its_title_and_content_together(con
     title = km._title_from_content(content) if derived else title
     for pair in ((title, content), (content, content)):
         assert km.SQLiteGraph._doc_terms(*pair, "memory") == _reference_terms(*pair)
+
+
+def test_a_handle_that_only_read_builds_nothing_at_close(tmp_path, small_snapshots):
+    """Creating a store's tables, or the index that paging adds to an old store, is no memory written: a handle
+    that only did that and listed leaves the stored index as it was at close (another process's writes are
+    the next closer-that-wrote's to index)."""
+    path = str(tmp_path / "m.db")
+    fresh = km.Memory(path)                                          # creates the schema
+    fresh.close()
+    assert manifest(path) is None
+    with km.Memory(path) as writer:
+        writer.backend.store_index_at_close = False
+        writer.remember_many([f"note {number} about the harbor" for number in range(50)])
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP INDEX IF EXISTS items_by_created")     # as a store made before paging had it
+    with km.Memory(path) as reader:
+        assert km.list_memories(reader, limit=5)["total_items"] == 50   # pages: adds the index
+        assert not reader.backend._wrote
+    assert manifest(path) is None
