@@ -11926,6 +11926,24 @@ def stated_attribute(text: str) -> str | None:
     return attribute if attribute is not None and match is not None and match.group(1) == attribute else None
 
 
+# A possessed thing followed by how it is or what it does, not what it is ("the car *needs* new tyres", "the
+# dog *is in* kennels"): no new value of which car or dog it is.
+_THING_STATE = _lazy_regex(
+    r"'s\s+(?:[a-z]+\s+)?[a-z]+\s+(?:(?:needs?|needed|broke|breaks|keeps|kept|won't|wouldn't|can't|isn't|wasn't|"
+    r"failed|gets|went|goes|smells|ate|chewed|hates|barks|sleeps|passed|started making|makes)\b|"
+    r"(?:is|was|'s)\s+(?:in|at|on|being|getting|due|off|out|still|broken|sick|ill|poorly|booked|making)\b)")
+
+
+def _owned_nouns(text: str, owner: str | None) -> frozenset[str]:
+    """The nouns a statement says ``owner`` has ("Ann-group's *dog*" for ``"ann group"``, as ``first_person``
+    writes "our dog"): "our dog" and "my dog" name one dog, whoever of the household speaks of it."""
+    if not owner:
+        return frozenset()
+    own = re.escape(owner.replace(" ", "-"))
+    return frozenset(noun.casefold() for noun in re.findall(rf"(?i)(?<![\w-]){own}'s\s+([a-z][a-z-]{{2,}})\b", text)
+                     if noun.casefold() not in STOPWORDS)
+
+
 def possessed_attribute(text: str) -> str | None:
     """The noun a statement's possessive names when no relation of the registry starts at it ("Ann's *office*
     is in Leeds" -> ``"office"``; "Ann's car", "Ann's favorite color", "Ann's daughter" -> None)."""
@@ -12181,7 +12199,8 @@ class RelationMatcher:
                 # what I write"), a trip excepted; never a new "we" for an old "I" ("we switched the kids'
                 # tablets to firefox" is no change of one's own browser)
                 if not (self.chat and cued and statement_subject(history[-1]) == f"{written} group" and
-                        (mine & theirs) - {"trip"}):
+                        (mine & theirs) - {"trip"}) and not (self.chat and mine & theirs and _owned_nouns(
+                            statement, written) & _owned_nouns(history[-1], statement_subject(history[-1]))):
                     continue
                 relaxed.add(index)
             if MULTI_VALUED_PREDICATES & new_terms & set(_claim_terms(history[-1])):
@@ -12247,6 +12266,10 @@ class RelationMatcher:
         held, lowered = set(_value_words(belief)), statement.casefold().replace("-group", "")   # "let us go"
         if _ADDITIVE.search(lowered):
             return False                                  # "I *also* keep an old mazda": one more, not another
+        if self.chat and _THING_STATE.search(lowered) and not known_value_relations(statement) and not any(
+                word[:1].isupper() or any(map(str.isdigit, word)) for word in
+                re.findall(r"[\w-]+", _statement_body(statement))[1:]):
+            return False                                  # "our car needs new tyres": how it is, not which it is
         if _CHANGE_SIGNAL.search(lowered) is not None or _CORRECTION_CUE.search(lowered) is not None:
             return True
         words = _words(lowered)

@@ -1220,3 +1220,25 @@ def test_a_correction_in_the_registrys_new_words_revises_its_belief():
     internet = said(memory, "Our home internet is with Virgin Media.")
     assert item_of(said(memory, "The raise came through, I'm on 48k now.")) == item_of(salary)
     assert item_of(said(memory, "Switched broadband to Hyperoptic, half the price.")) == item_of(internet)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("My dog is called Rex.", "We renamed our dog Max."),
+    ("My dog is called Rex.", "Our dog is called Max now."),
+    ("My car is a Golf.", "We sold our car and bought a Kia."),
+    ("My dentist is Dr Lee.", "Our dentist is now Dr Park.")])
+def test_our_thing_is_my_thing_when_the_user_corrects_it(old, new):
+    memory = _chat()
+    first = said(memory, old)
+    assert item_of(said(memory, new)) == item_of(first)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("My dog is called Rex.", "Our neighbour's dog is called Max."),
+    ("My car is a Golf.", "Our car needs new tyres."),
+    ("I use Chrome.", "We switched the kids' tablets to Firefox."),
+    ("My dentist is Dr Lee.", "Our kids' dentist is Dr Park.")])
+def test_our_other_things_stay_apart_from_mine(old, new):
+    memory = _chat()
+    first = said(memory, old)
+    assert item_of(said(memory, new)) != item_of(first)
