@@ -12742,6 +12742,97 @@ def newest_first_on_topic(results: list[dict[str, Any]], query: str) -> list[dic
     return _newer_first(list(results), tie, len(results))
 
 
+def topic_words(text: str) -> frozenset[str]:
+    """The specific words (stems) of a chat message that may tie a correction to what it corrects: not
+    stopwords, filler, words of change or correction, adverbs, numbers, times or generic nouns (as
+    ``_topic_ties`` reads them)."""
+    text = _CORRECTION_CUE.sub(" ", _CHANGE_SIGNAL.sub(" ", text.casefold().replace("’", "'")))
+    return frozenset(term for word in re.findall(r"[a-z][a-z0-9-]*", text.replace("'s ", " "))
+                     if word not in STOPWORDS and word not in FILLER_WORDS and word not in CUE_WORDS
+                     and word not in _FAVOURITE_WORDS and len(word) >= 3 and not _adverb(word)
+                     and not (len(word) > 4 and word.endswith("ed"))      # "*booked* a week" is no book
+                     for term in tokenize(word)
+                     if not term.isdigit() and term not in _echo_time_stems() and term not in _generic_stems())
+
+
+# "favourite" heads a relation of its own per thing ("favourite *book*", "favourite *spot*"): it ties nothing
+_FAVOURITE_WORDS = frozenset("favourite favorite favourites favorites fave faves best top".split())
+
+
+# What a correction tied by a topic word alone must say: the speaker takes back or replaces what was said
+# ("actually", "sorry, typo", "switched", "has moved to", "instead"), not a word that also tells of an errand
+# ("*left* my charger at work", "*never* squeezing onto the 42 again", "a *new* charger").
+_TOPIC_CUE = _lazy_regex(
+    r"\b(?:actually|turns out|turned out|instead|no longer|not anymore|any ?more|switch\w*|chang\w*|moved|"
+    r"swapped|replac\w*|now|these days|nowadays|fell through|cancel\w*|promoted|resched\w*|pushed back|"
+    r"sorry|typo|misspoke|misspelt|misspelled|mistake|my bad|i meant|correction|got (?:that|it|this) wrong|"
+    r"scratch that|mixed up|misremembered)\b")
+
+
+_TIMES_OF_DAY = frozenset("noon midday midnight morning mornings afternoon afternoons evening evenings night".split())
+
+
+def _value_classes(values: Iterable[str]) -> set[str]:
+    """What kinds of value the words are: ``"time"`` (a day, month, clock time, noon), ``"number"`` (digits or
+    a number word), else ``"name"``: a correction gives a value of the kind the corrected statement holds."""
+    kinds = set()
+    for value in values:
+        if value in TIME_NAMES or value in _TIMES_OF_DAY or value.rstrip("s") in TIME_NAMES or \
+                re.fullmatch(r"\d{1,2}(?::\d\d)?(?:am|pm)?|\d{1,2}:\d\d", value):
+            kinds.add("time")
+        elif value in _NUMBER_WORDS or any(map(str.isdigit, value)):
+            kinds.add("number")
+        elif value not in STOPWORDS and value not in TIME_WORDS and value[:1].isalpha():
+            kinds.add("name")
+    return kinds
+
+
+def _replaces(lowered: str, values: Iterable[str]) -> bool:
+    """Whether a message takes back or replaces one of ``values`` (stems) by name: "*not* sam", "sorry, typo",
+    "swapped *tennis* for padel", "instead of *vim*"."""
+    if re.search(r"\b(?:sorry|typo|misspoke|misspelt|misspelled|mistake|my bad|i meant|correction|"
+                 r"got (?:that|it|this) wrong|mixed up|misremembered)\b", lowered):
+        return True
+    words = re.findall(r"[a-z][a-z0-9-]*", lowered)
+    for index, word in enumerate(words):
+        if set(tokenize(word)) & set(values):
+            before = " ".join(words[max(0, index - 3):index])
+            if re.search(r"\b(?:not|from|replac\w*|swapped|instead of|ditched|dropped|sold|quit|left|"
+                         r"no longer|switched)\b", before):
+                return True
+    return False
+
+
+def new_values(text: str) -> frozenset[str]:
+    """What a chat message may give as a value (casefolded): a capitalised word not opening it ("*Sean*",
+    "Dr. *Nguyen*", "*Thursday*"), a number or time ("*1:30*", "*5:30*"), a number word ("*seven*")."""
+    words = re.findall(r"[\w:.'’-]+", _statement_body(text))
+    found = {word.strip(".'’").casefold() for index, word in enumerate(words)
+             if index and word[:1].isupper() and word not in ("I", "I'm", "I've", "I'd", "I'll")}
+    found |= {word.strip(".").casefold() for word in words if any(map(str.isdigit, word))}
+    found |= {word.strip(".,;:!?").casefold() for word in words
+              if word.strip(".,;:!?").casefold() in _NUMBER_WORDS and len(word) > 2}
+    return frozenset(word.split("'")[0] for word in found if word)
+
+
+@functools.lru_cache(maxsize=1)
+def _echo_openers() -> frozenset[str]:
+    """Opening words that name nobody ("the", "change of plans", "lunch got moved"): a message that opens with
+    one is the speaker's when it speaks of their own thing."""
+    return STOPWORDS | CUE_WORDS | frozenset("change sorry oops correction update turns".split())
+
+
+def _names_relative(first: str, message: str) -> bool:
+    """Whether ``message`` names the relative ``first`` introduces, by noun or by the name given them ("my
+    daughter *Emma* is six")."""
+    lowered = first.casefold()
+    names = {word.casefold() for word in _NAME_RUN.findall(first[1:]) if " " not in word} | \
+        set(_RELATIVE_CALLED.findall(lowered))
+    kin = chat_owner(first)[4:]
+    said = set(re.findall(r"[a-z]+", message.casefold()))
+    return bool(said & (names - {"i"})) or kin in said
+
+
 @functools.lru_cache(maxsize=1)
 def _generic_stems() -> frozenset[str]:
     """The stems of the words that tie no two messages by themselves (``_ECHO_GENERIC``, the relatives)."""
@@ -14748,7 +14839,7 @@ class Memory:
         if subject is None:
             if target is not None:
                 return BeliefMatch(target)
-            echoed = self._echoed_match(content, space, kind, metadata, user)
+            echoed = self._loose_match(content, space, kind, metadata, user)
             if echoed is not None or self.belief_judge is None:
                 return echoed
             # no named subject: what shares most of the statement's words and is not clearly another belief
@@ -14761,7 +14852,7 @@ class Memory:
             return BeliefMatch(target)                    # nothing that could be split: done
         beliefs = self._subject_beliefs(content, mine, subject, space, kind, metadata, user)
         if not beliefs:
-            return self._echoed_match(content, space, kind, metadata, user) if target is None else BeliefMatch(target)
+            return self._loose_match(content, space, kind, metadata, user) if target is None else BeliefMatch(target)
 
         def search(term: str) -> list[str]:
             return [hit["content"] for hit in self.recall(term, limit=20, space=space or None, follow_edges=False)]
@@ -14769,7 +14860,7 @@ class Memory:
             if mine != content else \
             (beliefs, [self._current_history(hit) for hit in beliefs])
         if not beliefs:
-            return self._echoed_match(content, space, kind, metadata, user) if target is None else BeliefMatch(target)
+            return self._loose_match(content, space, kind, metadata, user) if target is None else BeliefMatch(target)
         histories = [[resolved_statement(revision["content"], revision["metadata"], user)
                       for revision in revisions] or [said(hit)] for hit, revisions in zip(beliefs, written)]
         matcher = RelationMatcher(search, chat=_speaker_filter(metadata) is not None)
@@ -14782,7 +14873,7 @@ class Memory:
                 newest = max(split, key=lambda at: (beliefs[at]["created_at"], beliefs[at]["kref"]))
                 return self._joined(BeliefMatch(beliefs[newest], by_relation=True), beliefs, split)
         if target is None:
-            echoed = self._echoed_match(content, space, kind, metadata, user)
+            echoed = self._loose_match(content, space, kind, metadata, user)
             if echoed is not None or self.belief_judge is None:
                 return echoed
             return self._judged_match(mine, [(beliefs[at], histories[at][-1])
@@ -14923,6 +15014,79 @@ class Memory:
         best = max((rank for rank, _ in candidates), default=None)
         items = {hit["item_kref"]: hit for rank, hit in candidates if rank == best}
         return BeliefMatch(next(iter(items.values())), by_relation=True) if len(items) == 1 else None
+
+    def _loose_match(self, content: str, space: str, kind: str, metadata: Mapping[str, Any] | None,
+                     user: str | None) -> BeliefMatch | None:
+        """When no relation decides: the statement a message names again near a word of change
+        (``_echoed_match``), else the one it ties by a specific word with a new value (``_topic_match``)."""
+        return self._echoed_match(content, space, kind, metadata, user) or \
+            self._topic_match(content, space, kind, metadata, user)
+
+    def _topic_match(self, content: str, space: str, kind: str, metadata: Mapping[str, Any] | None,
+                     user: str | None) -> BeliefMatch | None:
+        """The one current statement of a user's speaker that a short message correcting itself ties by a
+        specific word (``topic_words``: "sorry, typo, my partner is Sean, not *Sam*", "the weekly *meeting* has
+        moved to Thursday", "change of plans, the may *trip* is going to Barcelona instead"), when the message
+        gives a value that statement does not hold (``new_values``: a name, a number, a time) and speaks of the
+        same person (``chat_owner``: the speaker's own, or the relative the statement names by the name the
+        message uses: "my daughter Emma is six", "Emma is actually seven"). A word more than
+        ``ECHO_MAX_STATEMENTS`` of the speaker's statements hold ties nothing; two statements tied leave the
+        message a new belief."""
+        speaker = speaker_name(metadata, user)
+        # "going to Barcelona" is where, not a plan; "was too heavy" is how much, not one more
+        lowered = re.sub(r"\b(?:going|flying|moving) to\s+(?=[A-Z])", "in ", content).casefold().replace("’", "'")
+        lowered = re.sub(r"\btoo\s+(?=[a-z])", "very ", lowered)
+        if speaker == "Assistant" or _speaker_filter(metadata) is None or len(content) > ECHO_LOOSE_CHARS or \
+                _TOPIC_CUE.search(lowered) is None or \
+                _ADDITIVE.search(lowered) or _INTENT.search(lowered) or _TEMPORARY.search(lowered) or \
+                _KNOWN_CHANGE_DENIED.search(lowered) or _QUESTION.search(content):
+            return None
+        owner, words, values = chat_owner(content), topic_words(content), new_values(content)
+        if owner == "other" or not words or not values:
+            return None
+        # whose it is: the speaker's own words, or an opening that names nobody ("the", "lunch got moved")
+        opening = next((word for word in re.findall(r"[\w'’-]+", lowered) if word not in _CHAT_OPENERS), "")
+        speaks = bool(re.search(r"\b(?:i|i'm|im|i've|ive|i'd|me|my|mine|we|we're|we've|us|our)\b", lowered)) or \
+            opening.split("'")[0] in _echo_openers()
+        where = _speaker_filter(metadata)
+
+        def spoken(query: str, limit: int) -> list[dict[str, Any]]:
+            hits = self.recall(query[:2000], limit=limit, space=space or None, follow_edges=False, where=where)
+            return [hit for hit in hits if hit["space"] == space and hit["kind"] == kind
+                    and speaker_name(hit.get("metadata"), user) == speaker]
+        holders: dict[str, int] = {}
+
+        def held_by(term: str) -> int:            # how many of the speaker's statements hold ``term``
+            if term not in holders:
+                holders[term] = len([other for other in spoken(term, ECHO_MAX_STATEMENTS + 2)
+                                     if term in topic_words(other["content"])])
+            return holders[term]
+        tied: dict[str, dict[str, Any]] = {}
+        for hit in spoken(" ".join(sorted(words)), 25):
+            said = hit["content"]
+            if normalize_statement(said) == normalize_statement(content) or not values - new_values(said) - \
+                    {word.casefold() for word in re.findall(r"[\w:.'-]+", said)}:
+                continue                                  # the same words, or no value it does not hold
+            first = next((revision["content"] for revision in self.history(hit["item_kref"])
+                          if not revision["deprecated"]), said)
+            theirs = chat_owner(first)
+            if theirs == "other" or theirs != owner and not (
+                    owner == "self" and theirs.startswith("name:") and theirs[5:] in _echo_openers() or
+                    owner.startswith("name:") and theirs == "self" and owner[5:] in _echo_openers() | words or
+                    theirs.startswith("kin:") and _names_relative(first, content)):
+                continue
+            shared = words & topic_words(said)
+            if not _value_classes(values - {word.casefold() for word in re.findall(r"[\w:.'-]+", said)}) & \
+                    _value_classes(new_values(said) | set(_words(said))):
+                continue                                  # "yoga at the gym on *tuesdays*" for "my gym is PureGym"
+            held = {term for word in new_values(said) | new_values(content) for term in tokenize(word)}
+            if shared <= held and not _replaces(lowered, shared):
+                continue                                  # a name named again as an owner: "the Google office"
+            if not speaks and not set(tokenize(opening)) & shared:
+                continue                                  # "sam weighs 90kg now": somebody else's, lower case
+            if any(held_by(term) <= ECHO_MAX_STATEMENTS for term in shared):
+                tied[hit["item_kref"]] = hit
+        return BeliefMatch(next(iter(tied.values())), by_relation=True) if len(tied) == 1 else None
 
     def _relative_by_name(self, statement: str, space: str, metadata: Mapping[str, Any] | None,
                           user: str | None) -> str:

@@ -1149,8 +1149,10 @@ def test_a_later_correction_on_the_questions_topic_ranks_above_what_it_corrects(
     memory = _chat()
     said(memory, "lunch was great")
     old = said(memory, "our standup is at 9 every morning")
-    new = said(memory, "standup's at 9:30 for us from now on, the New York office asked")
-    assert item_of(old) != item_of(new)                      # not merged: recall orders them
+    # filed without stacking: two memories that recall orders (stacked, the correction revises it: below)
+    new = memory.remember("standup's at 9:30 for us from now on, the New York office asked", space=SPACE,
+                          metadata=dict(ANN))
+    assert item_of(old) != item_of(new)
     found = memory.recall("When is my standup?", space=SPACE, limit=3)
     assert [result["kref"] for result in found][:2] == [new, old]
     assert found[0]["signals"]["on_topic"] == ["standup"] and found[1]["signals"]["superseded_by"] == new
@@ -1242,3 +1244,55 @@ def test_our_other_things_stay_apart_from_mine(old, new):
     memory = _chat()
     first = said(memory, old)
     assert item_of(said(memory, new)) != item_of(first)
+
+
+# A short message in which the speaker corrects themselves, tied to the one statement of theirs that shares a
+# specific word with it, when it gives a value of the kind that statement holds (``Memory._topic_match``)
+TOPIC_TIED = [
+    ("My partner's name is Sam.", "Sorry, typo earlier, my partner is Sean, not Sam."),
+    ("My daughter Emma is six years old.", "Oops, I misspoke earlier, Emma is actually seven."),
+    ("I'm heading to Lisbon for a trip in May.", "Change of plans, the May trip is going to Barcelona instead."),
+    ("My lunch break is at noon every day.", "Lunch got moved to 1:30 because of the new shift pattern."),
+    ("Our weekly team meeting is on Tuesdays at 2pm.", "The weekly meeting has moved to Thursday mornings."),
+    ("My dentist is Dr. Patel.", "I changed dentists, I see Dr. Nguyen now."),
+]
+
+
+@pytest.mark.parametrize("old, new", TOPIC_TIED, ids=[pair[1] for pair in TOPIC_TIED])
+def test_a_self_correction_is_tied_by_the_topic_it_names(old, new):
+    memory = _chat()
+    said(memory, "My brother's dentist is Dr. Lee.")
+    first = said(memory, old)
+    said(memory, "I play squash on Fridays.")
+    assert item_of(said(memory, new)) == item_of(first)
+
+
+TOPIC_APART = [
+    ("I weigh 70kg", "sam weighs 90kg now"),                                     # someone else, lower case
+    ("my phone's a samsung galaxy s21", "my phone's on 4% and i left my charger at work"),     # no new phone
+    ("I bike to the farmers' market on Saturday mornings.",
+     "Bought an electric bike last month and honestly I'm never squeezing onto the 42 again."),
+    ("favourite book is The Secret History", "new favourite spot is a tiny georgian place called Mimino"),
+    ("my favourite book is The Secret History, I reread it every winter",
+     "cancelled the villa in the Algarve, we've booked a week in Crete instead, flights are on the 9th"),
+    ("I drive a Honda Civic.", "The Civic's insurance is now with Aviva."),          # the value as an owner
+    ("My favourite band is Radiohead.", "Radiohead changed their drummer to Clive."),
+    ("I live in Bristol, been here since uni",
+     "let my Quins membership lapse. it's Bristol Bears at Ashton Gate I go and watch these days"),
+    ("My gym is PureGym.", "My sister's gym moved to Tuesdays now."),                 # a relative's
+    ("Our weekly team meeting is on Tuesdays at 2pm.", "The meeting room got moved, we're upstairs now."),
+]
+
+
+@pytest.mark.parametrize("old, new", TOPIC_APART, ids=[pair[1] for pair in TOPIC_APART])
+def test_a_word_shared_without_a_corrected_value_ties_nothing(old, new):
+    memory = _chat()
+    first = said(memory, old)
+    assert item_of(said(memory, new)) != item_of(first)
+
+
+def test_two_statements_on_the_topic_leave_a_self_correction_a_new_belief():
+    memory = _chat()
+    mine = said(memory, "My lunch break is at noon every day.")
+    said(memory, "I have lunch with Tom on Fridays.")
+    assert item_of(said(memory, "Lunch got moved to 1:30 because of the new shift pattern.")) != item_of(mine)
