@@ -11454,7 +11454,8 @@ BELIEF_RELATIONS: dict[str, str] = {
     # "moved *my gym sessions*", "since *moving out* west": only a move to somewhere is a move of home
     "residence": r"\b(?:lives?|lived|living|resides?|resided|residing|based in|home is|hometown|"
                  r"(?<!\bbeen )(?<!\bbeing )(?<!\bgot )(?<!\bwas )(?<!\bwere )"
-                 r"(?:moved|moves|moving)(?= to\b| back\b| abroad\b| house\b| home\b| in\b|[.!,;]|$)|relocat\w*|"
+                 r"(?:moved|moves|moving)(?= to\b| back\b| abroad\b| house\b| home\b| in\b|[.!,;]|$|"
+                 r" (?:last|this) (?:week|month|year|spring|summer|autumn|fall|winter)\b)|relocat\w*|"
                  r"apartment|flat in|house in|settled in|got the keys|(?:shifted|moved) across town|renting in)\b",
     # "get *to work*", "my title *at work*", "the gym *after work*", "all *my work*" say where, when or what,
     # not for whom; "it *wasn't working*" says how well
@@ -11517,7 +11518,8 @@ BELIEF_RELATIONS: dict[str, str] = {
     "editor": r"\b(?:editor|ide|vim|neovim|emacs|vs ?code|visual studio|intellij|pycharm|sublime text|"
               r"editing code|for coding)\b",
     "display": r"\b(?:dark|light) (?:mode|theme)\b",
-    "diet": r"\b(?:vegetarian|vegan|pescatarian|keto|paleo|gluten-free|dairy-free|diet|eat meat|eating meat)\b",
+    "diet": r"\b(?:vegetarian|vegan|pescatarian|keto|paleo|gluten-free|dairy-free|diet|eat meat|eating meat|"
+            r"(?:dietary|food) restrictions|eat (?:pretty much |just about )?(?:everything|anything)(?=[.,;!]|$| again))\b",
     # the services and providers a household switches between
     "insurance": r"\b(?:insur(?:ance|ed|er)|insured with)\b",
     "energy": r"\b(?:energy (?:supplier|provider|company|tariff)|gas and electric\w*|electricity (?:supplier|"
@@ -11548,7 +11550,7 @@ BELIEF_RELATIONS: dict[str, str] = {
     "faith": r"\b(?:go(?:es|ing)? to (?:[\w'-]+ ){0,3}(?:church|mosque|synagogue|temple|gurdwara)|churchgoer|"
              r"member of (?:[\w'-]+ ){0,3}church)\b",
     "wake": r"\b(?:wakes? up|woke up|waking up|gets? up at|alarm)\b|"
-            r"(?:^|[,.;:!]\s*|\b(?:i'?m|am|be|been|usually|now)\s)up (?:at|by) \d{1,2}(?:[:.]\d\d)?\b",
+            r"(?:^|[,.;:!]\s*|\b(?:i'?m|am|is|be|been|usually|now)\s)up (?:at|by) \d{1,2}(?:[:.]\d\d)?\b",
     "bedtime": r"\b(?:bedtime|go(?:es)? to bed|went to bed|go(?:es)? to sleep|in bed by|asleep by)\b",
     "hours": r"\b(?:work(?:ing)? hours|shift starts|start work|starts? work|(?:four|five|six|"
              r"\d)[- ]day (?:work ?)?weeks?|"
@@ -12198,9 +12200,12 @@ class RelationMatcher:
                 # an "I" of the same relation ("at work we write java", "the team migrated to kotlin, so that's
                 # what I write"), a trip excepted; never a new "we" for an old "I" ("we switched the kids'
                 # tablets to firefox" is no change of one's own browser)
-                if not (self.chat and cued and statement_subject(history[-1]) == f"{written} group" and
-                        (mine & theirs) - {"trip"}) and not (self.chat and mine & theirs and _owned_nouns(
-                            statement, written) & _owned_nouns(history[-1], statement_subject(history[-1]))):
+                old = statement_subject(history[-1]) or ""
+                if not (self.chat and cued and old == f"{written} group" and (mine & theirs) - {"trip"}) and \
+                        not (self.chat and mine & theirs and _owned_nouns(statement, written) &
+                             _owned_nouns(history[-1], old)) and \
+                        not (self.chat and cued and written == f"{old} group" and (mine & theirs) - {"trip"} and
+                             re.search(rf"(?i)(?<![\w-]){re.escape(old)}(?![\w-])", statement)):
                     continue
                 relaxed.add(index)
             if MULTI_VALUED_PREDICATES & new_terms & set(_claim_terms(history[-1])):
@@ -12801,6 +12806,11 @@ def _replaces(lowered: str, values: Iterable[str]) -> bool:
                          r"no longer|switched)\b", before):
                 return True
     return False
+
+
+# The words a self-correction may open with before what it is about ("sorry, ", "turns out ", "change of plans, ")
+_TOPIC_OPENING = _lazy_regex(r"^(?:\W*(?:actually|sorry|oops|correction|update|turns out|turned out|so|ok|okay|well|"
+                             r"honestly|change of plans?|quick correction|my bad|hmm|also)\b[\s,.:;!-]*)+")
 
 
 def new_values(text: str) -> frozenset[str]:
@@ -15044,10 +15054,13 @@ class Memory:
         owner, words, values = chat_owner(content), topic_words(content), new_values(content)
         if owner == "other" or not words or not values:
             return None
-        # whose it is: the speaker's own words, or an opening that names nobody ("the", "lunch got moved")
-        opening = next((word for word in re.findall(r"[\w'’-]+", lowered) if word not in _CHAT_OPENERS), "")
-        speaks = bool(re.search(r"\b(?:i|i'm|im|i've|ive|i'd|me|my|mine|we|we're|we've|us|our)\b", lowered)) or \
-            opening.split("'")[0] in _echo_openers()
+        # whose it is: the speaker's own words, or a message that opens with the thing it is about ("lunch got
+        # moved", "change of plans, the may *trip* is ..."), not with someone or something else ("turns out
+        # *nolan* has a new movie", "the *neighbours* at number 44 moved out")
+        speaks = bool(re.search(r"\b(?:i|i'm|im|i've|ive|i'd|me|my|mine|we|we're|we've|us|our)\b", lowered))
+        opening = next((word for word in re.findall(r"[\w'’-]+", _TOPIC_OPENING.sub("", lowered))
+                        if word not in _echo_openers() and word not in TIME_NAMES and word not in TIME_WORDS
+                        and not _adverb(word)), "")
         where = _speaker_filter(metadata)
 
         def spoken(query: str, limit: int) -> list[dict[str, Any]]:
@@ -15077,7 +15090,7 @@ class Memory:
                 continue
             shared = words & topic_words(said)
             if not _value_classes(values - {word.casefold() for word in re.findall(r"[\w:.'-]+", said)}) & \
-                    _value_classes(new_values(said) | set(_words(said))):
+                    _value_classes(new_values(said) | set(_words(said)) & (_TIMES_OF_DAY | _NUMBER_WORDS.keys())):
                 continue                                  # "yoga at the gym on *tuesdays*" for "my gym is PureGym"
             held = {term for word in new_values(said) | new_values(content) for term in tokenize(word)}
             if shared <= held and not _replaces(lowered, shared):

@@ -1280,7 +1280,11 @@ TOPIC_APART = [
     ("I live in Bristol, been here since uni",
      "let my Quins membership lapse. it's Bristol Bears at Ashton Gate I go and watch these days"),
     ("My gym is PureGym.", "My sister's gym moved to Tuesdays now."),                 # a relative's
-    ("Our weekly team meeting is on Tuesdays at 2pm.", "The meeting room got moved, we're upstairs now."),
+    ("My favourite movie is Inception.", "Turns out Nolan has a new movie out now, Oppenheimer."),
+    ("I live on Maple Street, number 42.", "The neighbours at number 44 moved out yesterday."),
+    ("We have a team lunch every Friday at noon.", "The Friday lunch place changed, now it's the Thai spot."),
+    ("I have a dentist appointment on Thursday at 3pm.",
+     "sorry, the car service is Thursday at 4pm, not the dentist"),
 ]
 
 
