@@ -12808,6 +12808,63 @@ def _replaces(lowered: str, values: Iterable[str]) -> bool:
     return False
 
 
+# A one-off: what happens today or on one coming day, not what holds from now on ("cancelled *today*", "*this
+# sunday* I'm seeing my dad instead").
+_ONE_OFF = _lazy_regex(r"\b(?:today|tonight|this (?:morning|afternoon|evening|weekend|monday|tuesday|wednesday|"
+                       r"thursday|friday|saturday|sunday))\b(?!.*\b(?:from now on|for good|permanently|anymore|"
+                       r"any more|no longer|going forward)\b)")
+_TITLES = frozenset("dr dr. mr mr. mrs mrs. ms ms. prof prof. doctor".split())
+# Heads a shared word may qualify: "my favourite *sushi* place" is a restaurant, not a food
+_QUALIFIED_HEADS = frozenset("""
+place places shop store restaurant bar cafe branch clinic office team notes room club movie film book show
+song album game class course group chat channel
+""".split())
+
+
+def _about_another(message: str, older: str, shared: Iterable[str]) -> bool:
+    """Whether ``message`` speaks of another thing than ``older`` through the words (stems) they share: after a
+    definite determiner it qualifies one by a word ``older`` does not hold ("the *wine* club", "the *office* phone
+    number", "the internal *prep* meeting"), or one qualifies another thing ("my favourite sushi *place*")."""
+    shared = set(shared)
+    raw = re.findall(r"[\w.'’-]+[,;:!?]?", message.casefold().replace("’", "'"))
+    words = [word.strip(".,;:!?") for word in raw]
+    held = {word.strip(".,;:!?'") for word in re.findall(r"[\w.'’-]+", older.casefold().replace("’", "'"))}
+    determiners = ("the", "his", "her", "their", "this", "that")   # a known thing ("a nationwide card" is new)
+    for index, word in enumerate(words):
+        if not set(tokenize(word.split("'")[0])) & shared:
+            continue
+        for width in (1, 2):                              # "the *wine* club", "the *internal prep* meeting"
+            if index > width and words[index - width - 1] in determiners and \
+                    not any(raw[at][-1] in ",.;:!?" for at in range(index - width, index)):
+                between = words[index - width:index]
+                if any(other not in held and other not in STOPWORDS and other not in TIME_WORDS and
+                       other not in TIME_NAMES and other not in _FAVOURITE_WORDS and other not in (
+                           "new", "old", "current", "usual", "regular", "go-to", "main") and
+                       re.fullmatch(r"[a-z-]+", other) for other in between):
+                    return True
+        after = words[index + 1] if index + 1 < len(words) and raw[index][-1] not in ",.;:!?" else ""
+        if after in _QUALIFIED_HEADS and after not in held and not set(tokenize(after)) & shared:
+            return True                                   # "sushi *place*" is not "sushi"
+    return False
+
+
+def _opens_with(message: str, older: str, shared: Iterable[str]) -> bool:
+    """Whether ``message`` opens with a word (stem) of ``shared`` as the one who acts ("*Karen* switched teams
+    now", "Dr. *Patel* moved her clinic", "*Stripe* switched our team to Go"): news of what ``older`` names,
+    not a new value of it; unless ``older`` names a relative by it ("my daughter *Emma* is six")."""
+    words = [word.strip(".,;:!?") for word in re.findall(r"[\w.'’-]+", message.casefold().replace("’", "'"))]
+    start = 0
+    while start < len(words) and (words[start] in _CHAT_OPENERS or words[start] in _TITLES or
+                                  words[start] in ("actually", "turns", "out", "sorry", "oops", "just", "")):
+        start += 1
+    if start == len(words) or words[start] in ("i", "we", "my", "our", "the") or \
+            not set(tokenize(words[start].split("'")[0])) & set(shared):
+        return False
+    name = re.escape(words[start].split("'")[0])
+    relative = "|".join(sorted(RELATIVE_NOUNS | KIN_ALIASES.keys()))
+    return not re.search(rf"(?i)\b(?:{relative}),?\s+{name}\b", older)
+
+
 # The words a self-correction may open with before what it is about ("sorry, ", "turns out ", "change of plans, ")
 _TOPIC_OPENING = _lazy_regex(r"^(?:\W*(?:actually|sorry|oops|correction|update|turns out|turned out|so|ok|okay|well|"
                              r"honestly|change of plans?|quick correction|my bad|hmm|also)\b[\s,.:;!-]*)+")
@@ -15017,6 +15074,9 @@ class Memory:
             shared = echo_ties(hit["content"], content, owner_text=first)
             if not shared or all(held_by(term) > ECHO_MAX_STATEMENTS for term in shared):
                 continue                                  # only words many of the speaker's statements hold
+            if _ONE_OFF.search(content.casefold()) or _about_another(
+                    content, hit["content"], shared | (topic_words(content) & topic_words(hit["content"]))):
+                continue                                  # "cancelled today", "the wine club"
             # more words named again, then the one named nearest its word of change ("closed the *amex*,
             # everything goes on ...")
             distances = change_distances(content)
@@ -15097,6 +15157,9 @@ class Memory:
                 continue                                  # a name named again as an owner: "the Google office"
             if not speaks and not set(tokenize(opening)) & shared:
                 continue                                  # "sam weighs 90kg now": somebody else's, lower case
+            if _ONE_OFF.search(lowered) or _about_another(content, said, shared) or _opens_with(
+                    content, said, shared & {term for word in new_values(said) for term in tokenize(word)}):
+                continue                                  # "cancelled today", "the wine club", "Karen switched"
             if any(held_by(term) <= ECHO_MAX_STATEMENTS for term in shared):
                 tied[hit["item_kref"]] = hit
         return BeliefMatch(next(iter(tied.values())), by_relation=True) if len(tied) == 1 else None

@@ -1300,3 +1300,32 @@ def test_two_statements_on_the_topic_leave_a_self_correction_a_new_belief():
     mine = said(memory, "My lunch break is at noon every day.")
     said(memory, "I have lunch with Tom on Fridays.")
     assert item_of(said(memory, "Lunch got moved to 1:30 because of the new shift pattern.")) != item_of(mine)
+
+
+# Look-alikes a hostile reviewer wrote (issue 16, session 16) that used to merge: another thing of the same kind
+# named by a qualifier ("the *wine* club"), a thing the old value qualifies ("sushi *place*"), a one-off ("today")
+@pytest.mark.parametrize("old, new", [
+    ("My phone number ends in 4417.", "the office phone number changed, ends in 9920 now"),
+    ("My favourite food is sushi.", "Turns out my favourite sushi place closed, so sad."),
+    ("I commute by train, the 7:45 from Newark.", "the 7:45 from Newark was cancelled today, took a bus instead"),
+    ("The meeting with the client is on Tuesday at 2pm.", "The internal prep meeting got rescheduled to Monday at 4pm."),
+    ("We have a book club on the first Thursday of the month.", "the wine club switched to the second Thursday now"),
+])
+def test_another_thing_of_the_kind_or_a_one_off_is_no_correction(old, new):
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
+    for text in ("I had pasta for dinner.", "The weather is nice today.", "I'm reading a novel."):
+        said(memory, text)
+    first = said(memory, old)
+    assert item_of(said(memory, new)) != item_of(first)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("My daughter Mia is 7.", "Sorry, I got that wrong, Mia is actually 8."),
+    ("My flight to London leaves Friday at 6pm.", "The London flight now departs Saturday morning at 8."),
+])
+def test_a_correction_next_to_the_hostile_look_alikes_still_revises(old, new):
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
+    for text in ("I had pasta for dinner.", "The weather is nice today.", "I'm reading a novel."):
+        said(memory, text)
+    first = said(memory, old)
+    assert item_of(said(memory, new)) == item_of(first)
