@@ -12173,8 +12173,10 @@ class RelationMatcher:
         none or several do."""
         subject, written = self.subject(statement), statement_subject(statement)
         lowered = statement.casefold()
-        if subject is None or self.chat and (_INTENT.search(lowered) or _TEMPORARY.search(lowered)):
-            return None
+        if subject is None or self.chat and (_INTENT.search(lowered) or _TEMPORARY.search(lowered) or
+                                             _ONE_OFF.search(lowered) or _STILL_HOLDS.search(lowered) or
+                                             _ADDITIVE.search(re.sub(r"\btoo\s+(?=[a-z])", "", lowered))):
+            return None        # a plan, a stand-in, a one-off, the old still holding, or one more
         cued = _CHANGE_SIGNAL.search(lowered) is not None or _CORRECTION_CUE.search(lowered) is not None
         mine = self.relations(statement)
         attribute = possessed_attribute(statement)
@@ -12810,9 +12812,14 @@ def _replaces(lowered: str, values: Iterable[str]) -> bool:
 
 # A one-off: what happens today or on one coming day, not what holds from now on ("cancelled *today*", "*this
 # sunday* I'm seeing my dad instead").
-_ONE_OFF = _lazy_regex(r"\b(?:today|tonight|this (?:morning|afternoon|evening|weekend|monday|tuesday|wednesday|"
+_ONE_OFF = _lazy_regex(r"\b(?:tonight|this (?:morning|afternoon|evening|weekend|monday|tuesday|wednesday|"
                        r"thursday|friday|saturday|sunday))\b(?!.*\b(?:from now on|for good|permanently|anymore|"
                        r"any more|no longer|going forward)\b)")
+# "was cancelled *today*, took a bus instead": a one-off, for a message tied by a word it names again (a state
+# reached today, "physio signed me off today", is told by the relation rules)
+_TODAY_ONLY = _lazy_regex(r"\btoday\b(?!.*\b(?:from now on|for good|permanently|anymore|any more|no longer)\b)")
+# The old value still holding beside the news: "plus camping in August *as usual*"
+_STILL_HOLDS = _lazy_regex(r"\b(?:as usual|as always|as normal|as ever)\b")
 _TITLES = frozenset("dr dr. mr mr. mrs mrs. ms ms. prof prof. doctor".split())
 # Heads a shared word may qualify: "my favourite *sushi* place" is a restaurant, not a food
 _QUALIFIED_HEADS = frozenset("""
@@ -15074,7 +15081,7 @@ class Memory:
             shared = echo_ties(hit["content"], content, owner_text=first)
             if not shared or all(held_by(term) > ECHO_MAX_STATEMENTS for term in shared):
                 continue                                  # only words many of the speaker's statements hold
-            if _ONE_OFF.search(content.casefold()) or _about_another(
+            if _ONE_OFF.search(content.casefold()) or _TODAY_ONLY.search(content.casefold()) or _about_another(
                     content, hit["content"], shared | (topic_words(content) & topic_words(hit["content"]))):
                 continue                                  # "cancelled today", "the wine club"
             # more words named again, then the one named nearest its word of change ("closed the *amex*,
@@ -15157,8 +15164,8 @@ class Memory:
                 continue                                  # a name named again as an owner: "the Google office"
             if not speaks and not set(tokenize(opening)) & shared:
                 continue                                  # "sam weighs 90kg now": somebody else's, lower case
-            if _ONE_OFF.search(lowered) or _about_another(content, said, shared) or _opens_with(
-                    content, said, shared & {term for word in new_values(said) for term in tokenize(word)}):
+            if _ONE_OFF.search(lowered) or _TODAY_ONLY.search(lowered) or _about_another(content, said, shared) or \
+                    _opens_with(content, said, shared & {term for word in new_values(said) for term in tokenize(word)}):
                 continue                                  # "cancelled today", "the wine club", "Karen switched"
             if any(held_by(term) <= ECHO_MAX_STATEMENTS for term in shared):
                 tied[hit["item_kref"]] = hit

@@ -1329,3 +1329,14 @@ def test_a_correction_next_to_the_hostile_look_alikes_still_revises(old, new):
         said(memory, text)
     first = said(memory, old)
     assert item_of(said(memory, new)) == item_of(first)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("I see my mom every Sunday.", "This Sunday I'm seeing my dad instead, mom's traveling."),      # a one-off
+    ("We go camping every August.",
+     "This year we're going to the beach in July instead, plus camping in August as usual."),    # still holds
+])
+def test_a_one_off_or_the_old_still_holding_revises_nothing(old, new):
+    memory = _chat()
+    first = said(memory, old)
+    assert item_of(said(memory, new)) != item_of(first)
