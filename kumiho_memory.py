@@ -15081,7 +15081,8 @@ class Memory:
             shared = echo_ties(hit["content"], content, owner_text=first)
             if not shared or all(held_by(term) > ECHO_MAX_STATEMENTS for term in shared):
                 continue                                  # only words many of the speaker's statements hold
-            if _ONE_OFF.search(content.casefold()) or _TODAY_ONLY.search(content.casefold()) or _about_another(
+            if _ONE_OFF.search(content.casefold()) or _TODAY_ONLY.search(content.casefold()) or \
+                    _STILL_HOLDS.search(content.casefold()) or _about_another(
                     content, hit["content"], shared | (topic_words(content) & topic_words(hit["content"]))):
                 continue                                  # "cancelled today", "the wine club"
             # more words named again, then the one named nearest its word of change ("closed the *amex*,
