@@ -113,7 +113,7 @@ class _DeferredModule:
 asyncio: Any = _DeferredModule("asyncio")
 concurrent: Any = _DeferredModule("concurrent.futures")
 
-__version__ = "0.8.4"
+__version__ = "0.8.5"
 
 DISTRIBUTION_NAME = "kumiho-memory-onefile"
 

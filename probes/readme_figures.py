@@ -102,6 +102,11 @@ def belief_table(document: dict) -> str:
     text = "\n".join(rows) + (f"\n\n{keyed['statements']:,} statements about {params['people']} people x "
                               f"{params['attributes']} attributes ({keyed['corrections']:,} corrections, "
                               f"{keyed['rephrasings']:,} rephrasings, seed {params['seed']}).")
+    lookalikes = document["figures"].get("first_person_lookalikes")
+    if lookalikes:
+        text += (f"\n\nLook-alikes written blind by a hostile reviewer (a pair per store): "
+                 f"{lookalikes['wrong_merges']} of {lookalikes['lookalikes']} merged wrongly; "
+                 f"{lookalikes['caught']} of {lookalikes['corrections']} true corrections in the same style caught.")
     return text + first_person_table(document["figures"].get("first_person") or {})
 
 
@@ -113,7 +118,9 @@ FIRST_PERSON_COLUMNS = (("design", "design pairs"), ("heldout", "held-out twelve
                         ("fresh7", "fresh7 (pair per store, written blind, totals read; ten pairs seen)"),
                         ("fresh8", "fresh8 (pair per store, written blind, totals read)"),
                         ("fresh9", "fresh9 (pair per store, written blind, read in 0.8.3)"),
-                        ("fresh10", "fresh10 (pair per store, written blind, totals read)"))
+                        ("fresh10", "fresh10 (pair per store, written blind, totals read)"),
+                        ("issue_tuned", "issue-style sets 1, 2, 4 (written blind, tuned on)"),
+                        ("issue_blind", "issue-style sets 3, 5 (written blind, totals read)"))
 
 
 def first_person_table(columns: dict) -> str:

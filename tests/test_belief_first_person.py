@@ -343,7 +343,11 @@ FRESH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "first_
 FRESH2 = os.path.join(os.path.dirname(FRESH), "first_person_fresh2.json")
 
 
-@pytest.mark.parametrize("path, size", [(FRESH, 20), (FRESH2, 30)], ids=["fresh", "fresh2"])
+ISSUE_SETS = {number: os.path.join(os.path.dirname(FRESH), f"first_person_issue{number}.json") for number in (1, 2, 4)}
+
+
+@pytest.mark.parametrize("path, size", [(FRESH, 20), (FRESH2, 30)] + [(path, 12) for path in ISSUE_SETS.values()],
+                         ids=["fresh", "fresh2"] + [f"issue{number}" for number in ISSUE_SETS])
 def test_the_fresh_held_out_sets_are_frozen_and_never_merge_unrelated_beliefs(memory, path, size):
     with open(path, encoding="utf-8") as handle:
         data = json.load(handle)
