@@ -11519,7 +11519,8 @@ BELIEF_RELATIONS: dict[str, str] = {
               r"editing code|for coding)\b",
     "display": r"\b(?:dark|light) (?:mode|theme)\b",
     "diet": r"\b(?:vegetarian|vegan|pescatarian|keto|paleo|gluten-free|dairy-free|diet|eat meat|eating meat|"
-            r"(?:dietary|food) restrictions|eat (?:pretty much |just about )?(?:everything|anything)(?=[.,;!]|$| again))\b",
+            r"(?:dietary|food) restrictions|"
+            r"eat (?:pretty much |just about )?(?:everything|anything)(?=[.,;!]|$| again))\b",
     # the services and providers a household switches between
     "insurance": r"\b(?:insur(?:ance|ed|er)|insured with)\b",
     "energy": r"\b(?:energy (?:supplier|provider|company|tariff)|gas and electric\w*|electricity (?:supplier|"

@@ -1312,7 +1312,8 @@ def test_two_statements_on_the_topic_leave_a_self_correction_a_new_belief():
     ("My phone number ends in 4417.", "the office phone number changed, ends in 9920 now"),
     ("My favourite food is sushi.", "Turns out my favourite sushi place closed, so sad."),
     ("I commute by train, the 7:45 from Newark.", "the 7:45 from Newark was cancelled today, took a bus instead"),
-    ("The meeting with the client is on Tuesday at 2pm.", "The internal prep meeting got rescheduled to Monday at 4pm."),
+    ("The meeting with the client is on Tuesday at 2pm.",
+     "The internal prep meeting got rescheduled to Monday at 4pm."),
     ("We have a book club on the first Thursday of the month.", "the wine club switched to the second Thursday now"),
 ])
 def test_another_thing_of_the_kind_or_a_one_off_is_no_correction(old, new):
