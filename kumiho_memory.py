@@ -12819,6 +12819,8 @@ _ONE_OFF = _lazy_regex(r"\b(?:tonight|this (?:morning|afternoon|evening|weekend|
 # "was cancelled *today*, took a bus instead": a one-off, for a message tied by a word it names again (a state
 # reached today, "physio signed me off today", is told by the relation rules)
 _TODAY_ONLY = _lazy_regex(r"\btoday\b(?!.*\b(?:from now on|for good|permanently|anymore|any more|no longer)\b)")
+# A message saying the news is not the speaker's: "the design team moved their standup, *doesn't affect us*"
+_NOT_OURS = _lazy_regex(r"\b(?:does(?:n't| not) affect (?:us|me)|not (?:ours|mine|us|me)\b(?! anymore))")
 # The old value still holding beside the news: "plus camping in August *as usual*"
 _STILL_HOLDS = _lazy_regex(r"\b(?:as usual|as always|as normal|as ever)\b")
 _TITLES = frozenset("dr dr. mr mr. mrs mrs. ms ms. prof prof. doctor".split())
@@ -12834,6 +12836,8 @@ def _about_another(message: str, older: str, shared: Iterable[str]) -> bool:
     definite determiner it qualifies one by a word ``older`` does not hold ("the *wine* club", "the *office* phone
     number", "the internal *prep* meeting"), or one qualifies another thing ("my favourite sushi *place*")."""
     shared = set(shared)
+    if _NOT_OURS.search(message.casefold().replace("’", "'")):
+        return True                                       # "..., doesn't affect us"
     raw = re.findall(r"[\w.'’-]+[,;:!?]?", message.casefold().replace("’", "'"))
     words = [word.strip(".,;:!?") for word in raw]
     held = {word.strip(".,;:!?'") for word in re.findall(r"[\w.'’-]+", older.casefold().replace("’", "'"))}
@@ -12841,6 +12845,8 @@ def _about_another(message: str, older: str, shared: Iterable[str]) -> bool:
     for index, word in enumerate(words):
         if not set(tokenize(word.split("'")[0])) & shared:
             continue
+        if index and words[index - 1] in ("their", "his", "her", "its") and raw[index - 1][-1] not in ",.;:!?":
+            return True                                   # "the design team moved *their* standup"
         for width in (1, 2):                              # "the *wine* club", "the *internal prep* meeting"
             if index > width and words[index - width - 1] in determiners and \
                     not any(raw[at][-1] in ",.;:!?" for at in range(index - width, index)):
@@ -12854,6 +12860,15 @@ def _about_another(message: str, older: str, shared: Iterable[str]) -> bool:
         if after in _QUALIFIED_HEADS and after not in held and not set(tokenize(after)) & shared:
             return True                                   # "sushi *place*" is not "sushi"
     return False
+
+
+def _new_actor(message: str, older: str) -> bool:
+    """Whether ``message`` names someone ``older`` does not as the one who acts (a capitalised name, not opening
+    it, then a verb: "my gym buddy *Carlos can* bench 225 now"): their fact, not a new value of the speaker's."""
+    held = {word.casefold() for word in re.findall(r"[\w'’-]+", older)}
+    return any(name.casefold() not in held and name.casefold() not in _echo_openers()
+               for name in re.findall(r"(?<=\w )([A-Z][a-z]+) (?:can|could|is|was|has|had|does|did|will|just|"
+                                      r"moved|changed|switched|got|gets|started|left|lives|works)\b", message))
 
 
 def _opens_with(message: str, older: str, shared: Iterable[str]) -> bool:
@@ -15166,6 +15181,8 @@ class Memory:
                 continue                                  # a name named again as an owner: "the Google office"
             if not speaks and not set(tokenize(opening)) & shared:
                 continue                                  # "sam weighs 90kg now": somebody else's, lower case
+            if _new_actor(content, said):
+                continue                                  # "my gym buddy *Carlos can* bench 225 now"
             if _ONE_OFF.search(lowered) or _TODAY_ONLY.search(lowered) or _about_another(content, said, shared) or \
                     _opens_with(content, said, shared & {term for word in new_values(said) for term in tokenize(word)}):
                 continue                                  # "cancelled today", "the wine club", "Karen switched"

@@ -252,6 +252,8 @@ FIRST_PERSON_ISSUE_PARTS = (("issue_tuned", (1, 2, 4)), ("issue_blind", (3, 5)))
 # Look-alikes a hostile reviewer wrote blind (session 16): 80 later messages that share words with an earlier one
 # and sound like a change but correct nothing, and 40 true corrections in the same style, a pair per store.
 FIRST_PERSON_LOOKALIKES_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_lookalikes.json")
+# ... and a second reviewer's, in casual chat style (60 look-alikes, 40 corrections), written after those rules
+FIRST_PERSON_LOOKALIKES2_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_lookalikes2.json")
 
 
 def run_first_person_sets(paths: list[str], *, limit: int) -> dict | None:
@@ -636,11 +638,13 @@ def main() -> None:
         summed = run_first_person_sets([FIRST_PERSON_ISSUE_FILES[number] for number in numbers], limit=args.limit)
         if summed is not None:
             figures["first_person"][part] = summed
-    lookalikes = run_lookalikes()
-    if lookalikes is not None:
-        figures["first_person_lookalikes"] = lookalikes
-        print(f"look-alikes merged: {lookalikes['wrong_merges']}/{lookalikes['lookalikes']}; "
-              f"corrections caught: {lookalikes['caught']}/{lookalikes['corrections']}")
+    for part, path in (("first_person_lookalikes", FIRST_PERSON_LOOKALIKES_FILE),
+                       ("first_person_lookalikes2", FIRST_PERSON_LOOKALIKES2_FILE)):
+        lookalikes = run_lookalikes(path)
+        if lookalikes is not None:
+            figures[part] = lookalikes
+            print(f"{part}: look-alikes merged {lookalikes['wrong_merges']}/{lookalikes['lookalikes']}; "
+                  f"corrections caught {lookalikes['caught']}/{lookalikes['corrections']}")
     parts = tuple(figures["first_person"])
     print_table([("first-person chat (stack=True): pairs", "  ".join(
         f"{figures['first_person'][part]['pairs']:>12}" for part in parts))] + [

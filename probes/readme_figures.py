@@ -102,11 +102,14 @@ def belief_table(document: dict) -> str:
     text = "\n".join(rows) + (f"\n\n{keyed['statements']:,} statements about {params['people']} people x "
                               f"{params['attributes']} attributes ({keyed['corrections']:,} corrections, "
                               f"{keyed['rephrasings']:,} rephrasings, seed {params['seed']}).")
-    lookalikes = document["figures"].get("first_person_lookalikes")
-    if lookalikes:
-        text += (f"\n\nLook-alikes written blind by a hostile reviewer (a pair per store): "
-                 f"{lookalikes['wrong_merges']} of {lookalikes['lookalikes']} merged wrongly; "
-                 f"{lookalikes['caught']} of {lookalikes['corrections']} true corrections in the same style caught.")
+    for part, who in (("first_person_lookalikes", "a hostile reviewer"),
+                      ("first_person_lookalikes2", "a second reviewer, in casual chat style")):
+        lookalikes = document["figures"].get(part)
+        if lookalikes:
+            text += (f"\n\nLook-alikes written blind by {who} (a pair per store): "
+                     f"{lookalikes['wrong_merges']} of {lookalikes['lookalikes']} merged wrongly; "
+                     f"{lookalikes['caught']} of {lookalikes['corrections']} true corrections in the same style "
+                     f"caught.")
     return text + first_person_table(document["figures"].get("first_person") or {})
 
 

@@ -1345,3 +1345,15 @@ def test_a_one_off_or_the_old_still_holding_revises_nothing(old, new):
     memory = _chat()
     first = said(memory, old)
     assert item_of(said(memory, new)) != item_of(first)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("our team standup is at 9:30 every morning", "the design team moved their standup to 10am, doesn't affect us"),
+    ("I can bench 185 lbs", "my gym buddy Carlos can bench 225 now, show off 💪"),
+])
+def test_anothers_thing_or_anothers_doing_is_no_self_correction(old, new):
+    memory = _chat()
+    for text in ("I had pasta for dinner.", "The weather is nice today.", "I'm reading a novel."):
+        said(memory, text)
+    first = said(memory, old)
+    assert item_of(said(memory, new)) != item_of(first)
