@@ -12862,6 +12862,27 @@ def _about_another(message: str, older: str, shared: Iterable[str]) -> bool:
     return False
 
 
+def _value_news(message: str, older: str) -> bool:
+    """Whether ``message`` opens with a value ``older`` holds acting on something of its own ("planet fitness
+    changed *its* hours", "Dr. Patel moved *her* clinic", "chase changed *their* app layout"): news of the
+    gym, doctor or bank, not a change of which one it is ("kim moved salons, Lucy does my hair now")."""
+    held = {term for word in re.findall(r"[\w'’-]+", older.casefold()) if word not in STOPWORDS
+            and word not in _CHAT_OPENERS and word not in ("i", "i'm", "my", "we", "our") for term in tokenize(word)}
+    words = [word.strip(".,;:!?") for word in re.findall(r"[\w.'’-]+", message.casefold().replace("’", "'"))]
+    start = 0
+    while start < len(words) and (words[start] in _CHAT_OPENERS or words[start] in _TITLES or
+                                  words[start] in ("actually", "turns", "out", "so", "")):
+        start += 1
+    end = start
+    while end < len(words) and end < start + 3 and set(tokenize(words[end].split("'")[0])) & held:
+        end += 1                                          # "planet fitness", "wells fargo"
+    if end == start:
+        return False
+    rest = " ".join(words[end:end + 6])
+    return re.match(r"(?:just |finally |has |have |had )?[a-z]+(?:ed|s)? (?:[a-z]+ )?(?:its|their|his|her)\b",
+                    rest) is not None
+
+
 def _new_actor(message: str, older: str) -> bool:
     """Whether ``message`` names someone ``older`` does not as the one who acts (a capitalised name, not opening
     it, then a verb: "my gym buddy *Carlos can* bench 225 now"): their fact, not a new value of the speaker's."""
@@ -14957,6 +14978,8 @@ class Memory:
         split = matcher.split(mine, histories)
         if target is None:
             index = matcher.corrected(mine, histories)
+            if index is not None and matcher.chat and _value_news(content, histories[index][-1]):
+                index = None                              # "Dr. Patel moved her clinic": news of the doctor
             if index is not None:
                 return self._joined(BeliefMatch(beliefs[index], by_relation=True), beliefs, split)
             elif split:                                   # revise the newest part, supersede the others
@@ -15098,7 +15121,7 @@ class Memory:
             if not shared or all(held_by(term) > ECHO_MAX_STATEMENTS for term in shared):
                 continue                                  # only words many of the speaker's statements hold
             if _ONE_OFF.search(content.casefold()) or _TODAY_ONLY.search(content.casefold()) or \
-                    _STILL_HOLDS.search(content.casefold()) or _about_another(
+                    _STILL_HOLDS.search(content.casefold()) or _value_news(content, hit["content"]) or _about_another(
                     content, hit["content"], shared | (topic_words(content) & topic_words(hit["content"]))):
                 continue                                  # "cancelled today", "the wine club"
             # more words named again, then the one named nearest its word of change ("closed the *amex*,
@@ -15181,7 +15204,7 @@ class Memory:
                 continue                                  # a name named again as an owner: "the Google office"
             if not speaks and not set(tokenize(opening)) & shared:
                 continue                                  # "sam weighs 90kg now": somebody else's, lower case
-            if _new_actor(content, said):
+            if _new_actor(content, said) or _value_news(content, said):
                 continue                                  # "my gym buddy *Carlos can* bench 225 now"
             if _ONE_OFF.search(lowered) or _TODAY_ONLY.search(lowered) or _about_another(content, said, shared) or \
                     _opens_with(content, said, shared & {term for word in new_values(said) for term in tokenize(word)}):

@@ -1357,3 +1357,23 @@ def test_anothers_thing_or_anothers_doing_is_no_self_correction(old, new):
         said(memory, text)
     first = said(memory, old)
     assert item_of(said(memory, new)) != item_of(first)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("I go to Planet Fitness 3 times a week",
+     "planet fitness changed its hours, now closes at 10pm instead of midnight"),
+    ("My doctor is Dr. Patel.", "Dr. Patel moved her clinic to Elm Street now."),
+    ("I bank with Chase", "chase changed their app layout again, so annoying, took me 10 min to find transfers"),
+    ("My landlord is Mr. Chen.", "Mr. Chen changed his phone number, new one is 555-0199."),
+])
+def test_news_of_the_old_value_acting_on_its_own_is_no_correction(old, new):
+    memory = _chat()
+    first = said(memory, old)
+    assert item_of(said(memory, new)) != item_of(first)
+
+
+def test_the_old_value_leaving_is_still_a_correction():
+    memory = _chat()
+    first = said(memory, "my hairdresser is kim")
+    assert item_of(said(memory, "kim moved salons and i didn't follow, Lucy at Halo does my hair now")) == \
+        item_of(first)
