@@ -11115,7 +11115,11 @@ used longer new bought got started
 _NEGATED_AFTER = _lazy_regex(r"\b(?:never|not|no longer|no more|isn't|wasn't|aren't|weren't)((?:\s+[\w'-]+){1,3})")
 _NEGATED_BEFORE = _lazy_regex(r"([\w'-]+)(?:'s|\s+(?:is|was|are|were))\s+(?:fine|ok|okay|gone|over|history|not)\b|"
                               r"([\w'-]+)\s+(?:passed away|died|ran away|flew off|was stolen|got stolen)\b")
-_ADDITIVE = _lazy_regex(r"\b(?:also|too|as well|another|in addition|besides|both|not just|not only)\b")
+# ("a tesla *too*", "chrome *too* for testing", not "pycharm was *too heavy*": before a word that is no
+# conjunction, preposition or adverb of time, "too" says how much)
+_ADDITIVE = _lazy_regex(r"\b(?:also|as well|another|in addition|besides|both|not just|not only|"
+                        r"too(?!\s+(?!(?:but|for|and|now|so|as|because|since|at|on|in|with|if|though|tho|then|"
+                        r"when|while|to|lol|haha|these|this|nowadays|these days|every|each|sometimes)\b)[a-z]))\b")
 _DURATION = (r"\b(?:an?|\d+(?:\.\d+)?|one|two|three|four|five|six|ten|few|couple of)\s*"
              r"(?:hours?|hrs?|minutes?|mins?|seconds?|secs?|days?|nights?|weeks?|months?|years?)\b")
 _DURATION_SPAN = _lazy_regex("(?i)" + _DURATION)
@@ -11594,6 +11598,7 @@ FAVORITE_NOUNS = {"colour": "color", "dish": "food", "meal": "food", "cuisine": 
                   "band": "music", "song": "music", "singer": "music", "drink": "drink", "beverage": "drink",
                   "writer": "author", "novelist": "author", "authors": "author", "bands": "music",
                   "songs": "music", "musician": "music", "movies": "film", "books": "book", "novel": "book",
+                  "artist": "music", "artists": "music", "musicians": "music", "singers": "music", "rapper": "music",
                   "thing to eat": "food", "things to eat": "food", "thing to drink": "drink",
                   "things to drink": "drink", "thing to read": "book", "things to read": "book"}
 # "favourite thing to eat" is the favourite food
@@ -12176,7 +12181,7 @@ class RelationMatcher:
         lowered = statement.casefold()
         if subject is None or self.chat and (_INTENT.search(lowered) or _TEMPORARY.search(lowered) or
                                              _ONE_OFF.search(lowered) or _STILL_HOLDS.search(lowered) or
-                                             _ADDITIVE.search(re.sub(r"\btoo\s+(?=[a-z])", "", lowered))):
+                                             _ADDITIVE.search(lowered)):
             return None        # a plan, a stand-in, a one-off, the old still holding, or one more
         cued = _CHANGE_SIGNAL.search(lowered) is not None or _CORRECTION_CUE.search(lowered) is not None
         mine = self.relations(statement)
@@ -15150,9 +15155,8 @@ class Memory:
         ``ECHO_MAX_STATEMENTS`` of the speaker's statements hold ties nothing; two statements tied leave the
         message a new belief."""
         speaker = speaker_name(metadata, user)
-        # "going to Barcelona" is where, not a plan; "was too heavy" is how much, not one more
+        # "going to Barcelona" is where, not a plan
         lowered = re.sub(r"\b(?:going|flying|moving) to\s+(?=[A-Z])", "in ", content).casefold().replace("’", "'")
-        lowered = re.sub(r"\btoo\s+(?=[a-z])", "very ", lowered)
         if speaker == "Assistant" or _speaker_filter(metadata) is None or len(content) > ECHO_LOOSE_CHARS or \
                 _TOPIC_CUE.search(lowered) is None or \
                 _ADDITIVE.search(lowered) or _INTENT.search(lowered) or _TEMPORARY.search(lowered) or \

@@ -1377,3 +1377,17 @@ def test_the_old_value_leaving_is_still_a_correction():
     first = said(memory, "my hairdresser is kim")
     assert item_of(said(memory, "kim moved salons and i didn't follow, Lucy at Halo does my hair now")) == \
         item_of(first)
+
+
+def test_too_before_a_word_is_how_much_not_one_more():
+    memory = _chat()
+    first = said(memory, "I do most of my programming in PyCharm.")
+    assert item_of(said(memory, "I've moved over to VS Code, PyCharm was too heavy.")) == item_of(first)
+    cars = _chat()
+    mazda = said(cars, "I drive a Mazda 3.")
+    assert item_of(said(cars, "I got a tesla too")) != item_of(mazda)
+
+
+def test_a_favourite_artist_is_a_favourite_band():
+    assert km.belief_relations("These days my favourite artist is Billie Eilish.") == \
+        km.belief_relations("My favourite band is Radiohead.")
