@@ -12811,9 +12811,17 @@ def _replaces(lowered: str, values: Iterable[str]) -> bool:
         if set(tokenize(word)) & set(values):
             before = " ".join(words[max(0, index - 3):index])
             if re.search(r"\b(?:not|from|replac\w*|swapped|instead of|ditched|dropped|sold|quit|left|"
-                         r"no longer|switched)\b", before):
+                         r"no longer|switched|gave|given|got rid of|passed on|handed down)\b", before):
                 return True
+            after = " ".join(words[index + 1:index + 5])
+            if _GONE.match(after):
+                return True                               # "*cornwall* was fully booked", "*crete* fell through"
     return False
+
+
+# What a value named again has stopped being: "Cornwall *was fully booked*", "the villa *fell through*"
+_GONE = _lazy_regex(r"(?:(?:was|is|got|has been|'s)\s+)?(?:fully booked|booked up|cancel+ed|off\b|closed|shut|"
+                    r"fell through|not happening|over\b|no more|gone\b|out of the picture)")
 
 
 # A one-off: what happens today or on one coming day, not what holds from now on ("cancelled *today*", "*this
@@ -12926,6 +12934,8 @@ def new_values(text: str) -> frozenset[str]:
     found = {word.strip(".'’").casefold() for index, word in enumerate(words)
              if index and word[:1].isupper() and word not in ("I", "I'm", "I've", "I'd", "I'll")}
     found |= {word.strip(".").casefold() for word in words if any(map(str.isdigit, word))}
+    found |= {word.strip(".,;:!?").casefold() for word in words if word.strip(".,;:!?").casefold().rstrip("s")
+              in TIME_NAMES and word.strip(".,;:!?").casefold() not in ("today", "tonight", "tomorrow", "yesterday")}
     found |= {word.strip(".,;:!?").casefold() for word in words
               if word.strip(".,;:!?").casefold() in _NUMBER_WORDS and len(word) > 2}
     return frozenset(word.split("'")[0] for word in found if word)
@@ -15210,8 +15220,9 @@ class Memory:
                 continue                                  # "sam weighs 90kg now": somebody else's, lower case
             if _new_actor(content, said) or _value_news(content, said):
                 continue                                  # "my gym buddy *Carlos can* bench 225 now"
+            named = shared & {term for word in new_values(said) for term in tokenize(word)}
             if _ONE_OFF.search(lowered) or _TODAY_ONLY.search(lowered) or _about_another(content, said, shared) or \
-                    _opens_with(content, said, shared & {term for word in new_values(said) for term in tokenize(word)}):
+                    _opens_with(content, said, named) and not _replaces(lowered, shared):
                 continue                                  # "cancelled today", "the wine club", "Karen switched"
             if any(held_by(term) <= ECHO_MAX_STATEMENTS for term in shared):
                 tied[hit["item_kref"]] = hit

@@ -1391,3 +1391,18 @@ def test_too_before_a_word_is_how_much_not_one_more():
 def test_a_favourite_artist_is_a_favourite_band():
     assert km.belief_relations("These days my favourite artist is Billie Eilish.") == \
         km.belief_relations("My favourite band is Radiohead.")
+
+
+@pytest.mark.parametrize("old, new", [
+    ("My home laptop is a Dell XPS 13.", "Gave the XPS to my nephew; I use a Framework 13 at home now."),
+    ("We're driving down to Cornwall for the August bank holiday.",
+     "Change of plan: Cornwall was fully booked, so it's the Lake District instead."),
+])
+def test_an_old_value_given_away_or_gone_ties_its_correction(old, new):
+    memory = _chat()
+    first = said(memory, old)
+    assert item_of(said(memory, new)) == item_of(first)
+
+
+def test_a_day_in_lower_case_is_a_value():
+    assert {"tuesday", "thursday"} <= km.new_values("wfh days changed to tuesday and thursday")
