@@ -12719,6 +12719,34 @@ def _later_of_one_speaker(older: Mapping[str, Any], newer: Mapping[str, Any], sp
         speakers[id(older)] == speakers[id(newer)] and speakers[id(newer)] != "Assistant"
 
 
+OTHERS_FACT_WEIGHT = 0.6     # a user's message about someone else, for the user's question about themselves
+
+
+def own_facts_first(results: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
+    """For a user's question about themselves that names nobody else ("what car do I drive?", not "where does
+    my mum live?"), weigh down (``OTHERS_FACT_WEIGHT``) a user's message about someone else ("my neighbour
+    drives a Ford", "my friend's manager is called Linda": ``chat_owner``) when a message of the speaker's own
+    is among the results; ``signals.others_fact`` says so. Assistants' messages, notes and documents (no
+    speaker) keep their scores."""
+    asked = set(re.findall(r"[a-z]+", query.casefold()))
+    if asked & (RELATIVE_NOUNS | KIN_ALIASES.keys() | set(_PERSON_NOUNS.split("|"))) or \
+            re.search(r"(?<!^)(?<![.?!] )\b[A-Z][a-z]+", query):
+        return results                                    # asks about a relative, or names someone
+    owners = {}
+    for result in results:
+        metadata = result.get("metadata")
+        if _speaker_filter(metadata) is not None and speaker_name(metadata) != "Assistant":
+            owners[id(result)] = chat_owner(result.get("content") or "")
+    if "self" not in owners.values():
+        return results
+    for result in results:
+        owner = owners.get(id(result))
+        if owner is not None and owner != "self":
+            result["score"] = round(result["score"] * OTHERS_FACT_WEIGHT, 6)
+            result["signals"] = {**(result.get("signals") or {}), "others_fact": owner}
+    return sorted(results, key=lambda result: -result["score"])
+
+
 def newest_first_on_topic(results: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
     """Reorder recall results (best first) for a user's question about what holds now ("which bank do I use?"):
     of two messages of the same speaker about the same person, when the earlier one shares a word with the
@@ -15711,6 +15739,8 @@ class Memory:
         apply_evidence_weights(results, evidence_rank or self.evidence_rank)
         if plan.recency_half_life_days:
             apply_recency(results, plan.anchor, plan.recency_half_life_days)
+        if _FIRST_PERSON_WORDS.search(plan.query):
+            results = own_facts_first(results, plan.query)
         if not plan.include_superseded:
             # the current value first, for the relations the query asks about (else the one its best answer
             # states: "what do I write code in?"); a query that names its time ("last year", "in May") asks

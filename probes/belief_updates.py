@@ -247,8 +247,9 @@ FIRST_PERSON_FRESH10_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE
 # 1-3 the issue's twelve topics in other words, 4-5 other everyday topics. Sets 1, 2 and 4 were tuned on; 3 and 5
 # are held out (only their totals were read), so their pairs are summed, never listed.
 FIRST_PERSON_ISSUE_FILES = {number: os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE),
-                                                 f"first_person_issue{number}.json") for number in range(1, 6)}
-FIRST_PERSON_ISSUE_PARTS = (("issue_tuned", (1, 2, 4)), ("issue_blind", (3, 5)))
+                                                 f"first_person_issue{number}.json") for number in range(1, 8)}
+# (6 and 7 were written at the end of the session, against the finished rules, and are held out the same way)
+FIRST_PERSON_ISSUE_PARTS = (("issue_tuned", (1, 2, 4)), ("issue_blind", (3, 5)), ("issue_final", (6, 7)))
 # Look-alikes a hostile reviewer wrote blind (session 16): 80 later messages that share words with an earlier one
 # and sound like a change but correct nothing, and 40 true corrections in the same style, a pair per store.
 FIRST_PERSON_LOOKALIKES_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_lookalikes.json")

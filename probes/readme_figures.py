@@ -123,7 +123,8 @@ FIRST_PERSON_COLUMNS = (("design", "design pairs"), ("heldout", "held-out twelve
                         ("fresh9", "fresh9 (pair per store, written blind, read in 0.8.3)"),
                         ("fresh10", "fresh10 (pair per store, written blind, totals read)"),
                         ("issue_tuned", "issue-style sets 1, 2, 4 (written blind, tuned on)"),
-                        ("issue_blind", "issue-style sets 3, 5 (written blind, totals read)"))
+                        ("issue_blind", "issue-style sets 3, 5 (written blind, totals read)"),
+                        ("issue_final", "issue-style sets 6, 7 (written blind at the end, totals read)"))
 
 
 def first_person_table(columns: dict) -> str:

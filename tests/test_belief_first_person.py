@@ -1406,3 +1406,24 @@ def test_an_old_value_given_away_or_gone_ties_its_correction(old, new):
 
 def test_a_day_in_lower_case_is_a_value():
     assert {"tuesday", "thursday"} <= km.new_values("wfh days changed to tuesday and thursday")
+
+
+def test_a_question_about_myself_ranks_my_own_facts_above_others():
+    memory = _chat()
+    said(memory, "My neighbour drives a Ford F-150.")
+    mine = said(memory, "I sold the Civic and bought a Tesla Model 3.")
+    found = memory.recall("What car do I drive?", space=SPACE, limit=3)
+    assert found[0]["kref"] == mine
+    other = next(result for result in found if result["kref"] != mine)
+    assert other["signals"]["others_fact"].startswith("kin:") or other["signals"]["others_fact"] == "other"
+    # ... but a question about the neighbour, or naming someone, keeps the others' facts where they are
+    assert "others_fact" not in (memory.recall("What does my neighbour drive?", space=SPACE, limit=3)[0].get(
+        "signals") or {})
+
+
+def test_own_facts_first_leaves_notes_and_assistants_alone():
+    memory = _chat()
+    note = memory.remember("The neighbour drives a Ford F-150.", space=SPACE)
+    said(memory, "I like pasta.")
+    found = memory.recall("What does the neighbour drive, do I know?", space=SPACE, limit=3)
+    assert found[0]["kref"] == note and "others_fact" not in (found[0].get("signals") or {})
