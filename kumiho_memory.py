@@ -12180,7 +12180,7 @@ class RelationMatcher:
         subject, written = self.subject(statement), statement_subject(statement)
         lowered = statement.casefold()
         if subject is None or self.chat and (_INTENT.search(lowered) or _TEMPORARY.search(lowered) or
-                                             _ONE_OFF.search(lowered) or _STILL_HOLDS.search(lowered) or
+                                             _one_off(lowered) or _STILL_HOLDS.search(lowered) or
                                              _ADDITIVE.search(lowered)):
             return None        # a plan, a stand-in, a one-off, the old still holding, or one more
         cued = _CHANGE_SIGNAL.search(lowered) is not None or _CORRECTION_CUE.search(lowered) is not None
@@ -12852,14 +12852,22 @@ _GONE = _lazy_regex(r"(?:(?:was|is|got|has been|'s)\s+)?(?:fully booked|booked u
                     r"fell through|not happening|over\b|no more|gone\b|out of the picture)")
 
 
-# A one-off: what happens today or on one coming day, not what holds from now on ("cancelled *today*", "*this
-# sunday* I'm seeing my dad instead").
+# A one-off: what happens tonight or on one coming day, not what holds from now on ("*this sunday* I'm seeing my
+# dad instead"); with ``today`` also "was cancelled *today*, took a bus instead" (for a message tied by a word it
+# names again: a state reached today, "physio signed me off today", is told by the relation rules)
 _ONE_OFF = _lazy_regex(r"\b(?:tonight|this (?:morning|afternoon|evening|weekend|monday|tuesday|wednesday|"
-                       r"thursday|friday|saturday|sunday))\b(?!.*\b(?:from now on|for good|permanently|anymore|"
-                       r"any more|no longer|going forward)\b)")
-# "was cancelled *today*, took a bus instead": a one-off, for a message tied by a word it names again (a state
-# reached today, "physio signed me off today", is told by the relation rules)
-_TODAY_ONLY = _lazy_regex(r"\btoday\b(?!.*\b(?:from now on|for good|permanently|anymore|any more|no longer)\b)")
+                       r"thursday|friday|saturday|sunday))\b")
+_TODAY = _lazy_regex(r"\btoday\b")
+_FOR_GOOD = _lazy_regex(r"\b(?:from now on|for good|permanently|anymore|any more|no longer|going forward)\b")
+
+
+def _one_off(lowered: str, today: bool = False) -> bool:
+    """Whether a (casefolded) message tells of a one-off (``_ONE_OFF``, and with ``today`` "today") and says
+    nothing of from now on (``_FOR_GOOD``). Three searches, each linear in the text."""
+    return (_ONE_OFF.search(lowered) is not None or today and _TODAY.search(lowered) is not None) and \
+        _FOR_GOOD.search(lowered) is None
+
+
 # A message saying the news is not the speaker's: "the design team moved their standup, *doesn't affect us*"
 _NOT_OURS = _lazy_regex(r"\b(?:does(?:n't| not) affect (?:us|me)|not (?:ours|mine|us|me)\b(?! anymore))")
 # The old value still holding beside the news: "plus camping in August *as usual*"
@@ -12876,6 +12884,7 @@ def _about_another(message: str, older: str, shared: Iterable[str]) -> bool:
     """Whether ``message`` speaks of another thing than ``older`` through the words (stems) they share: after a
     definite determiner it qualifies one by a word ``older`` does not hold ("the *wine* club", "the *office* phone
     number", "the internal *prep* meeting"), or one qualifies another thing ("my favourite sushi *place*")."""
+    message = message[:ECHO_TEXT_CHARS]                 # (what the echo rules read of a message)
     shared = set(shared)
     if _NOT_OURS.search(message.casefold().replace("’", "'")):
         return True                                       # "..., doesn't affect us"
@@ -12907,6 +12916,7 @@ def _value_news(message: str, older: str) -> bool:
     """Whether ``message`` opens with a value ``older`` holds acting on something of its own ("planet fitness
     changed *its* hours", "Dr. Patel moved *her* clinic", "chase changed *their* app layout"): news of the
     gym, doctor or bank, not a change of which one it is ("kim moved salons, Lucy does my hair now")."""
+    message = message[:ECHO_TEXT_CHARS]                 # (what the echo rules read of a message)
     held = {term for word in re.findall(r"[\w'’-]+", older.casefold()) if word not in STOPWORDS
             and word not in _CHAT_OPENERS and word not in ("i", "i'm", "my", "we", "our") for term in tokenize(word)}
     words = [word.strip(".,;:!?") for word in re.findall(r"[\w.'’-]+", message.casefold().replace("’", "'"))]
@@ -12927,6 +12937,7 @@ def _value_news(message: str, older: str) -> bool:
 def _new_actor(message: str, older: str) -> bool:
     """Whether ``message`` names someone ``older`` does not as the one who acts (a capitalised name, not opening
     it, then a verb: "my gym buddy *Carlos can* bench 225 now"): their fact, not a new value of the speaker's."""
+    message = message[:ECHO_TEXT_CHARS]                 # (what the echo rules read of a message)
     held = {word.casefold() for word in re.findall(r"[\w'’-]+", older)}
     return any(name.casefold() not in held and name.casefold() not in _echo_openers()
                for name in re.findall(r"(?<=\w )([A-Z][a-z]+) (?:can|could|is|was|has|had|does|did|will|just|"
@@ -12937,6 +12948,7 @@ def _opens_with(message: str, older: str, shared: Iterable[str]) -> bool:
     """Whether ``message`` opens with a word (stem) of ``shared`` as the one who acts ("*Karen* switched teams
     now", "Dr. *Patel* moved her clinic", "*Stripe* switched our team to Go"): news of what ``older`` names,
     not a new value of it; unless ``older`` names a relative by it ("my daughter *Emma* is six")."""
+    message = message[:ECHO_TEXT_CHARS]                 # (what the echo rules read of a message)
     words = [word.strip(".,;:!?") for word in re.findall(r"[\w.'’-]+", message.casefold().replace("’", "'"))]
     start = 0
     while start < len(words) and (words[start] in _CHAT_OPENERS or words[start] in _TITLES or
@@ -15163,9 +15175,10 @@ class Memory:
             shared = echo_ties(hit["content"], content, owner_text=first)
             if not shared or all(held_by(term) > ECHO_MAX_STATEMENTS for term in shared):
                 continue                                  # only words many of the speaker's statements hold
-            if _ONE_OFF.search(content.casefold()) or _TODAY_ONLY.search(content.casefold()) or \
+            if _one_off(content.casefold(), today=True) or \
                     _STILL_HOLDS.search(content.casefold()) or _value_news(content, hit["content"]) or _about_another(
-                    content, hit["content"], shared | (topic_words(content) & topic_words(hit["content"]))):
+                    content, hit["content"], shared | (topic_words(content[:ECHO_TEXT_CHARS]) &
+                                                       topic_words(hit["content"][:ECHO_TEXT_CHARS]))):
                 continue                                  # "cancelled today", "the wine club"
             # more words named again, then the one named nearest its word of change ("closed the *amex*,
             # everything goes on ...")
@@ -15249,7 +15262,7 @@ class Memory:
             if _new_actor(content, said) or _value_news(content, said):
                 continue                                  # "my gym buddy *Carlos can* bench 225 now"
             named = shared & {term for word in new_values(said) for term in tokenize(word)}
-            if _ONE_OFF.search(lowered) or _TODAY_ONLY.search(lowered) or _about_another(content, said, shared) or \
+            if _one_off(lowered, today=True) or _about_another(content, said, shared) or \
                     _opens_with(content, said, named) and not _replaces(lowered, shared):
                 continue                                  # "cancelled today", "the wine club", "Karen switched"
             if any(held_by(term) <= ECHO_MAX_STATEMENTS for term in shared):
