@@ -11333,9 +11333,7 @@ def echo_ties(older: str, newer: str, *, owner_text: str | None = None, loose: b
     if mine != theirs:
         opening = next((word for word in re.findall(r"[\w'’-]+", newer.casefold()) if word not in _CHAT_OPENERS), "")
         opening = re.sub(r"['’]s$", "", opening)              # "emma's eight now"
-        named = {word.casefold() for word in _NAME_RUN.findall(older[1:]) if " " not in word} | \
-            set(_RELATIVE_CALLED.findall(older.casefold()))
-        if not (theirs.startswith("kin:") and opening in named):
+        if not (theirs.startswith("kin:") and opening in _given_names(older)):
             return frozenset()
     return shared
 
@@ -12722,14 +12720,19 @@ def _later_of_one_speaker(older: Mapping[str, Any], newer: Mapping[str, Any], sp
 OTHERS_FACT_WEIGHT = 0.6     # a user's message about someone else, for the user's question about themselves
 
 
+@functools.lru_cache(maxsize=1)
+def _person_words() -> frozenset[str]:
+    """The words for a relative or another person in one's life ("mum", "neighbour", "colleague")."""
+    return frozenset(RELATIVE_NOUNS | KIN_ALIASES.keys() | set(_PERSON_NOUNS.split("|")))
+
+
 def own_facts_first(results: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
     """For a user's question about themselves that names nobody else ("what car do I drive?", not "where does
     my mum live?"), weigh down (``OTHERS_FACT_WEIGHT``) a user's message about someone else ("my neighbour
     drives a Ford", "my friend's manager is called Linda": ``chat_owner``) when a message of the speaker's own
     is among the results; ``signals.others_fact`` says so. Assistants' messages, notes and documents (no
     speaker) keep their scores."""
-    asked = set(re.findall(r"[a-z]+", query.casefold()))
-    if asked & (RELATIVE_NOUNS | KIN_ALIASES.keys() | set(_PERSON_NOUNS.split("|"))) or \
+    if not _person_words().isdisjoint(re.findall(r"[a-z]+", query.casefold())) or \
             re.search(r"(?<!^)(?<![.?!] )\b[A-Z][a-z]+", query):
         return results                                    # asks about a relative, or names someone
     owners = {}
@@ -12784,16 +12787,9 @@ def newest_first_on_topic(results: list[dict[str, Any]], query: str) -> list[dic
 
 
 def topic_words(text: str) -> frozenset[str]:
-    """The specific words (stems) of a chat message that may tie a correction to what it corrects: not
-    stopwords, filler, words of change or correction, adverbs, numbers, times or generic nouns (as
-    ``_topic_ties`` reads them)."""
-    text = _CORRECTION_CUE.sub(" ", _CHANGE_SIGNAL.sub(" ", text.casefold().replace("’", "'")))
-    return frozenset(term for word in re.findall(r"[a-z][a-z0-9-]*", text.replace("'s ", " "))
-                     if word not in STOPWORDS and word not in FILLER_WORDS and word not in CUE_WORDS
-                     and word not in _FAVOURITE_WORDS and len(word) >= 3 and not _adverb(word)
-                     and not (len(word) > 4 and word.endswith("ed"))      # "*booked* a week" is no book
-                     for term in tokenize(word)
-                     if not term.isdigit() and term not in _echo_time_stems() and term not in _generic_stems())
+    """The specific words (stems) of a chat message that may tie a correction to what it corrects
+    (``_content_stems`` with ``specific``)."""
+    return _content_stems(text, specific=True)
 
 
 # "favourite" heads a relation of its own per thing ("favourite *book*", "favourite *spot*"): it ties nothing
@@ -12803,11 +12799,13 @@ _FAVOURITE_WORDS = frozenset("favourite favorite favourites favorites fave faves
 # What a correction tied by a topic word alone must say: the speaker takes back or replaces what was said
 # ("actually", "sorry, typo", "switched", "has moved to", "instead"), not a word that also tells of an errand
 # ("*left* my charger at work", "*never* squeezing onto the 42 again", "a *new* charger").
+_SELF_CORRECTION = (r"sorry|typo|misspoke|misspelt|misspelled|mistake|my bad|i meant|correction|"
+                    r"got (?:that|it|this) wrong|scratch that|mixed up|misremembered")      # taking it back
 _TOPIC_CUE = _lazy_regex(
     r"\b(?:actually|turns out|turned out|instead|no longer|not anymore|any ?more|switch\w*|chang\w*|moved|"
     r"swapped|replac\w*|now|these days|nowadays|fell through|cancel\w*|promoted|resched\w*|pushed back|"
-    r"sorry|typo|misspoke|misspelt|misspelled|mistake|my bad|i meant|correction|got (?:that|it|this) wrong|"
-    r"scratch that|mixed up|misremembered)\b")
+    + _SELF_CORRECTION + r")\b")
+_TAKEN_BACK = _lazy_regex(r"\b(?:" + _SELF_CORRECTION + r")\b")
 
 
 _TIMES_OF_DAY = frozenset("noon midday midnight morning mornings afternoon afternoons evening evenings night".split())
@@ -12831,8 +12829,7 @@ def _value_classes(values: Iterable[str]) -> set[str]:
 def _replaces(lowered: str, values: Iterable[str]) -> bool:
     """Whether a message takes back or replaces one of ``values`` (stems) by name: "*not* sam", "sorry, typo",
     "swapped *tennis* for padel", "instead of *vim*"."""
-    if re.search(r"\b(?:sorry|typo|misspoke|misspelt|misspelled|mistake|my bad|i meant|correction|"
-                 r"got (?:that|it|this) wrong|mixed up|misremembered)\b", lowered):
+    if _TAKEN_BACK.search(lowered):
         return True
     words = re.findall(r"[a-z][a-z0-9-]*", lowered)
     for index, word in enumerate(words):
@@ -12912,6 +12909,17 @@ def _about_another(message: str, older: str, shared: Iterable[str]) -> bool:
     return False
 
 
+def _opening(message: str, skipped: Iterable[str]) -> tuple[list[str], int]:
+    """A message's words (casefolded, outer punctuation off) and where what it is about starts: past the chat
+    openers, titles ("Dr.", "Mr") and ``skipped``."""
+    words = [word.strip(".,;:!?") for word in re.findall(r"[\w.'’-]+", message.casefold().replace("’", "'"))]
+    skip = _CHAT_OPENERS | _TITLES | {""} | set(skipped)
+    start = 0
+    while start < len(words) and words[start] in skip:
+        start += 1
+    return words, start
+
+
 def _value_news(message: str, older: str) -> bool:
     """Whether ``message`` opens with a value ``older`` holds acting on something of its own ("planet fitness
     changed *its* hours", "Dr. Patel moved *her* clinic", "chase changed *their* app layout"): news of the
@@ -12919,11 +12927,7 @@ def _value_news(message: str, older: str) -> bool:
     message = message[:ECHO_TEXT_CHARS]                 # (what the echo rules read of a message)
     held = {term for word in re.findall(r"[\w'’-]+", older.casefold()) if word not in STOPWORDS
             and word not in _CHAT_OPENERS and word not in ("i", "i'm", "my", "we", "our") for term in tokenize(word)}
-    words = [word.strip(".,;:!?") for word in re.findall(r"[\w.'’-]+", message.casefold().replace("’", "'"))]
-    start = 0
-    while start < len(words) and (words[start] in _CHAT_OPENERS or words[start] in _TITLES or
-                                  words[start] in ("actually", "turns", "out", "so", "")):
-        start += 1
+    words, start = _opening(message, ("actually", "turns", "out", "so"))
     end = start
     while end < len(words) and end < start + 3 and set(tokenize(words[end].split("'")[0])) & held:
         end += 1                                          # "planet fitness", "wells fargo"
@@ -12949,11 +12953,7 @@ def _opens_with(message: str, older: str, shared: Iterable[str]) -> bool:
     now", "Dr. *Patel* moved her clinic", "*Stripe* switched our team to Go"): news of what ``older`` names,
     not a new value of it; unless ``older`` names a relative by it ("my daughter *Emma* is six")."""
     message = message[:ECHO_TEXT_CHARS]                 # (what the echo rules read of a message)
-    words = [word.strip(".,;:!?") for word in re.findall(r"[\w.'’-]+", message.casefold().replace("’", "'"))]
-    start = 0
-    while start < len(words) and (words[start] in _CHAT_OPENERS or words[start] in _TITLES or
-                                  words[start] in ("actually", "turns", "out", "sorry", "oops", "just", "")):
-        start += 1
+    words, start = _opening(message, ("actually", "turns", "out", "sorry", "oops", "just"))
     if start == len(words) or words[start] in ("i", "we", "my", "our", "the") or \
             not set(tokenize(words[start].split("'")[0])) & set(shared):
         return False
@@ -12967,6 +12967,9 @@ _TOPIC_OPENING = _lazy_regex(r"^(?:\W*(?:actually|sorry|oops|correction|update|t
                              r"honestly|change of plans?|quick correction|my bad|hmm|also)\b[\s,.:;!-]*)+")
 
 
+_RELATIVE_DAYS = frozenset("today tonight tomorrow yesterday".split())
+
+
 def new_values(text: str) -> frozenset[str]:
     """What a chat message may give as a value (casefolded): a capitalised word not opening it ("*Sean*",
     "Dr. *Nguyen*", "*Thursday*"), a number or time ("*1:30*", "*5:30*"), a number word ("*seven*")."""
@@ -12974,10 +12977,9 @@ def new_values(text: str) -> frozenset[str]:
     found = {word.strip(".'’").casefold() for index, word in enumerate(words)
              if index and word[:1].isupper() and word not in ("I", "I'm", "I've", "I'd", "I'll")}
     found |= {word.strip(".").casefold() for word in words if any(map(str.isdigit, word))}
-    found |= {word.strip(".,;:!?").casefold() for word in words if word.strip(".,;:!?").casefold().rstrip("s")
-              in TIME_NAMES and word.strip(".,;:!?").casefold() not in ("today", "tonight", "tomorrow", "yesterday")}
-    found |= {word.strip(".,;:!?").casefold() for word in words
-              if word.strip(".,;:!?").casefold() in _NUMBER_WORDS and len(word) > 2}
+    bare = [word.strip(".,;:!?").casefold() for word in words]
+    found |= {word for word in bare if word.rstrip("s") in TIME_NAMES and word not in _RELATIVE_DAYS}   # "tuesdays"
+    found |= {word for word in bare if word in _NUMBER_WORDS and len(word) > 2}                    # "seven"
     return frozenset(word.split("'")[0] for word in found if word)
 
 
@@ -12991,12 +12993,14 @@ def _echo_openers() -> frozenset[str]:
 def _names_relative(first: str, message: str) -> bool:
     """Whether ``message`` names the relative ``first`` introduces, by noun or by the name given them ("my
     daughter *Emma* is six")."""
-    lowered = first.casefold()
-    names = {word.casefold() for word in _NAME_RUN.findall(first[1:]) if " " not in word} | \
-        set(_RELATIVE_CALLED.findall(lowered))
-    kin = chat_owner(first)[4:]
     said = set(re.findall(r"[a-z]+", message.casefold()))
-    return bool(said & (names - {"i"})) or kin in said
+    return bool(said & (_given_names(first) - {"i"})) or chat_owner(first)[4:] in said
+
+
+def _given_names(text: str) -> set[str]:
+    """The single names a statement gives (casefolded), as a relative's ("my sister *jess* lives in ...")."""
+    return {word.casefold() for word in _NAME_RUN.findall(text[1:]) if " " not in word} | \
+        set(_RELATIVE_CALLED.findall(text.casefold()))
 
 
 @functools.lru_cache(maxsize=1)
@@ -13041,13 +13045,21 @@ def _topic_ties(older: str, newer: str, people: frozenset[str] = frozenset()) ->
                                                   theirs[4:] in words):
         return frozenset()
     kin = (frozenset(tokenize(theirs[4:])) if theirs.startswith("kin:") else frozenset()) | people
+    return frozenset(term for term in _content_stems(older) & _content_stems(newer)
+                     if term in kin or term not in _generic_stems())
 
-    def content(text: str) -> set[str]:
-        text = _CORRECTION_CUE.sub(" ", _CHANGE_SIGNAL.sub(" ", text.casefold().replace("’", "'")))
-        return {term for word in re.findall(r"[a-z][a-z0-9-]*", text.replace("'s ", " "))
-                if word not in STOPWORDS and word not in FILLER_WORDS and word not in CUE_WORDS and len(word) >= 3
-                and not _adverb(word) for term in tokenize(word) if not term.isdigit()} - _echo_time_stems()
-    return frozenset(term for term in content(older) & content(newer) if term in kin or term not in _generic_stems())
+
+def _content_stems(text: str, *, specific: bool = False) -> frozenset[str]:
+    """The stems of a chat message's content words: not stopwords, filler, words of change or correction,
+    adverbs, numbers or times. ``specific``: nor generic nouns (``_generic_stems``), "favourite" words, or
+    past-tense verbs ("*booked* a week" is no book): the words that may tie a self-correction by themselves."""
+    text = _CORRECTION_CUE.sub(" ", _CHANGE_SIGNAL.sub(" ", text.casefold().replace("’", "'")))
+    stems = {term for word in re.findall(r"[a-z][a-z0-9-]*", text.replace("'s ", " "))
+             if word not in STOPWORDS and word not in FILLER_WORDS and word not in CUE_WORDS and len(word) >= 3
+             and not _adverb(word) and not (specific and (word in _FAVOURITE_WORDS or
+                                                          len(word) > 4 and word.endswith("ed")))
+             for term in tokenize(word) if not term.isdigit()} - _echo_time_stems()
+    return frozenset(stems - _generic_stems() if specific else stems)
 
 
 # A question about what happened, or about a history, rather than what holds now ("How long have they been
@@ -15151,19 +15163,7 @@ class Memory:
         anchors = echo_anchors(content)
         if speaker == "Assistant" or not changed_words(content) & anchors or chat_owner(content) == "other":
             return None
-        where = _speaker_filter(metadata)
-
-        def spoken(query: str, limit: int) -> list[dict[str, Any]]:
-            hits = self.recall(query[:2000], limit=limit, space=space or None, follow_edges=False, where=where)
-            return [hit for hit in hits if hit["space"] == space and hit["kind"] == kind
-                    and speaker_name(hit.get("metadata"), user) == speaker]
-        holders: dict[str, int] = {}
-
-        def held_by(term: str) -> int:            # how many of the speaker's statements hold ``term``
-            if term not in holders:
-                holders[term] = len([other for other in spoken(term, ECHO_MAX_STATEMENTS + 2)
-                                     if term in echo_anchors(other["content"])])
-            return holders[term]
+        spoken, held_by = self._speakers_statements(space, kind, metadata, user, echo_anchors)
         candidates: list[tuple[tuple[int, int], dict[str, Any]]] = []
         for hit in spoken(" ".join(sorted(anchors)), 25):
             if normalize_statement(hit["content"]) == normalize_statement(content):
@@ -15187,6 +15187,28 @@ class Memory:
         best = max((rank for rank, _ in candidates), default=None)
         items = {hit["item_kref"]: hit for rank, hit in candidates if rank == best}
         return BeliefMatch(next(iter(items.values())), by_relation=True) if len(items) == 1 else None
+
+    def _speakers_statements(self, space: str, kind: str, metadata: Mapping[str, Any] | None, user: str | None,
+                             words_of: Callable[[str], frozenset[str]]
+                             ) -> tuple[Callable[[str, int], list[dict[str, Any]]], Callable[[str], int]]:
+        """For the loose ties (``_echoed_match``, ``_topic_match``): ``spoken(query, limit)``, the current
+        memories of this message's speaker in ``space`` (same kind) that recall finds for ``query``; and
+        ``held_by(term)``, how many of them hold ``term`` among ``words_of`` their content (counted up to
+        ``ECHO_MAX_STATEMENTS + 2``, once per term)."""
+        speaker, where = speaker_name(metadata, user), _speaker_filter(metadata)
+
+        def spoken(query: str, limit: int) -> list[dict[str, Any]]:
+            hits = self.recall(query[:2000], limit=limit, space=space or None, follow_edges=False, where=where)
+            return [hit for hit in hits if hit["space"] == space and hit["kind"] == kind
+                    and speaker_name(hit.get("metadata"), user) == speaker]
+        holders: dict[str, int] = {}
+
+        def held_by(term: str) -> int:
+            if term not in holders:
+                holders[term] = len([other for other in spoken(term, ECHO_MAX_STATEMENTS + 2)
+                                     if term in words_of(other["content"])])
+            return holders[term]
+        return spoken, held_by
 
     def _loose_match(self, content: str, space: str, kind: str, metadata: Mapping[str, Any] | None,
                      user: str | None) -> BeliefMatch | None:
@@ -15223,24 +15245,12 @@ class Memory:
         opening = next((word for word in re.findall(r"[\w'’-]+", _TOPIC_OPENING.sub("", lowered))
                         if word not in _echo_openers() and word not in TIME_NAMES and word not in TIME_WORDS
                         and not _adverb(word)), "")
-        where = _speaker_filter(metadata)
-
-        def spoken(query: str, limit: int) -> list[dict[str, Any]]:
-            hits = self.recall(query[:2000], limit=limit, space=space or None, follow_edges=False, where=where)
-            return [hit for hit in hits if hit["space"] == space and hit["kind"] == kind
-                    and speaker_name(hit.get("metadata"), user) == speaker]
-        holders: dict[str, int] = {}
-
-        def held_by(term: str) -> int:            # how many of the speaker's statements hold ``term``
-            if term not in holders:
-                holders[term] = len([other for other in spoken(term, ECHO_MAX_STATEMENTS + 2)
-                                     if term in topic_words(other["content"])])
-            return holders[term]
+        spoken, held_by = self._speakers_statements(space, kind, metadata, user, topic_words)
         tied: dict[str, dict[str, Any]] = {}
         for hit in spoken(" ".join(sorted(words)), 25):
             said = hit["content"]
-            if normalize_statement(said) == normalize_statement(content) or not values - new_values(said) - \
-                    {word.casefold() for word in re.findall(r"[\w:.'-]+", said)}:
+            given = values - {word.casefold() for word in re.findall(r"[\w:.'-]+", said)}    # values it lacks
+            if normalize_statement(said) == normalize_statement(content) or not given - new_values(said):
                 continue                                  # the same words, or no value it does not hold
             first = next((revision["content"] for revision in self.history(hit["item_kref"])
                           if not revision["deprecated"]), said)
@@ -15251,7 +15261,7 @@ class Memory:
                     theirs.startswith("kin:") and _names_relative(first, content)):
                 continue
             shared = words & topic_words(said)
-            if not _value_classes(values - {word.casefold() for word in re.findall(r"[\w:.'-]+", said)}) & \
+            if not _value_classes(given) & \
                     _value_classes(new_values(said) | set(_words(said)) & (_TIMES_OF_DAY | _NUMBER_WORDS.keys())):
                 continue                                  # "yoga at the gym on *tuesdays*" for "my gym is PureGym"
             held = {term for word in new_values(said) | new_values(content) for term in tokenize(word)}
