@@ -1306,6 +1306,9 @@ def test_two_statements_on_the_topic_leave_a_self_correction_a_new_belief():
     assert item_of(said(memory, "Lunch got moved to 1:30 because of the new shift pattern.")) != item_of(mine)
 
 
+FILLER = ("I had pasta for dinner.", "The weather is nice today.", "I'm reading a novel.")   # said before a pair
+
+
 # Look-alikes a hostile reviewer wrote (issue 16, session 16) that used to merge: another thing of the same kind
 # named by a qualifier ("the *wine* club"), a thing the old value qualifies ("sushi *place*"), a one-off ("today")
 @pytest.mark.parametrize("old, new", [
@@ -1318,7 +1321,7 @@ def test_two_statements_on_the_topic_leave_a_self_correction_a_new_belief():
 ])
 def test_another_thing_of_the_kind_or_a_one_off_is_no_correction(old, new):
     memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
-    for text in ("I had pasta for dinner.", "The weather is nice today.", "I'm reading a novel."):
+    for text in FILLER:
         said(memory, text)
     first = said(memory, old)
     assert item_of(said(memory, new)) != item_of(first)
@@ -1330,7 +1333,7 @@ def test_another_thing_of_the_kind_or_a_one_off_is_no_correction(old, new):
 ])
 def test_a_correction_next_to_the_hostile_look_alikes_still_revises(old, new):
     memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
-    for text in ("I had pasta for dinner.", "The weather is nice today.", "I'm reading a novel."):
+    for text in FILLER:
         said(memory, text)
     first = said(memory, old)
     assert item_of(said(memory, new)) == item_of(first)
@@ -1353,7 +1356,7 @@ def test_a_one_off_or_the_old_still_holding_revises_nothing(old, new):
 ])
 def test_anothers_thing_or_anothers_doing_is_no_self_correction(old, new):
     memory = _chat()
-    for text in ("I had pasta for dinner.", "The weather is nice today.", "I'm reading a novel."):
+    for text in FILLER:
         said(memory, text)
     first = said(memory, old)
     assert item_of(said(memory, new)) != item_of(first)
