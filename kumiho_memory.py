@@ -113,7 +113,7 @@ class _DeferredModule:
 asyncio: Any = _DeferredModule("asyncio")
 concurrent: Any = _DeferredModule("concurrent.futures")
 
-__version__ = "0.8.5"
+__version__ = "0.8.6"
 
 DISTRIBUTION_NAME = "kumiho-memory-onefile"
 
@@ -163,7 +163,7 @@ __all__ = [
     "anonymize_pii_text", "PII_KINDS", "adapter_chat", "normalize_statement", "statement_subjects", "belief_similarity",
     "canonical_source", "statement_subject", "same_belief", "first_person", "speaker_name", "resolved_statement",
     "SPACE_USER_ATTRIBUTE",
-    "statement_identifiers", "belief_difference", "MULTI_VALUED_PREDICATES", "BELIEF_RELATIONS",
+    "statement_identifiers", "keyed_statement", "belief_difference", "MULTI_VALUED_PREDICATES", "BELIEF_RELATIONS",
     "belief_relations", "KNOWN_VALUES", "known_value_relations", "known_value_change", "RelationMatcher", "BeliefMatch",
     "REVISION_OUTCOMES", "BeliefJudge", "ExtractiveSummarizer",
     "MemorySummarizer", "render_summary",
@@ -11088,11 +11088,57 @@ _IDENTIFIER = _lazy_regex(r"(?<![\w.-])(?:[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]*[A-Z
                          r"(?![\w-])")
 
 
+# So is a one-letter label: "Plan *A*" and "Plan *B*", "building *C*", "the fact *a* is ..." (a letter before
+# a verb is no article). Not "I", not an article "A" opening a sentence, not a lowercase letter elsewhere (chat's
+# "c u at 5"), and not the last word (the value: "my grade is *B*").
+_LETTER_LABEL = _lazy_regex(r"(?<![\w.'\u2019-])([A-Za-z])(?![\w'\u2019-]|\.\w)(?=(?:\s+(\w+))?)")
+_AFTER_LABEL = frozenset("is was are were has had have will would can could should must does did costs cost "
+                         "starts started ends ended opens opened closes closed runs ran".split())
+
+
 def statement_identifiers(text: str) -> frozenset[str]:
-    """The identifier-like tokens a statement names (``a_val``, ``skill_python``, ``db_choice``, ``v1``),
-    but not its last word, which is its value ("the API version is *v2*")."""
+    """The identifier-like tokens a statement names (``a_val``, ``skill_python``, ``db_choice``, ``v1``) and
+    its one-letter labels ("plan A": ``label:a``), but not its last word, which is its value ("the API
+    version is *v2*")."""
     end = len(text.rstrip(" .!?;:,\"')"))
-    return frozenset(match.group().casefold() for match in _IDENTIFIER.finditer(text) if match.end() != end)
+    found = {match.group().casefold() for match in _IDENTIFIER.finditer(text) if match.end() != end}
+    for match in _LETTER_LABEL.finditer(text):
+        letter = match.group(1)
+        if match.end(1) == end or letter == "I":
+            continue
+        before = text[:match.start()].rstrip()
+        if letter.islower():
+            if (match.group(2) or "").casefold() not in _AFTER_LABEL or not before or before[-1] in ".!?:;\n":
+                continue                                  # "c u at 5"; "a val" / "fact *a* is" only before a verb
+        elif letter == "A" and (not before or before[-1] in ".!?:;\n\"("):
+            continue                                      # the article opening a sentence
+        found.add("label:" + letter.casefold())
+    return frozenset(found)
+
+
+# A statement written as a setting: "<key> = <value>" (a config line; the title the Kumiho AGM suite writes,
+# "project_lang = Python"), or "<key>: <value>" with an identifier for a key ("db_choice: Neo4j"). Its key is
+# its subject, compared exactly (case and spacing aside), and what follows is its value, capitalised or not.
+_KEYED_STATEMENT = _lazy_regex(r"\s*([A-Za-z][\w.\-/ ]{0,59}?)\s*(=|:)\s*(\S.*)", re.S)
+_KEYED_MAX_WORDS = 5             # at most this many words before "=" make a key
+_KEYED_LOOSE_WORDS = 3           # a plain word and a colon make a key before at most this many words (loose)
+
+
+def keyed_statement(text: str, *, loose: bool = False) -> tuple[str, str] | None:
+    """``(key, value)`` of a statement written as a setting (see above), else None: the key casefolded with
+    its spacing collapsed, the value as written. ``loose`` also reads a plain word before a colon as a key
+    when at most ``_KEYED_LOOSE_WORDS`` words follow ("timezone: UTC"; not "Note: Bob lives in Paris"), for an
+    explicit target (``belief_difference``), where a chat line's "Alice: ..." cannot merge two items."""
+    found = _KEYED_STATEMENT.fullmatch(text)
+    if found is None:
+        return None
+    key, sign, value = found.group(1).strip(), found.group(2), found.group(3).strip()
+    if sign == "=" and (len(key.split()) > _KEYED_MAX_WORDS or value.startswith("=")):
+        return None
+    if sign == ":" and (len(key.split()) != 1 or value.startswith("/") or not (
+            _IDENTIFIER.fullmatch(key) or loose and len(value.split()) <= _KEYED_LOOSE_WORDS)):
+        return None
+    return " ".join(key.casefold().split()), value
 
 
 # Words that say a statement corrects an earlier one (issue 16): with a value the old statement holds, they
@@ -12393,6 +12439,9 @@ def same_belief(old: str, new: str) -> bool:
     """
     if normalize_statement(old) == normalize_statement(new):
         return True
+    old_setting, new_setting = keyed_statement(old), keyed_statement(new)
+    if old_setting is not None and new_setting is not None:
+        return old_setting[0] == new_setting[0]            # "theme = dark" / "theme = light"; not "color = ..."
     if statement_identifiers(old) != statement_identifiers(new):
         return False                                      # "a_val" is not "b_val"
     if statement_subject(old) != statement_subject(new):
@@ -12442,6 +12491,11 @@ def belief_difference(old: str, new: str) -> str | None:
     """Why ``new`` is clearly not a statement of the belief ``old`` states, or None when it may be: another
     named subject, another identifier (``a_val`` / ``b_val``), or only other named relations. ``revise`` with
     an explicit target revises it unless this gives a reason."""
+    old_setting, new_setting = keyed_statement(old, loose=True), keyed_statement(new, loose=True)
+    if old_setting is not None and new_setting is not None:       # "project_lang = Python" / "... = Rust"
+        if old_setting[0] != new_setting[0]:
+            return f"sets another key ({new_setting[0]!r}, the target sets {old_setting[0]!r})"
+        return None
     old_subject, new_subject = _topic(old), _topic(new)
     if old_subject and new_subject and old_subject != new_subject:
         return f"about another subject ({new_subject!r}, the target is about {old_subject!r})"
@@ -14485,10 +14539,14 @@ class Memory:
             revision with SUPERSEDES), ``created`` when it is a different belief (a new item), plus
             ``contradicts`` when the target is official and the claim is not. With an item kref the target
             decides: ``revised`` unless the statement is clearly another belief (another subject, identifier
-            or relation), and ``reason`` says which. When the rules cannot tell whether it is about the
-            target's subject (one of the two names none) and the memory has a judge (``Memory(llm=...)``), the
-            judge is asked: its "no" makes it ``created`` (``reason`` quotes it), and the outcome says
-            ``decided_by="judge"``; on a judge failure the target decides (``last_judge_error``).
+            or relation), and ``reason`` says which; the same statement again is a new revision too (the
+            caller named the belief and the words: "dark" revised to "Dark" is published as "Dark", and a
+            reaffirmation is on the record), ``vacuous`` only against an official belief the claim does not
+            share the grade of. With a key, equivalent content is ``vacuous``. When the rules cannot tell
+            whether it is about the target's subject (one of the two names none) and the memory has a judge
+            (``Memory(llm=...)``), the judge is asked: its "no" makes it ``created`` (``reason`` quotes it), and
+            the outcome says ``decided_by="judge"``; on a judge failure the target decides
+            (``last_judge_error``).
         """
         for forbidden in ("item", "key", "stack"):
             if forbidden in remember_options:
@@ -14779,7 +14837,8 @@ class Memory:
         The table of decisions (target = the item named by ``item``/``key``, or the best stacking match):
 
             target is official, claim is not        -> created: new unverified item, CONTRADICTS target
-            same text (normalized), no new source   -> vacuous: nothing written, the target's kref
+            same text (normalized), no new source   -> vacuous: nothing written, the target's kref (not for
+                                                       revise(<item kref>): there a new revision, reason says so)
             key given, or item given without decide -> revised: new revision on the target
             restates the target (``same_belief``)   -> revised
             otherwise                               -> created: a new item
@@ -14812,15 +14871,23 @@ class Memory:
             agrees = normalize_statement(target["content"]) == normalize_statement(content)
             old_sources = set(target["metadata"].get("sources") or [])
             new_sources = set(metadata.get("sources") or []) - old_sources
-            if agrees and not explicit_append and (not new_sources or target_level == OFFICIAL):
+            # revise(<item kref>) names the belief and the words: the same statement again (a reaffirmation,
+            # or "dark" written "Dark") is a new revision of it, as the Kumiho server's revise is; a key or a
+            # stacked statement that says nothing new writes nothing. An official belief is never rewritten
+            # by an agreeing claim that is not official (nothing to contradict either: vacuous).
+            reaffirmed = agrees and decide and item_kref is not None and \
+                (target_level != OFFICIAL or level == OFFICIAL)
+            if agrees and not explicit_append and not reaffirmed and (not new_sources or target_level == OFFICIAL):
                 return {"outcome": "vacuous", "kref": target["kref"]}      # agreeing with an official belief too
             if target_level == OFFICIAL and level != OFFICIAL:
                 return self._store_contradiction(content, space, title, kind, metadata, tags, target, artifacts)
             user = space_attribute(self, space, SPACE_USER_ATTRIBUTE) if stack else None
             said = resolved_statement(target["content"], target["metadata"], user)
             saying = resolved_statement(content, metadata, user)
-            restates = key is not None or explicit_append or (match is not None and match.by_relation) or \
-                same_belief(said, saying)
+            restates = key is not None or explicit_append or reaffirmed or \
+                (match is not None and match.by_relation) or same_belief(said, saying)
+            if reaffirmed:
+                extra["reason"] = "the same statement again: a new revision of the target named by revise()"
             if not restates and decide and item_kref is not None:
                 # an explicit target decides: revised unless the statement is clearly about something else
                 difference = belief_difference(said, saying)
@@ -15213,9 +15280,16 @@ class Memory:
     def _loose_match(self, content: str, space: str, kind: str, metadata: Mapping[str, Any] | None,
                      user: str | None) -> BeliefMatch | None:
         """When no relation decides: the statement a message names again near a word of change
-        (``_echoed_match``), else the one it ties by a specific word with a new value (``_topic_match``)."""
-        return self._echoed_match(content, space, kind, metadata, user) or \
+        (``_echoed_match``), else the one it ties by a specific word with a new value (``_topic_match``);
+        never one that names other identifiers or labels than the message names ("building *C*" is not "building
+        *D*"; a message naming one where the statement names none, "sold the *ps5*", may still tie)."""
+        match = self._echoed_match(content, space, kind, metadata, user) or \
             self._topic_match(content, space, kind, metadata, user)
+        if match is not None:
+            theirs, mine = statement_identifiers(match.belief["content"]), statement_identifiers(content)
+            if theirs and mine and theirs != mine:
+                return None
+        return match
 
     def _topic_match(self, content: str, space: str, kind: str, metadata: Mapping[str, Any] | None,
                      user: str | None) -> BeliefMatch | None:

@@ -367,13 +367,32 @@ def dream_scale_table(document: dict) -> str:
         f"a run over {params['budget_s']:.0f} s is stopped.")
 
 
+def agm_table(document: dict) -> str:
+    f = document["figures"]
+    runs = [name for name in f if name != "scenarios"]
+    postulates = next((list(f[name]["by_postulate"]) for name in runs if "by_postulate" in f[name]), [])
+    rows = ["| backend / way of writing | passed | " + " | ".join(postulates) + " |",
+            "|---|---|" + "---|" * len(postulates)]
+    for name in runs:
+        entry = f[name]
+        if "skipped" in entry:
+            rows.append(f"| {name} | skipped: {entry['skipped']} |" + " |" * len(postulates))
+            continue
+        rows.append(f"| {name} | {entry['passed']} of {entry['total']} | "
+                    + " | ".join(entry["by_postulate"][postulate] for postulate in postulates) + " |")
+    failed = sorted({scenario for name in runs for scenario in f[name].get("failed", {})})
+    return "\n".join(rows) + (f"\n\n{f['scenarios']} scenarios; failed anywhere: "
+                              f"{', '.join(failed) if failed else 'none'}.")
+
+
 TABLES = {"longmemeval": ("longmemeval_retrieval", longmemeval_table), "browser": ("browser", browser_table),
           "privacy": ("privacy", privacy_table),
           "redteam": ("privacy_redteam", redteam_table), "dream": ("dream_state", dream_table),
           "prefetch": ("prefetch", prefetch_table), "kumiho": ("kumiho_backend", kumiho_table),
           "locomo": ("locomo_retrieval", locomo_table), "scale": ("scale", scale_table),
           "scale_store": ("scale", scale_store_table), "dream_scale": ("dream_state_scale", dream_scale_table),
-          "store": ("store_basics", store_table), "belief": ("belief_updates", belief_table)}
+          "store": ("store_basics", store_table), "belief": ("belief_updates", belief_table),
+          "agm": ("agm_scenarios", agm_table)}
 
 
 def render(readme: str) -> str:

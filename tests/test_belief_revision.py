@@ -5,6 +5,7 @@ Grouped by postulate, as the Kumiho paper maps them onto the graph (Hansson's be
     K*2 success          the new belief is in the revised set: get/recall return it as current
     K*3 inclusion        nothing but the old beliefs plus the new one; other beliefs and their edges untouched
     K*4 vacuity          equivalent content (whitespace/case/outer punctuation) writes nothing: ``vacuous``
+                         (by key or stack; revise(<item kref>) records it as a new revision)
     K*5 consistency      after a correction only the new value is current; the old one stays addressable
     K*6 extensionality   equivalent statements give the same result
     relevance / core-retainment   a correction touches only the belief it corrects; look-alikes never stack
@@ -31,6 +32,8 @@ import pytest
 import kumiho_memory as km
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "probes"))
+import agm_scenarios  # noqa: E402  (the probe's runner: one harness for the probe and these tests)
 SPACE = "people"
 PATHS = ["key", "item", "stack", "revise_kref", "revise_key"]   # every way a statement can revise a belief
 
@@ -182,7 +185,7 @@ EQUIVALENT_TO_PARIS = ["Alice lives in Paris", "alice lives in paris", "  Alice 
 
 
 @pytest.mark.parametrize("variant", EQUIVALENT_TO_PARIS)
-@pytest.mark.parametrize("path", ["key", "stack", "revise_kref", "revise_key"])
+@pytest.mark.parametrize("path", ["key", "stack", "revise_key"])
 def test_vacuity_equivalent_content_writes_nothing(memory, path, variant):
     first = alice_in_paris(memory)
     before = (counts(memory), all_edges(memory), memory.get(item_of(first))["tags"])
@@ -191,6 +194,37 @@ def test_vacuity_equivalent_content_writes_nothing(memory, path, variant):
     assert result["kref"] == first
     assert item_record(memory, item_of(first))["revision_count"] == 1
     assert (counts(memory), all_edges(memory), memory.get(item_of(first))["tags"]) == before
+
+
+@pytest.mark.parametrize("variant", EQUIVALENT_TO_PARIS)
+def test_vacuity_revise_by_item_kref_writes_the_same_statement_again_as_a_revision(memory, variant):
+    """revise(<item kref>) names the belief and the words (as the Kumiho server's revise does, and as the
+    published AGM suite expects: a reaffirmation counts a revision, "dark" revised to "Dark" publishes "Dark")."""
+    first = alice_in_paris(memory)
+    items, revisions, edges = counts(memory)
+    result = memory.revise(item_of(first), variant)
+    assert result["outcome"] == "revised" and "same statement again" in result["reason"]
+    assert result["kref"] == f"{item_of(first)}?r=2"
+    assert memory.get(item_of(first))["content"] == variant.strip() or \
+        memory.get(item_of(first))["content"] == variant
+    assert counts(memory) == (items, revisions + 1, edges + 1)
+    assert (result["kref"], first, "SUPERSEDES") in all_edges(memory)
+    assert texts(memory.recall("Where does Alice live?", space=SPACE)) == [memory.get(item_of(first))["content"]]
+
+
+def test_vacuity_revise_by_item_kref_publishes_a_case_variant_exactly(memory):
+    first = memory.remember("The value of theme is dark", space="agm", stack=True)
+    for expected in ("The value of theme is Dark", "The value of theme is Dark", "The value of theme is dark"):
+        assert memory.revise(item_of(first), expected)["outcome"] == "revised"
+        assert memory.get(item_of(first))["content"] == expected
+    assert item_record(memory, item_of(first))["revision_count"] == 4
+
+
+def test_vacuity_an_agreeing_claim_never_rewrites_an_official_belief(memory):
+    official = _official_office(memory)
+    result = memory.revise(item_of(official), "the office is at 1 main street")
+    assert result == {"outcome": "vacuous", "kref": official}
+    assert memory.contradictions() == []
 
 
 def test_vacuity_is_judged_against_the_current_revision_only(memory):
@@ -945,3 +979,71 @@ def test_a_restatement_whose_subject_recall_finds_no_belief_still_revises(clock,
     revised = memory.remember("Nina is married to Sam", space=SPACE, stack=True)
 
     assert item_of(revised) == item_of(first) and revised.endswith("?r=2")
+
+
+# ==========================================================================================================
+# The published suite's 49 scenarios, with the store deciding (tests/data/agm_scenarios.txt, issue 16)
+# ==========================================================================================================
+#
+# Every belief is filed with remember(stack=True) (nothing names its item), every revision is
+# revise(<item kref>), as probes/agm_scenarios.py runs them; each scenario in a store of its own.
+
+AGM_SCENARIOS = agm_scenarios.load_scenarios()
+
+
+def test_agm_scenarios_file_holds_the_published_suites_shape():
+    assert len(AGM_SCENARIOS) == 49
+    counts_by_postulate = {}
+    for scenario in AGM_SCENARIOS:
+        counts_by_postulate[scenario["postulate"]] = counts_by_postulate.get(scenario["postulate"], 0) + 1
+    assert counts_by_postulate == {"K*2 success": 9, "K*3 inclusion": 6, "K*4 vacuity": 7, "K*5 consistency": 8,
+                                   "K*6 extensionality": 5, "relevance": 8, "core-retainment": 6}
+
+
+@pytest.mark.parametrize("way", agm_scenarios.WAYS)
+@pytest.mark.parametrize("scenario", AGM_SCENARIOS, ids=[scenario["id"] for scenario in AGM_SCENARIOS])
+def test_agm_scenario_passes_with_the_store_deciding(memory, scenario, way):
+    _, result = agm_scenarios.run_scenario(memory, scenario, way)
+    assert result["passed"], result
+    assert result["notes"] == [], result          # every revise revised, no new belief stacked onto another
+
+
+@pytest.mark.parametrize("statement, setting", [
+    ("project_lang = Python", ("project_lang", "Python")), ("theme = dark mode", ("theme", "dark mode")),
+    ("db_choice: Neo4j", ("db_choice", "Neo4j")), ("Note: Bob lives in Paris", None), ("Alice: moved", None),
+    ("2 + 2 = 4", None), ("see https://example.com", None), ("a == b", None)])
+def test_a_statement_written_as_a_setting_is_read_as_key_and_value(statement, setting):
+    assert km.keyed_statement(statement) == setting
+
+
+def test_a_setting_revised_by_item_kref_keeps_its_key_whatever_the_value_looks_like(memory):
+    first = memory.remember("project_lang = Python", space="settings", stack=True)
+    for value in ("Rust", "Asia/Seoul", "GPT-4", "v2"):
+        result = memory.revise(item_of(first), f"project_lang = {value}")
+        assert result["outcome"] == "revised", result
+    other = memory.revise(item_of(first), "framework = FastAPI")
+    assert other["outcome"] == "created" and "another key" in other["reason"]
+    loose = memory.remember("timezone: UTC", space="settings", stack=True)
+    assert memory.revise(item_of(loose), "timezone: Asia/Seoul")["outcome"] == "revised"
+    assert memory.revise(item_of(loose), "region: Asia")["outcome"] == "created"
+
+
+@pytest.mark.parametrize("old, new", [
+    ("Plan A costs 500 dollars a month", "Plan B costs 700 dollars a month"),
+    ("Building C is closed for repairs", "Building D is closed for repairs"),
+    ("The fact a is alpha", "The fact b is beta"), ("theme = dark", "colour = dark"),
+    ("The value of color is blue", "The value of colour is red")])
+def test_a_one_letter_label_or_another_key_never_stacks(memory, old, new):
+    first = memory.remember(old, space="labels", stack=True)
+    second = memory.remember(new, space="labels", stack=True)
+    assert item_of(first) != item_of(second)
+    assert memory.get(item_of(first))["content"] == old
+
+
+def test_a_one_letter_label_is_not_an_article_a_pronoun_or_the_value():
+    assert km.statement_identifiers("Plan A costs 500 dollars") == {"label:a"}
+    assert km.statement_identifiers("A dog barked at the mailman") == frozenset()
+    assert km.statement_identifiers("Then I moved to Berlin") == frozenset()
+    assert km.statement_identifiers("My grade in maths is B") == frozenset()
+    assert km.statement_identifiers("c u at 5 then") == frozenset()
+    assert km.statement_identifiers("The fact a is alpha") == {"label:a"}
