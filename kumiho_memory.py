@@ -11088,31 +11088,31 @@ _IDENTIFIER = _lazy_regex(r"(?<![\w.-])(?:[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]*[A-Z
                          r"(?![\w-])")
 
 
-# So is a one-letter label: "Plan *A*" and "Plan *B*", "building *C*", "the fact *a* is ..." (a letter before
-# a verb is no article). Not "I", not an article "A" opening a sentence, not a lowercase letter elsewhere (chat's
-# "c u at 5"), and not the last word (the value: "my grade is *B*").
-_LETTER_LABEL = _lazy_regex(r"(?<![\w.'\u2019-])([A-Za-z])(?![\w'\u2019-]|\.\w)(?=(?:\s+(\w+))?)")
+# So is a one-letter label that names what the statement is about: "Plan *A* costs 500", "building *C* is
+# closed", "the fact *a* is alpha" (a letter before a verb is no article). Only there: a letter the statement
+# gives as its value ("I'm on Plan *A*", "they moved me to Group *C*") is a value a correction may change.
+_LETTER_LABEL = _lazy_regex(r"(?<![\w.'\u2019-])([A-Za-z])(?![\w'\u2019-]|\.\w)(?=\s+(\w+))")
 _AFTER_LABEL = frozenset("is was are were has had have will would can could should must does did costs cost "
-                         "starts started ends ended opens opened closes closed runs ran".split())
+                         "starts started ends ended opens opened closes closed runs ran meets met".split())
 
 
 def statement_identifiers(text: str) -> frozenset[str]:
     """The identifier-like tokens a statement names (``a_val``, ``skill_python``, ``db_choice``, ``v1``) and
-    its one-letter labels ("plan A": ``label:a``), but not its last word, which is its value ("the API
-    version is *v2*")."""
+    the one-letter labels of what it is about ("Plan A costs ...": ``label:a``), but not its last word, which is
+    its value ("the API version is *v2*")."""
     end = len(text.rstrip(" .!?;:,\"')"))
     found = {match.group().casefold() for match in _IDENTIFIER.finditer(text) if match.end() != end}
     for match in _LETTER_LABEL.finditer(text):
-        letter = match.group(1)
-        if match.end(1) == end or letter == "I":
-            continue
         before = text[:match.start()].rstrip()
-        if letter.islower():
-            if (match.group(2) or "").casefold() not in _AFTER_LABEL or not before or before[-1] in ".!?:;\n":
-                continue                                  # "c u at 5"; "a val" / "fact *a* is" only before a verb
-        elif letter == "A" and (not before or before[-1] in ".!?:;\n\"("):
-            continue                                      # the article opening a sentence
-        found.add("label:" + letter.casefold())
+        if match.group(1) in "Ii" or not before or before[-1] in ".!?:;\n\"(":
+            continue                                      # "I"; a letter opening a sentence
+        # before a verb ("Plan *A* costs"), or right after the noun a statement opens with ("Wing *C* of the
+        # hospital houses ..."); elsewhere a value or chat ("I'm on Plan *A*", "c u at 5")
+        opening = before.split()
+        if match.group(2).casefold() in _AFTER_LABEL or (
+                len(opening) == 1 or len(opening) == 2 and opening[0].casefold() in ("the", "our", "my", "their")) \
+                and match.group(1).isupper() and opening[-1][:1].isupper():
+            found.add("label:" + match.group(1).casefold())
     return frozenset(found)
 
 

@@ -255,6 +255,8 @@ FIRST_PERSON_ISSUE_PARTS = (("issue_tuned", (1, 2, 4)), ("issue_blind", (3, 5)),
 FIRST_PERSON_LOOKALIKES_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_lookalikes.json")
 # ... and a second reviewer's, in casual chat style (60 look-alikes, 40 corrections), written after those rules
 FIRST_PERSON_LOOKALIKES2_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_lookalikes2.json")
+# ... and a third set, on one-letter labels and settings ("Wing C", "key = value"), written in session 17
+FIRST_PERSON_LOOKALIKES3_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_lookalikes3.json")
 
 
 def run_first_person_sets(paths: list[str], *, limit: int) -> dict | None:
@@ -640,7 +642,8 @@ def main() -> None:
         if summed is not None:
             figures["first_person"][part] = summed
     for part, path in (("first_person_lookalikes", FIRST_PERSON_LOOKALIKES_FILE),
-                       ("first_person_lookalikes2", FIRST_PERSON_LOOKALIKES2_FILE)):
+                       ("first_person_lookalikes2", FIRST_PERSON_LOOKALIKES2_FILE),
+                       ("first_person_lookalikes3", FIRST_PERSON_LOOKALIKES3_FILE)):
         lookalikes = run_lookalikes(path)
         if lookalikes is not None:
             figures[part] = lookalikes
