@@ -104,7 +104,8 @@ def belief_table(document: dict) -> str:
                               f"{keyed['rephrasings']:,} rephrasings, seed {params['seed']}).")
     for part, who in (("first_person_lookalikes", "a hostile reviewer"),
                       ("first_person_lookalikes2", "a second reviewer, in casual chat style"),
-                      ("first_person_lookalikes3", "a third helper, on one-letter labels and settings (read, tuned on)")):
+                      ("first_person_lookalikes3",
+                       "a third helper, on one-letter labels and settings (read, tuned on)")):
         lookalikes = document["figures"].get(part)
         if lookalikes:
             text += (f"\n\nLook-alikes written blind by {who} (a pair per store): "
