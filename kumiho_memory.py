@@ -11141,6 +11141,11 @@ def keyed_statement(text: str, *, loose: bool = False) -> tuple[str, str] | None
     return " ".join(key.casefold().split()), value
 
 
+# What changes a setting ("we *raised* max_retries to 5"): with an identifier, a statement of a new value.
+_SETTING_CHANGE = _lazy_regex(r"\b(?:raised|lowered|increased|decreased|reduced|bumped|set|reset|renamed|"
+                              r"updated|flipped|turned (?:on|off)|enabled|disabled|pointed|repointed)\b")
+
+
 # Words that say a statement corrects an earlier one (issue 16): with a value the old statement holds, they
 # tie a correction to it ("I sold the *Civic*", "switched from *vim*").
 _CORRECTION_CUE = _lazy_regex(
@@ -15074,6 +15079,9 @@ class Memory:
         target = next((hit for hit in similar if same_belief(said(hit), mine)), None)
         if "?" in content[-3:] or _QUESTION.search(content):
             return None if target is None else BeliefMatch(target)   # a question states nothing to correct
+        tied = self._identifier_tie(mine, [(hit, said(hit)) for hit in similar]) if target is None else None
+        if tied is not None:
+            return BeliefMatch(tied, by_relation=True)
         subject = statement_subject(mine)
         if subject is None and target is None and self._speakers_own(content, metadata):
             # "down to 82kg", "pay rise came through, 42k": a user's message that names a relation of nobody
@@ -15276,6 +15284,23 @@ class Memory:
                                      if term in words_of(other["content"])])
             return holders[term]
         return spoken, held_by
+
+    @staticmethod
+    def _identifier_tie(statement: str, hits: Sequence[tuple[dict[str, Any], str]]) -> dict[str, Any] | None:
+        """The one current statement that names exactly the identifiers this one names ("cache_backend: Redis",
+        then "switched cache_backend over to Memcached"), when this one says it changes ("switched", "raised",
+        "now", ...) or is written as a setting: an identifier with an underscore or a dot names one thing, so
+        it ties them as a subject would. None when no identifier is named, or two statements hold it."""
+        mine = {name for name in statement_identifiers(statement) if not name.startswith("label:")}
+        if not any("_" in name or "." in name for name in mine):
+            return None
+        lowered = statement.casefold()
+        if _CHANGE_SIGNAL.search(lowered) is None and _CORRECTION_CUE.search(lowered) is None and \
+                _SETTING_CHANGE.search(lowered) is None and keyed_statement(statement) is None:
+            return None
+        tied = [hit for hit, said in hits
+                if {name for name in statement_identifiers(said) if not name.startswith("label:")} == mine]
+        return tied[0] if len(tied) == 1 else None
 
     def _loose_match(self, content: str, space: str, kind: str, metadata: Mapping[str, Any] | None,
                      user: str | None) -> BeliefMatch | None:
