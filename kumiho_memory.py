@@ -11088,12 +11088,20 @@ _IDENTIFIER = _lazy_regex(r"(?<![\w.-])(?:[A-Za-z][A-Za-z0-9]*_[A-Za-z0-9_]*[A-Z
                          r"(?![\w-])")
 
 
-# So is a one-letter label that names what the statement is about: "Plan *A* costs 500", "building *C* is
-# closed", "the fact *a* is alpha" (a letter before a verb is no article). Only there: a letter the statement
-# gives as its value ("I'm on Plan *A*", "they moved me to Group *C*") is a value a correction may change.
-_LETTER_LABEL = _lazy_regex(r"(?<![\w.'\u2019-])([A-Za-z])(?![\w'\u2019-]|\.\w)(?=\s+(\w+))")
+# So is a one-letter label of a thing that comes in lettered kinds ("Plan *A*", "Building *C*", "Wing *C*",
+# "vitamin *D*"), when it names what the statement is about: before a verb ("Plan A costs 500") or in the noun
+# phrase the statement opens with ("Wing C of the hospital houses ..."). A letter the statement gives as its
+# value may be corrected ("I'm on Plan *A*", then "switched to Plan B"), and a letter after anything else is a
+# name's initial ("Jen *B*", "Ms *K*") or chat ("c u").
+_LETTER_LABEL = _lazy_regex(r"\b([A-Za-z]+)\s+([A-Z])(?![\w'\u2019-]|\.\w)(?=\s+(\w+))")
+_LABEL_NOUNS = frozenset("""plan option building block wing gate terminal group section room floor level tier grade
+type class team site unit flat apartment row seat zone phase stage vitamin lot hall court ward bay platform route
+line track table box form model series part step case scenario exit door lab lane entrance pier dock concourse
+division league pool ring track court field pitch studio suite house tower annex wing""".split())
 _AFTER_LABEL = frozenset("is was are were has had have will would can could should must does did costs cost "
                          "starts started ends ended opens opened closes closed runs ran meets met".split())
+_LABEL_OPENERS = frozenset(("the", "our", "my", "their"))
+LABEL_SCAN_CHARS = 400           # one-letter labels are read in this much of a statement (they name its subject)
 
 
 def statement_identifiers(text: str) -> frozenset[str]:
@@ -11102,17 +11110,14 @@ def statement_identifiers(text: str) -> frozenset[str]:
     its value ("the API version is *v2*")."""
     end = len(text.rstrip(" .!?;:,\"')"))
     found = {match.group().casefold() for match in _IDENTIFIER.finditer(text) if match.end() != end}
-    for match in _LETTER_LABEL.finditer(text):
-        before = text[:match.start()].rstrip()
-        if match.group(1) in "Ii" or not before or before[-1] in ".!?:;\n\"(":
-            continue                                      # "I"; a letter opening a sentence
-        # before a verb ("Plan *A* costs"), or right after the noun a statement opens with ("Wing *C* of the
-        # hospital houses ..."); elsewhere a value or chat ("I'm on Plan *A*", "c u at 5")
-        opening = before.split()
-        if match.group(2).casefold() in _AFTER_LABEL or (
-                len(opening) == 1 or len(opening) == 2 and opening[0].casefold() in ("the", "our", "my", "their")) \
-                and match.group(1).isupper() and opening[-1][:1].isupper():
-            found.add("label:" + match.group(1).casefold())
+    head = text[:LABEL_SCAN_CHARS]
+    for match in _LETTER_LABEL.finditer(head):
+        if match.group(1).casefold() not in _LABEL_NOUNS or match.end(2) == end:
+            continue
+        before = head[:match.start(1)].split() if match.start(1) < 40 else None
+        opens = before is not None and (not before or len(before) == 1 and before[0].casefold() in _LABEL_OPENERS)
+        if match.group(3).casefold() in _AFTER_LABEL or opens:
+            found.add("label:" + match.group(2).casefold())
     return frozenset(found)
 
 
@@ -11121,27 +11126,34 @@ def statement_identifiers(text: str) -> frozenset[str]:
 # its subject, compared exactly (case and spacing aside), and what follows is its value, capitalised or not.
 _KEYED_STATEMENT = _lazy_regex(r"\s*([A-Za-z][\w.\-/ ]{0,59}?)\s*(=|:)\s*(\S.*)", re.S)
 _KEYED_MAX_WORDS = 5             # at most this many words before "=" make a key
-_KEYED_LOOSE_WORDS = 3           # a plain word and a colon make a key before at most this many words (loose)
+_KEYED_VALUE_WORDS = 1           # ... and at most this many after it (loose: any after "=")
 
 
 def keyed_statement(text: str, *, loose: bool = False) -> tuple[str, str] | None:
     """``(key, value)`` of a statement written as a setting (see above), else None: the key casefolded with
-    its spacing collapsed, the value as written. ``loose`` also reads a plain word before a colon as a key
-    when at most ``_KEYED_LOOSE_WORDS`` words follow ("timezone: UTC"; not "Note: Bob lives in Paris"), for an
-    explicit target (``belief_difference``), where a chat line's "Alice: ..." cannot merge two items."""
+    its spacing collapsed, the value as written, of at most ``_KEYED_VALUE_WORDS`` words. ``loose``, for an
+    explicit target (``belief_difference``), where nothing can merge two items, reads any value after "=",
+    and a lowercase word before a colon as a key when one word follows ("timezone: UTC"; not "Status: Bob is
+    sick", "Dentist: Dr Smith")."""
     found = _KEYED_STATEMENT.fullmatch(text)
     if found is None:
         return None
     key, sign, value = found.group(1).strip(), found.group(2), found.group(3).strip()
-    if sign == "=" and (len(key.split()) > _KEYED_MAX_WORDS or value.startswith("=")):
-        return None
+    words = len(value.split())
+    if sign == "=" and (len(key.split()) > _KEYED_MAX_WORDS or value.startswith("=") or
+                        not loose and words > _KEYED_VALUE_WORDS):
+        return None                                       # "max_retries = 3 *for the payment service*": more
     if sign == ":" and (len(key.split()) != 1 or value.startswith("/") or not (
-            _IDENTIFIER.fullmatch(key) or loose and len(value.split()) <= _KEYED_LOOSE_WORDS)):
-        return None
+            _IDENTIFIER.fullmatch(key) and words <= _KEYED_VALUE_WORDS or loose and key.islower() and words == 1)):
+        return None                                       # "Status: Bob is sick" is a note, not a setting
     return " ".join(key.casefold().split()), value
 
 
-# What changes a setting ("we *raised* max_retries to 5"): with an identifier, a statement of a new value.
+# What changes a setting ("we *raised* max_retries to 5"): with an identifier and a new value ("*to* 5"), a
+# statement of it, unless it tells of the past, the future or what did not happen (``_NOT_NOW``).
+_NEW_SETTING_VALUE = _lazy_regex(r"\bto\s+[\w\"'$]")
+_NOT_NOW = _lazy_regex(r"n't\b|\b(?:used to|not|never|no longer|will|going to|gonna|next|plan\w*|might|maybe|"
+                       r"should|would|could|if|want\w*|hope|before|until|during)\b")
 _SETTING_CHANGE = _lazy_regex(r"\b(?:raised|lowered|increased|decreased|reduced|bumped|set|reset|renamed|"
                               r"updated|flipped|turned (?:on|off)|enabled|disabled|pointed|repointed)\b")
 
@@ -12669,6 +12681,23 @@ def _statement_features(text: str) -> tuple[Any, ...] | None:
     return subject, relations, identifiers, frozenset(_claim_terms(text))
 
 
+# A user's "we" (resolved to "<user>-group") and "I" are one subject for where they live (``speaker_subject``):
+# "we moved to Lisbon" after "I live in Denver" tells of the user's home. Of other relations "we" may be a
+# company or a team ("we switched to Slack").
+_HOUSEHOLD_RELATIONS = frozenset({"residence"})
+_GROUP_NAME = _lazy_regex(r"\b([^\W\d_][\w'.-]*?)-group\b")     # how ``resolved_statement`` writes a user's "we"
+# ... and only a move of the household now, to a place: "we moved to Lisbon", "we live in Porto now"; not "we
+# relocated our headquarters", "we used to live in", "we're moving next year", "we moved into a bigger flat"
+_HOME_NOW = _lazy_regex(r"\b(?:moved|relocated|live|living|settled|shifted)\s+(?:(?:over|back|across town|"
+                        r"out)\s+)?(?:to|in)\s+(?!(?:a|an|the|our|my|this|that|\d+)\b)[^\W\d_]")
+
+
+def _home_now(statement: str) -> bool:
+    """Whether a user's "we" statement tells where the household lives now (see ``_HOME_NOW``)."""
+    lowered = statement.casefold()
+    return _HOME_NOW.search(lowered) is not None and _NOT_NOW.search(lowered) is None
+
+
 def _same_relation(older: Mapping[str, Any], newer: Mapping[str, Any],
                    features: Mapping[int, Any] | None = None, asked: Container[str] | None = None) -> str | None:
     """The relation two recalled memories both state of one subject (``newer`` being the later one), when
@@ -12679,9 +12708,12 @@ def _same_relation(older: Mapping[str, Any], newer: Mapping[str, Any],
         return None
     old = features[id(older)] if features is not None else _belief_features(older)
     new = features[id(newer)] if features is not None else _belief_features(newer)
-    if old is None or new is None or old[0] != new[0] or old[2] != new[2] or old[3] == new[3]:
+    if old is None or new is None or speaker_subject(old[0]) != speaker_subject(new[0]) or old[2] != new[2] or \
+            old[3] == new[3]:
         return None
     shared = {relation for relation in old[1] & new[1] if asked is None or relation in asked}
+    if old[0] != new[0]:                                  # "we moved to Lisbon": the user's home; nothing else
+        shared = shared & _HOUSEHOLD_RELATIONS if _home_now(newer.get("content") or "") else set()
     if not shared or MULTI_VALUED_PREDICATES & old[3] & new[3] or (old[4] and not new[4]) or \
             _ADDITIVE.search(_belief_statement(newer).casefold()):
         return None                                       # "I *also* keep an old mazda": one more, not another
@@ -12705,12 +12737,14 @@ def newest_first_within_relation(results: list[dict[str, Any]],
     # Only memories of one subject and identifiers can be two beliefs of one: the relations (the costly part)
     # are read only for those.
     keys = {id(result): _statement_key(_belief_statement(result)) for result in order}
+    keys = {at: None if key is None else (speaker_subject(key[0]), key[1]) for at, key in keys.items()}
     shared = collections.Counter(key for key in keys.values() if key is not None)
     features = {id(result): _belief_features(result) if shared[keys[id(result)]] > 1 else None for result in order}
     groups: dict[Any, int] = {}
     for feature in features.values():
         if feature is not None:
-            groups[(feature[0], feature[2])] = groups.get((feature[0], feature[2]), 0) + 1
+            group = (speaker_subject(feature[0]), feature[2])
+            groups[group] = groups.get(group, 0) + 1
     if not any(count > 1 for count in groups.values()):
         return order
     def tie(older: dict[str, Any], newer: dict[str, Any]) -> dict[str, Any] | None:
@@ -14922,8 +14956,8 @@ class Memory:
         kref = self._write(content=content, space=space, title=title, kind=kind, metadata=metadata, tags=tags,
                            item_kref=item_kref, key=key, artifacts=artifacts,
                            edges=tuple((Kref.parse(older), SUPERSEDES, {"reason": "same belief"}) for older in joined))
-        if outcome == "revised":
-            extra["grounding_stale"] = self._mark_dependents_stale(extra["previous_kref"])
+        if outcome == "revised":        # (the same statement again leaves what was derived from it standing)
+            extra["grounding_stale"] = [] if agrees else self._mark_dependents_stale(extra["previous_kref"])
             for older in joined:
                 self._changed(older)
                 extra["grounding_stale"] += self._mark_dependents_stale(older)
@@ -15075,6 +15109,9 @@ class Memory:
         resolved = resolved_statement(content, metadata, user)
         mine = self._relative_by_name(resolved, space, metadata, user)
         by_name = "kin:" if mine != resolved else ""       # "jess moved": the sister the speaker named jess
+        # "we moved to Lisbon": the user's home too, when the user has said nothing of "we" that it could correct
+        folded = _GROUP_NAME.sub(r"\1", mine, count=1) if _HOUSEHOLD_RELATIONS & belief_relations(mine) and \
+            (statement_subject(mine) or "").endswith(" group") and _home_now(content) else None
         similar = here(self.recall(content[:2000], limit=5, space=space or None, follow_edges=False))
         target = next((hit for hit in similar if same_belief(said(hit), mine)), None)
         if "?" in content[-3:] or _QUESTION.search(content):
@@ -15104,6 +15141,9 @@ class Memory:
         if target is not None and not any(_single_valued(relation) for relation in belief_relations(mine)):
             return BeliefMatch(target)                    # nothing that could be split: done
         beliefs = self._subject_beliefs(content, mine, subject, space, kind, metadata, user)
+        if folded is not None and not any((statement_subject(said(hit)) or "").endswith(" group") for hit in beliefs):
+            mine, subject = folded, statement_subject(folded)
+            beliefs = self._subject_beliefs(content, mine, subject, space, kind, metadata, user)
         if not beliefs:
             return self._loose_match(content, space, kind, metadata, user) if target is None else BeliefMatch(target)
 
@@ -15288,16 +15328,19 @@ class Memory:
     @staticmethod
     def _identifier_tie(statement: str, hits: Sequence[tuple[dict[str, Any], str]]) -> dict[str, Any] | None:
         """The one current statement that names exactly the identifiers this one names ("cache_backend: Redis",
-        then "switched cache_backend over to Memcached"), when this one says it changes ("switched", "raised",
-        "now", ...) or is written as a setting: an identifier with an underscore or a dot names one thing, so
-        it ties them as a subject would. None when no identifier is named, or two statements hold it."""
+        then "switched cache_backend over to Memcached"), when this one is written as a setting, or says it
+        changes ("switched", "raised", ...) to a new value ("to ..."), not in the past, the future or the
+        negative: an identifier with an underscore or a dot names one thing, so it ties them as a subject
+        would. None when no identifier is named, or two statements hold it."""
         mine = {name for name in statement_identifiers(statement) if not name.startswith("label:")}
         if not any("_" in name or "." in name for name in mine):
             return None
         lowered = statement.casefold()
-        if _CHANGE_SIGNAL.search(lowered) is None and _CORRECTION_CUE.search(lowered) is None and \
-                _SETTING_CHANGE.search(lowered) is None and keyed_statement(statement) is None:
-            return None
+        if keyed_statement(statement) is None and (
+                _NEW_SETTING_VALUE.search(lowered) is None or _NOT_NOW.search(lowered) is not None or
+                _CHANGE_SIGNAL.search(lowered) is None and _CORRECTION_CUE.search(lowered) is None and
+                _SETTING_CHANGE.search(lowered) is None):
+            return None                   # "max_retries is now documented", "should not have raised max_retries"
         tied = [hit for hit, said in hits
                 if {name for name in statement_identifiers(said) if not name.startswith("label:")} == mine]
         return tied[0] if len(tied) == 1 else None

@@ -1430,3 +1430,57 @@ def test_own_facts_first_leaves_notes_and_assistants_alone():
     said(memory, "I like pasta.")
     found = memory.recall("What does the neighbour drive, do I know?", space=SPACE, limit=3)
     assert found[0]["kref"] == note and "others_fact" not in (found[0].get("signals") or {})
+
+
+# -- a user's "we" for where they live (0.8.6) -----------------------------------------------------------------
+
+def test_we_moved_corrects_the_users_own_home(memory):
+    first = said(memory, "I live in Denver, in a little apartment near Wash Park.")
+    second = said(memory, "we moved to lisbon last month!! still unpacking boxes lol")
+    assert item_of(second) == item_of(first)
+    assert memory.recall("Where do I live?", space=SPACE)[0]["content"].startswith("we moved to lisbon")
+
+
+def test_we_moved_corrects_what_we_said_of_ourselves_first(memory):
+    """A "we" statement of the user's household is the one a later "we" corrects, not the user's city."""
+    city = said(memory, "I live in Leeds, been here about six years")
+    area = said(memory, "we're in widcombe, just south of the centre")
+    moved = said(memory, "we've shifted across town to larkhall, much quieter")
+    assert item_of(moved) != item_of(city)
+    assert memory.get(item_of(city))["content"] == "I live in Leeds, been here about six years"
+    assert item_of(area) != item_of(city)
+
+
+@pytest.mark.parametrize("new", ["we relocated our headquarters to Austin", "we used to live in Lisbon",
+                                 "we don't live in Lisbon", "we're moving to Lisbon next year",
+                                 "we live in Lisbon during the winter", "we moved into a bigger apartment",
+                                 "we live near the park"])
+def test_we_of_a_company_a_past_a_plan_or_no_place_is_not_the_users_home(memory, new):
+    first = said(memory, "I live in Denver")
+    second = said(memory, new)
+    assert item_of(second) != item_of(first)
+    for result in memory.recall("Where do I live?", space=SPACE):
+        assert "superseded_by" not in (result.get("signals") or {}), result     # nor ranked above it as newer
+
+
+def test_we_of_another_relation_is_not_the_user(memory):
+    first = said(memory, "I work at Acme as a designer.")
+    second = said(memory, "we switched to Slack for everything at work")
+    assert item_of(second) != item_of(first)
+
+
+def test_recall_ranks_a_later_we_home_above_an_earlier_i_home_when_not_merged():
+    results = [
+        {"kref": "kref://p/chat/a.memory?r=1", "item_kref": "kref://p/chat/a.memory", "space": "chat",
+         "content": "I live in Denver", "metadata": dict(ANN), "tags": [], "score": 1.0,
+         "created_at": "2026-01-01T00:00:00Z", "signals": {}},
+        {"kref": "kref://p/chat/b.memory?r=1", "item_kref": "kref://p/chat/b.memory", "space": "chat",
+         "content": "we moved to Lisbon last month", "metadata": dict(ANN), "tags": [], "score": 0.5,
+         "created_at": "2026-02-01T00:00:00Z", "signals": {}}]
+    ordered = km.newest_first_within_relation(results, {"residence"})
+    assert [result["content"] for result in ordered] == ["we moved to Lisbon last month", "I live in Denver"]
+    assert ordered[1]["signals"]["superseded_by"] == "kref://p/chat/b.memory?r=1"
+    other = [dict(result, content=text) for result, text in
+             zip(results, ("I work at Acme", "we switched to Slack at work"))]
+    assert [r["content"] for r in km.newest_first_within_relation(other, {"employer"})] == \
+        ["I work at Acme", "we switched to Slack at work"]

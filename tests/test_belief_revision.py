@@ -1009,11 +1009,28 @@ def test_agm_scenario_passes_with_the_store_deciding(memory, scenario, way):
 
 
 @pytest.mark.parametrize("statement, setting", [
-    ("project_lang = Python", ("project_lang", "Python")), ("theme = dark mode", ("theme", "dark mode")),
+    ("project_lang = Python", ("project_lang", "Python")), ("theme = dark mode", None),
+    ("Bob = Alice's brother", None), ("max_retries = 3 for the payment service", None),
     ("db_choice: Neo4j", ("db_choice", "Neo4j")), ("Note: Bob lives in Paris", None), ("Alice: moved", None),
     ("2 + 2 = 4", None), ("see https://example.com", None), ("a == b", None)])
 def test_a_statement_written_as_a_setting_is_read_as_key_and_value(statement, setting):
     assert km.keyed_statement(statement) == setting
+
+
+@pytest.mark.parametrize("statement, setting", [
+    ("theme = dark mode", ("theme", "dark mode")), ("timezone: UTC", ("timezone", "UTC")),
+    ("Status: Bob is sick", None), ("Dentist: Dr Smith", None), ("Birthday: Bob, May 3", None),
+    ("reminder: call Bob", None)])
+def test_an_explicit_target_reads_settings_loosely_but_never_a_note(statement, setting):
+    assert km.keyed_statement(statement, loose=True) == setting
+
+
+@pytest.mark.parametrize("old, new", [("Status: Bob is sick", "Status: Alice is sick"),
+                                      ("Reminder: call Bob", "Reminder: call Alice"),
+                                      ("FYI: Denver is sunny", "FYI: Lisbon is rainy")])
+def test_a_note_with_a_heading_is_not_a_setting_for_revise(memory, old, new):
+    first = memory.remember(old, space="notes")
+    assert memory.revise(item_of(first), new)["outcome"] == "created"
 
 
 def test_a_setting_revised_by_item_kref_keeps_its_key_whatever_the_value_looks_like(memory):
@@ -1031,7 +1048,8 @@ def test_a_setting_revised_by_item_kref_keeps_its_key_whatever_the_value_looks_l
 @pytest.mark.parametrize("old, new", [
     ("Plan A costs 500 dollars a month", "Plan B costs 700 dollars a month"),
     ("Building C is closed for repairs", "Building D is closed for repairs"),
-    ("The fact a is alpha", "The fact b is beta"), ("theme = dark", "colour = dark"),
+    ("Wing C of the hospital houses the maternity ward", "Wing D of the hospital houses the cardiology unit"),
+    ("theme = dark", "colour = dark"),
     ("The value of color is blue", "The value of colour is red")])
 def test_a_one_letter_label_or_another_key_never_stacks(memory, old, new):
     first = memory.remember(old, space="labels", stack=True)
@@ -1051,6 +1069,13 @@ def test_a_one_letter_value_may_be_corrected(old, new):
     assert item_of(first) == item_of(second)
 
 
+@pytest.mark.parametrize("text", ["Sunscreen is a must for the trip", "Grandma left a will with her lawyer",
+                                  "Jen B moved to Paris", "Ms K is my son's teacher", "George W Bush was president",
+                                  "Jen said u should call", "Buy a can of beans"])
+def test_an_initial_an_article_or_chat_is_no_label(text):
+    assert not any(name.startswith("label:") for name in km.statement_identifiers(text))
+
+
 def test_a_one_letter_label_is_not_an_article_a_pronoun_or_the_value():
     assert km.statement_identifiers("Plan A costs 500 dollars") == {"label:a"}
     assert km.statement_identifiers("I'm on Plan A with Vodafone") == frozenset()
@@ -1059,7 +1084,7 @@ def test_a_one_letter_label_is_not_an_article_a_pronoun_or_the_value():
     assert km.statement_identifiers("Then I moved to Berlin") == frozenset()
     assert km.statement_identifiers("My grade in maths is B") == frozenset()
     assert km.statement_identifiers("c u at 5 then") == frozenset()
-    assert km.statement_identifiers("The fact a is alpha") == {"label:a"}
+    assert km.statement_identifiers("Wing C of the hospital houses the maternity ward") == {"label:c"}
 
 
 def test_labels_and_settings_written_blind_hold_their_measured_figures():
@@ -1083,6 +1108,29 @@ def test_a_change_naming_the_same_identifier_revises_its_statement(memory, old, 
     first = memory.remember(old, space="config", stack=True)
     second = memory.remember(new, space="config", stack=True)
     assert (item_of(first) == item_of(second)) is ties
+
+
+@pytest.mark.parametrize("new", ["the bug in max_retries handling is now fixed",
+                                 "max_retries is now documented in the README",
+                                 "we should not have raised max_retries last year",
+                                 "we might switch max_retries to 9 next quarter"])
+def test_a_mention_of_an_identifier_without_a_new_value_ties_nothing(memory, new):
+    first = memory.remember("The value of max_retries is 3", space="config", stack=True)
+    second = memory.remember(new, space="config", stack=True)
+    assert item_of(first) != item_of(second)
+    assert memory.get(item_of(first))["content"] == "The value of max_retries is 3"
+
+
+def test_the_same_statement_again_leaves_what_was_derived_from_it_standing(memory):
+    belief = memory.remember("Our database is Postgres", space="facts")
+    summary = memory.remember("The nightly report reads from our database", space="facts")
+    memory.link(summary, belief, "DERIVED_FROM")
+    result = memory.revise(item_of(belief), "Our database is Postgres")
+    assert result["outcome"] == "revised" and result["grounding_stale"] == []
+    assert "grounding:stale" not in memory.get(summary)["tags"]
+    memory.link(summary, result["kref"], "DERIVED_FROM")
+    changed = memory.revise(item_of(belief), "Our database is MySQL")     # a change still marks them
+    assert changed["grounding_stale"] and "grounding:stale" in memory.get(summary)["tags"]
 
 
 def test_an_identifier_two_statements_hold_ties_neither(memory):

@@ -236,8 +236,8 @@ def test_memory_stays_bounded_while_recalling_over_a_large_store(tmp_path):
     queries = [f"w{(index * 13) % 3000} w{(index * 29) % 3000}" for index in range(300)]
     with km.Memory(path, project="Big") as memory:
         memory.recall("w1 w2", limit=10)                       # builds the index
-        for query in queries[:50]:                            # warm every cache the first queries fill
-            memory.recall(query, limit=10)
+        for query in queries:                                 # warm every cache the queries fill (the cache of
+            memory.recall(query, limit=10)                    # fetched rows grows with new terms, bounded)
         gc.collect()
         tracemalloc.start()
         try:

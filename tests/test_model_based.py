@@ -397,11 +397,12 @@ class GraphMachine(RuleBasedStateMachine):
         head = item.head()
         content = item.revs[head].content if same else self.fresh_content(word)
         result = self.memory.revise(item.kref, content)
-        if same:      # the same statement again, on the item revise() names: a new revision of it
+        if same:      # the same statement again, on the item revise() names: a new revision of it, which
+            # leaves what was derived from the old one standing (nothing changed: no grounding:stale)
             assert result["outcome"] == "revised" and "same statement again" in result["reason"], result
+            assert result["grounding_stale"] == [], result
             written, _ = self.record_write(result["kref"], item.space, item.key, content, (), now)
             assert written is item, result
-            self.model.mark_stale((item.kref, head), now)
             return
         assert result["outcome"] in ("revised", "created"), result
         written, _ = self.record_write(result["kref"], item.space, None if result["outcome"] == "created" else
