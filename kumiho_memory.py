@@ -11125,6 +11125,10 @@ def statement_identifiers(text: str) -> frozenset[str]:
 # "project_lang = Python"), or "<key>: <value>" with an identifier for a key ("db_choice: Neo4j"). Its key is
 # its subject, compared exactly (case and spacing aside), and what follows is its value, capitalised or not.
 _KEYED_STATEMENT = _lazy_regex(r"\s*([A-Za-z][\w.\-/ ]{0,59}?)\s*(=|:)\s*(\S.*)", re.S)
+# ... and the template "The value of <key> is <value>" (the statement the Kumiho AGM suite files), whatever its
+# key's words: "the value of user name is ..." and "the value of user nickname is ..." are two settings.
+_VALUE_OF = _lazy_regex(r"\s*(?:the\s+)?value\s+of\s+(?:the\s+)?((?:(?!\s+is\s)[^\n]){1,80}?)\s+is\s+(\S.*)",
+                        re.I | re.S)
 _KEYED_MAX_WORDS = 5             # at most this many words before "=" make a key
 _KEYED_VALUE_WORDS = 1           # ... and at most this many after it (loose: any after "=")
 
@@ -11135,6 +11139,9 @@ def keyed_statement(text: str, *, loose: bool = False) -> tuple[str, str] | None
     explicit target (``belief_difference``), where nothing can merge two items, reads any value after "=",
     and a lowercase word before a colon as a key when one word follows ("timezone: UTC"; not "Status: Bob is
     sick", "Dentist: Dr Smith")."""
+    templated = _VALUE_OF.fullmatch(text)
+    if templated is not None:                             # "The value of <key> is <value>": delimited both ways
+        return " ".join(templated.group(1).casefold().split()), templated.group(2).rstrip(" \t\n.")
     found = _KEYED_STATEMENT.fullmatch(text)
     if found is None:
         return None
@@ -12508,6 +12515,9 @@ def belief_difference(old: str, new: str) -> str | None:
     """Why ``new`` is clearly not a statement of the belief ``old`` states, or None when it may be: another
     named subject, another identifier (``a_val`` / ``b_val``), or only other named relations. ``revise`` with
     an explicit target revises it unless this gives a reason."""
+    old_ids, new_ids = statement_identifiers(old), statement_identifiers(new)
+    if old_ids and new_ids and old_ids != new_ids:
+        return f"names another identifier ({', '.join(sorted(new_ids))}, the target names {', '.join(sorted(old_ids))})"
     old_setting, new_setting = keyed_statement(old, loose=True), keyed_statement(new, loose=True)
     if old_setting is not None and new_setting is not None:       # "project_lang = Python" / "... = Rust"
         if old_setting[0] != new_setting[0]:
@@ -12516,9 +12526,6 @@ def belief_difference(old: str, new: str) -> str | None:
     old_subject, new_subject = _topic(old), _topic(new)
     if old_subject and new_subject and old_subject != new_subject:
         return f"about another subject ({new_subject!r}, the target is about {old_subject!r})"
-    old_ids, new_ids = statement_identifiers(old), statement_identifiers(new)
-    if old_ids and new_ids and old_ids != new_ids:
-        return f"names another identifier ({', '.join(sorted(new_ids))}, the target names {', '.join(sorted(old_ids))})"
     old_relations, new_relations = belief_relations(old), belief_relations(new)
     if old_relations and new_relations and not old_relations & new_relations:
         return (f"states another relation ({', '.join(sorted(new_relations))}, the target states "

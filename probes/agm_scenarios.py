@@ -10,9 +10,10 @@ scenario's own space (no key, no item: the store decides whether it is a new bel
 restore ``deprecate(<item kref>, False)``. A check reads the item's current revision (its statement's value),
 its revision count (``history``), the space's item count (``items``), its deprecated flag and its edges.
 
-Three ways of writing are run: ``text`` (the statement alone), ``titled`` (also ``title="<key> = <value>"``
+Four ways of writing are run: ``text`` (the statement alone), ``titled`` (also ``title="<key> = <value>"``
 and metadata ``belief_key``/``belief_value``, as the published suite's adapter writes its revisions; the value
-is then read from the metadata) and ``setting`` (the statement written ``<key> = <value>``). Backends:
+is then read from the metadata), ``setting`` (the statement written ``<key> = <value>``) and ``spaced`` (the
+key's underscores written as spaces, "The value of user name is alice"). Backends:
 ``embedded`` (in memory), ``file`` (a SQLite file store, reopened before the checks) and ``kumiho`` (the
 real ``kumiho`` SDK over loopback gRPC to tests/kumiho_standin.py; skipped with the reason when the SDK is
 not installed).
@@ -36,9 +37,10 @@ from _common import ROOT, km, print_table, write_results
 SCENARIOS_FILE = os.path.join(ROOT, "tests", "data", "agm_scenarios.txt")
 POSTULATES = {"k2": "K*2 success", "k3": "K*3 inclusion", "k4": "K*4 vacuity", "k5": "K*5 consistency",
               "k6": "K*6 extensionality", "rel": "relevance", "cr": "core-retainment"}
-WAYS = ("text", "titled", "setting")
+WAYS = ("text", "titled", "setting", "spaced")
 STATEMENT = re.compile(r"The value of (\S+) is (.*)", re.S)
 SETTING = re.compile(r"(\S+) = (.*)", re.S)
+SPACED = re.compile(r"The value of (.+?) is (.*)", re.S)
 
 
 def load_scenarios(path: str = SCENARIOS_FILE) -> list[dict[str, Any]]:
@@ -59,8 +61,11 @@ def load_scenarios(path: str = SCENARIOS_FILE) -> list[dict[str, Any]]:
 
 
 def statement(key: str, value: str, way: str = "text") -> str:
-    """How a belief is written: ``The value of <key> is <value>``, or ``<key> = <value>`` (way ``setting``)."""
-    return f"{key} = {value}" if way == "setting" else f"The value of {key} is {value}"
+    """How a belief is written: ``The value of <key> is <value>``, ``<key> = <value>`` (way ``setting``), or
+    the first with the key's underscores written as spaces (way ``spaced``: "The value of user name is alice")."""
+    if way == "setting":
+        return f"{key} = {value}"
+    return f"The value of {key.replace('_', ' ') if way == 'spaced' else key} is {value}"
 
 
 def run_scenario(memory: km.Memory, scenario: dict[str, Any], way: str,
@@ -109,7 +114,7 @@ def run_scenario(memory: km.Memory, scenario: dict[str, Any], way: str,
         held = memory.get(items[key])
         if way == "titled" and "belief_value" in held["metadata"]:
             return held["metadata"]["belief_value"]
-        said = (SETTING if way == "setting" else STATEMENT).fullmatch(held["content"])
+        said = {"setting": SETTING, "spaced": SPACED}.get(way, STATEMENT).fullmatch(held["content"])
         return said.group(2) if said else held["content"]
 
     failures = []

@@ -1018,6 +1018,23 @@ def test_a_statement_written_as_a_setting_is_read_as_key_and_value(statement, se
 
 
 @pytest.mark.parametrize("statement, setting", [
+    ("The value of user name is alice", ("user name", "alice")), ("the value of a_val is 1", ("a_val", "1")),
+    ("The value of the API request timeout is 30 seconds.", ("api request timeout", "30 seconds")),
+    ("The value of bio is A long text. It goes on.", ("bio", "A long text. It goes on"))])
+def test_the_value_of_template_is_a_setting_whatever_its_key_and_value(statement, setting):
+    assert km.keyed_statement(statement) == setting == km.keyed_statement(statement, loose=True)
+
+
+@pytest.mark.parametrize("old, new", [("The value of user name is alice", "The value of user nickname is ally"),
+                                      ("The value of chain1 root is c1r", "The value of chain1 leaf is c1l")])
+def test_two_value_of_settings_with_other_keys_never_stack(memory, old, new):
+    first = memory.remember(old, space="agm", stack=True)
+    assert item_of(memory.remember(new, space="agm", stack=True)) != item_of(first)
+    updated = old.rsplit(" is ", 1)[0] + " is zed"                  # the same key, a new value: revised
+    assert item_of(memory.remember(updated, space="agm", stack=True)) == item_of(first)
+
+
+@pytest.mark.parametrize("statement, setting", [
     ("theme = dark mode", ("theme", "dark mode")), ("timezone: UTC", ("timezone", "UTC")),
     ("Status: Bob is sick", None), ("Dentist: Dr Smith", None), ("Birthday: Bob, May 3", None),
     ("reminder: call Bob", None)])
