@@ -11097,7 +11097,7 @@ _LETTER_LABEL = _lazy_regex(r"\b([A-Za-z]+)\s+([A-Z])(?![\w'\u2019-]|\.\w)(?=\s+
 _LABEL_NOUNS = frozenset("""plan option building block wing gate terminal group section room floor level tier grade
 type class team site unit flat apartment row seat zone phase stage vitamin lot hall court ward bay platform route
 line track table box form model series part step case scenario exit door lab lane entrance pier dock concourse
-division league pool ring track court field pitch studio suite house tower annex wing""".split())
+division league pool ring field pitch studio suite house tower annex""".split())
 _AFTER_LABEL = frozenset("is was are were has had have will would can could should must does did costs cost "
                          "starts started ends ended opens opened closes closed runs ran meets met".split())
 _LABEL_OPENERS = frozenset(("the", "our", "my", "their"))
@@ -12743,8 +12743,10 @@ def newest_first_within_relation(results: list[dict[str, Any]],
         return order
     # Only memories of one subject and identifiers can be two beliefs of one: the relations (the costly part)
     # are read only for those.
-    keys = {id(result): _statement_key(_belief_statement(result)) for result in order}
-    keys = {at: None if key is None else (speaker_subject(key[0]), key[1]) for at, key in keys.items()}
+    def folded_key(result: dict[str, Any]) -> tuple[str, frozenset[str]] | None:
+        key = _statement_key(_belief_statement(result))
+        return key if key is None else (speaker_subject(key[0]), key[1])       # a user's "we" is the user
+    keys = {id(result): folded_key(result) for result in order}
     shared = collections.Counter(key for key in keys.values() if key is not None)
     features = {id(result): _belief_features(result) if shared[keys[id(result)]] > 1 else None for result in order}
     groups: dict[Any, int] = {}
@@ -15118,7 +15120,7 @@ class Memory:
         by_name = "kin:" if mine != resolved else ""       # "jess moved": the sister the speaker named jess
         # "we moved to Lisbon": the user's home too, when the user has said nothing of "we" that it could correct
         folded = _GROUP_NAME.sub(r"\1", mine, count=1) if _HOUSEHOLD_RELATIONS & belief_relations(mine) and \
-            (statement_subject(mine) or "").endswith(" group") and _home_now(content) else None
+            _home_now(content) and (statement_subject(mine) or "").endswith(" group") else None
         similar = here(self.recall(content[:2000], limit=5, space=space or None, follow_edges=False))
         target = next((hit for hit in similar if same_belief(said(hit), mine)), None)
         if "?" in content[-3:] or _QUESTION.search(content):
@@ -15339,7 +15341,9 @@ class Memory:
         changes ("switched", "raised", ...) to a new value ("to ..."), not in the past, the future or the
         negative: an identifier with an underscore or a dot names one thing, so it ties them as a subject
         would. None when no identifier is named, or two statements hold it."""
-        mine = {name for name in statement_identifiers(statement) if not name.startswith("label:")}
+        def named(text: str) -> set[str]:                  # its identifiers, not its one-letter labels
+            return {name for name in statement_identifiers(text) if not name.startswith("label:")}
+        mine = named(statement)
         if not any("_" in name or "." in name for name in mine):
             return None
         lowered = statement.casefold()
@@ -15348,8 +15352,7 @@ class Memory:
                 _CHANGE_SIGNAL.search(lowered) is None and _CORRECTION_CUE.search(lowered) is None and
                 _SETTING_CHANGE.search(lowered) is None):
             return None                   # "max_retries is now documented", "should not have raised max_retries"
-        tied = [hit for hit, said in hits
-                if {name for name in statement_identifiers(said) if not name.startswith("label:")} == mine]
+        tied = [hit for hit, said in hits if named(said) == mine]
         return tied[0] if len(tied) == 1 else None
 
     def _loose_match(self, content: str, space: str, kind: str, metadata: Mapping[str, Any] | None,
