@@ -113,7 +113,7 @@ class _DeferredModule:
 asyncio: Any = _DeferredModule("asyncio")
 concurrent: Any = _DeferredModule("concurrent.futures")
 
-__version__ = "0.8.6"
+__version__ = "0.8.7"
 
 DISTRIBUTION_NAME = "kumiho-memory-onefile"
 
@@ -12859,24 +12859,36 @@ def newest_first_on_topic(results: list[dict[str, Any]], query: str) -> list[dic
     word of the earlier one again ("switched *banks* to monzo") ranks above it, when the two were not merged
     into one belief (``_topic_ties``) and it names the words of no other result. The older gets
     ``superseded_by``, the newer ``supersedes`` in their ``signals`` (with ``"on_topic"``: the shared words).
-    Only the results given are reordered: nothing is added, so which memories are returned does not change,
-    only their order."""
+    A later one that shares no word with it but says a word of the question too, telling of the speaker's own
+    change in the singular ("moved all my accounts over to ally", ``_question_tie``), ranks above it as well
+    (``"on_topic"``: ``["?"]``), when it is tied to no other result. Only the results given are reordered:
+    nothing is added, so which memories are returned does not change, only their order."""
     asked = frozenset(tokenize(query)) - _echo_time_stems()
     people = asked & _person_stems()                      # "who is my *manager*?", "how old are my *kids*?"
     speakers = {id(result): speaker_name(result.get("metadata")) for result in results}
 
     about = set()                                        # the results about what was asked: the ones to correct
+    cue_free_about = set()                               # ... and about it in words other than of change
     for result in results:
         text = result.get("content") or ""
         terms = tokenize(text)
         if not asked.isdisjoint(terms) or not asked.isdisjoint(implied_terms(text, terms)):
             about.add(id(result))
+            # ("*moved* over to vs code" is about no home: a word of change implies nothing here)
+            text = _TOPIC_CUE.sub(" ", text.casefold())
+            terms = tokenize(text)
+            if not asked.isdisjoint(terms) or not asked.isdisjoint(implied_terms(text, terms)):
+                cue_free_about.add(id(result))
 
     def shares(older: dict[str, Any], newer: dict[str, Any]) -> frozenset[str]:
         if id(older) not in about or not _later_of_one_speaker(older, newer, speakers) or \
                 speakers[id(newer)] == SPACE_USER:
             return frozenset()
-        return _topic_ties(older.get("content") or "", newer.get("content") or "", people)
+        old_text, new_text = older.get("content") or "", newer.get("content") or ""
+        found = _topic_ties(old_text, new_text, people)
+        if not found and id(newer) in cue_free_about and _question_tie(old_text, new_text):
+            return frozenset({"?"})                        # no shared word: both answer the question
+        return found
     # a correction that names the words of two results ("standup's at 9:30 now": the meeting, or "I like the
     # standup comedy club"?) says which of them it corrects no better than one that names none: neither moves
     ties = {id(newer): {id(older): found for older in results if (found := shares(older, newer))}
@@ -13134,9 +13146,8 @@ def _topic_ties(older: str, newer: str, people: frozenset[str] = frozenset()) ->
     both are about ("my kids are 6 and 9", "kids are 7 and 10 now") and the ``people`` a question asks about
     ("my manager is called priya", "new manager as of monday"). Empty when none or not a correction."""
     lowered = newer.casefold().replace("’", "'")
-    if len(newer) > ECHO_LOOSE_CHARS or _ADDITIVE.search(lowered) or _INTENT.search(lowered) or \
-            (_CHANGE_SIGNAL.search(lowered) is None and _CORRECTION_CUE.search(lowered) is None) or \
-            _KNOWN_CHANGE_DENIED.search(lowered) or not _SPEAKER_SAYS.search(lowered):
+    if not _tells_own_change(newer, lowered) or \
+            (_CHANGE_SIGNAL.search(lowered) is None and _CORRECTION_CUE.search(lowered) is None):
         return frozenset()       # news of the thing ("vim 9 changed ..."), or a change denied ("not upgrading")
     mine, theirs = chat_owner(newer), chat_owner(older)
     words = set(re.findall(r"[a-z]+", lowered))
@@ -13149,6 +13160,31 @@ def _topic_ties(older: str, newer: str, people: frozenset[str] = frozenset()) ->
     kin = (frozenset(tokenize(theirs[4:])) if theirs.startswith("kin:") else frozenset()) | people
     return frozenset(term for term in _content_stems(older) & _content_stems(newer)
                      if term in kin or term not in _generic_stems())
+
+
+def _tells_own_change(text: str, lowered: str) -> bool:
+    """Whether a short chat message (at most ``ECHO_LOOSE_CHARS``) is the speaker telling of their own doing
+    (``_SPEAKER_SAYS``) with nothing that adds ("also"), only means to ("trying to") or denies a change ("not
+    upgrading"); ``lowered`` is its casefolded text with straight apostrophes."""
+    return len(text) <= ECHO_LOOSE_CHARS and not _ADDITIVE.search(lowered) and not _INTENT.search(lowered) and \
+        not _KNOWN_CHANGE_DENIED.search(lowered) and _SPEAKER_SAYS.search(lowered) is not None
+
+
+_SINGULAR_SELF = frozenset("i im ive id me my mine myself".split())    # the words of "i'm", "i've" split at "'"
+
+
+def _question_tie(older: str, newer: str) -> bool:
+    """Whether ``newer``, a message that answers the same question as ``older`` (the caller knows: both say a
+    word of it), takes the place of ``older`` though the two share no specific word ("I bank with chase", then
+    "moved all my accounts over to ally"). Both are the speaker's own facts (``chat_owner``), and ``newer``
+    tells of the speaker's own change (``_tells_own_change``) in the singular ("I", "my": a "we" may be a team
+    or a class) with a word that replaces (``_TOPIC_CUE``: "moved", "switched", "now", "instead"; not a word
+    of news alone, "got", "new"), naming no relative ("switched the *kids'* tablets to firefox")."""
+    lowered = newer.casefold().replace("’", "'")
+    words = set(re.findall(r"[a-z]+", lowered))
+    return _TOPIC_CUE.search(lowered) is not None and _tells_own_change(newer, lowered) and \
+        not words.isdisjoint(_SINGULAR_SELF) and words.isdisjoint(RELATIVE_NOUNS) and \
+        words.isdisjoint(KIN_ALIASES.keys()) and chat_owner(newer) == "self" and chat_owner(older) == "self"
 
 
 def _content_stems(text: str, *, specific: bool = False) -> frozenset[str]:

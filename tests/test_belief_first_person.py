@@ -1173,6 +1173,50 @@ def test_a_correction_that_names_the_words_of_two_results_moves_above_neither():
     assert len(found) == 3 and not any("on_topic" in (result.get("signals") or {}) for result in found)
 
 
+# 0.8.7: a later message of the speaker's own that shares no word with what it corrects, but answers the same
+# question and tells of a change in the singular, ranks above it (pairs like the blind sets', in our words).
+@pytest.mark.parametrize("fact, later, question", [
+    ("I go running three times a week.", "my knees gave up so I swim laps at the pool instead",
+     "What exercise do I do?"),
+    ("My favourite podcast is Radiolab.", "I switched to listening to Hardcore History every commute",
+     "What podcast do I listen to?")])
+def test_a_later_change_that_answers_the_same_question_ranks_above_it(fact, later, question):
+    memory = _chat()
+    old = memory.remember(fact, space=SPACE, metadata=dict(ANN))
+    new = memory.remember(later, space=SPACE, metadata=dict(ANN))
+    found = memory.recall(question, space=SPACE, limit=5)
+    assert [result["kref"] for result in found][:2] == [new, old]
+    assert found[0]["signals"]["on_topic"] == ["?"] and found[1]["signals"]["superseded_by"] == new
+
+
+@pytest.mark.parametrize("fact, later, question", [
+    ("I go running three times a week.", "we switched the team over to swimming laps instead",      # a "we"
+     "What exercise do I do?"),
+    ("My favourite podcast is Radiolab.", "we switched to listening to Hardcore History every commute",
+     "What podcast do I listen to?"),
+    ("I go running three times a week.", "my daughter swims laps at the pool instead now", "What exercise do I do?"),
+    ("I go running three times a week.", "my knees gave up so the kids and I swim laps at the pool instead",
+     "What exercise do I do?"),
+    ("I go running three times a week.", "I also swim laps at the pool now", "What exercise do I do?"),   # adds
+    ("I go running three times a week.", "I'm hoping to swim laps at the pool instead", "What exercise do I do?"),
+    ("I live in Leeds.", "I've moved over to VS Code, PyCharm was too heavy", "Which city do I live in?")])
+def test_a_later_message_that_only_seems_to_answer_the_question_supersedes_nothing(fact, later, question):
+    memory = _chat()
+    memory.remember(fact, space=SPACE, metadata=dict(ANN))
+    memory.remember(later, space=SPACE, metadata=dict(ANN))
+    for result in memory.recall(question, space=SPACE, limit=5):
+        assert not {"superseded_by", "supersedes", "on_topic"} & set(result.get("signals") or {}), result
+
+
+def test_a_later_change_ranks_above_nothing_when_it_answers_two_earlier_messages():
+    memory = _chat()
+    memory.remember("I go running three times a week.", space=SPACE, metadata=dict(ANN))
+    memory.remember("I do yoga on Sunday mornings.", space=SPACE, metadata=dict(ANN))
+    memory.remember("my knees gave up so I swim laps at the pool instead", space=SPACE, metadata=dict(ANN))
+    found = memory.recall("What exercise do I do?", space=SPACE, limit=5)
+    assert len(found) == 3 and not any("superseded_by" in (result.get("signals") or {}) for result in found)
+
+
 def test_an_additional_value_never_supersedes_the_one_it_adds_to():
     memory = _chat()
     drive = said(memory, "I drive a Mazda 3.")
