@@ -11002,6 +11002,13 @@ def _value_start(body: str) -> int | None:
     return None
 
 
+# A favourite said value first: "Kendrick Lamar is Ann's favourite musician", "Paddington 2 is my all-time top film
+# now" are about whose favourite it is (group 2: from the possessive on)
+_INVERTED_FAVORITE = _lazy_regex(r"^\s*(\S.*?)\s+(?:is|are|'s|has become|became)\s+(?:(?:now|still|officially|"
+                                 r"definitely|easily|probably)\s+)?([A-Z][\w-]*'s\s+(?:(?:all-time|current|new|"
+                                 r"absolute|undisputed)\s+)?(?:favou?rite|fave|fav|go-to|top|number one)\b.*)$")
+
+
 def statement_subject(text: str, *, speaker: str | None = None) -> str | None:
     """The named thing a statement is about: the stems of its first run of capitalized non-stopword words
     ("Nina Tanaka's ..." -> ``"nina tanaka"``, "Nina's sister ..." -> ``"nina sister"``); an opening
@@ -11009,6 +11016,10 @@ def statement_subject(text: str, *, speaker: str | None = None) -> str | None:
     determiner ("The meeting day is Monday" has no named subject). With ``speaker``, first person names the
     speaker ("I moved" -> the speaker, "my daughter" -> ``"<speaker> daughter"``)."""
     body = _statement_body(first_person(text, speaker))
+    inverted = _INVERTED_FAVORITE.match(body)
+    if inverted is not None and _person_words().isdisjoint(re.findall(r"[a-z]+", inverted.group(2).casefold())):
+        body = inverted.group(2)                          # "Radiohead is Ann's favourite band": Ann's favourite
+        # (not "Nina is my favourite cousin": a person)
     value_start = _value_start(body)
     for match in _NAME_RUN.finditer(body):
         if value_start is not None and match.start() >= value_start:
@@ -11284,7 +11295,7 @@ def chat_owner(text: str) -> str:
         return "other"
     if _OTHER_PERSON_OPENING.match(opening):
         return "other"                                  # "a guy on my team just got promoted"
-    if written and written[0][:1].isupper() and written[0] != "I" and \
+    if written and written[0][:1].isupper() and written[0] != "I" and not _common_opening(words) and \
             not _SINGULAR_FIRST_PERSON.search(text) and not re.search(r"(?i)\b(?:we|our|us)\b", text):
         return "name:" + words[0].split("'")[0]         # "Ava's moving to a four day week"
     found = _OWNER_RELATIVE.match(opening)
@@ -11297,6 +11308,26 @@ def chat_owner(text: str) -> str:
             return "self"
         return "kin:" + KIN_ALIASES.get(noun, noun)
     return "self"
+
+
+# Words that open a sentence with a capital and name nobody: "*Everything*'s in Obsidian these days", "*Last* day at
+# Harwick was Friday"
+_NOBODY_OPENERS = frozenset("""
+everything everyone everybody nothing nobody something someone somebody anything anyone anybody last next
+""".split())
+# What follows a verb that opens a message without its subject: "*Cancelled* the membership", "*Dropped* that",
+# "*Trying* to be healthier"; a name is followed by a verb or "'s" ("Alfred is ...")
+_AFTER_VERB = frozenset("the a an that this it them my our me us to up off out in on into over back his her".split())
+
+
+def _common_opening(words: Sequence[str]) -> bool:
+    """Whether a message's first word (``words`` casefolded), capitalised as a sentence opens, is no name: a
+    stopword ("The switch went through"), a word for nobody ("Everything's in ..."), or a verb in -ed or -ing
+    followed by what a verb takes ("Cancelled the membership", "Trying to be healthier")."""
+    first = words[0].split("'")[0] if words else ""
+    if first in STOPWORDS or first in _NOBODY_OPENERS:
+        return True
+    return len(first) > 4 and first.endswith(("ed", "ing")) and len(words) > 1 and words[1] in _AFTER_VERB
 
 
 ECHO_TEXT_CHARS = 2000          # of a message, what the echo rule reads
@@ -11522,6 +11553,13 @@ _JOB_NOUNS = ("engineer|designer|developer|manager|analyst|teacher|nurse|doctor|
               "paramedic|firefighter|solicitor|barrister|pharmacist|dentist|receptionist|cashier|baker|builder|"
               "carpenter|mechanic|farmer|journalist|photographer|barista|waiter|waitress|bartender|librarian|"
               "lecturer|professor|tutor|midwife|carer|surgeon|physio|therapist|psychologist|recruiter|banker")
+_LANGUAGES = ("spanish|french|german|italian|portuguese|japanese|korean|mandarin|cantonese|chinese|arabic|russian|"
+              "dutch|swedish|norwegian|danish|finnish|greek|hindi|turkish|polish|hebrew|welsh|irish|gaelic|"
+              "vietnamese|thai|indonesian|swahili|ukrainian|czech|hungarian|romanian|catalan|sign language|bsl|asl")
+# banks that keep no one's money ("volunteer at the *food bank*", "sat on the *river bank*")
+_NOT_BANKS = ("food", "blood", "river", "piggy", "sperm", "memory", "data", "power", "west", "left", "right", "south",
+              "north", "east", "canal", "sand", "snow", "cloud", "seed", "milk", "toy", "baby", "clothing", "book",
+              "question", "word", "test", "grassy")
 BELIEF_RELATIONS: dict[str, str] = {
     # "moved *my gym sessions*", "since *moving out* west": only a move to somewhere is a move of home
     "residence": r"\b(?:lives?|lived|living|resides?|resided|residing|based in|home is|hometown|"
@@ -11597,7 +11635,8 @@ BELIEF_RELATIONS: dict[str, str] = {
     "insurance": r"\b(?:insur(?:ance|ed|er)|insured with)\b",
     "energy": r"\b(?:energy (?:supplier|provider|company|tariff)|gas and electric\w*|electricity (?:supplier|"
               r"provider))\b",
-    "mobile network": r"\b(?:mobile (?:contract|network|provider|plan|tariff)|phone (?:plan|tariff)|sim[- ]only|"
+    "mobile network": r"\b(?:mobile (?:contract|network|provider|plan|tariff|carrier)|phone (?:plan|tariff|carrier)|"
+                      r"sim[- ]only|(?:my|our|the|a|[\w-]+) (?:carrier|sim)\b(?! card reader)|on [\w&-]+ mobile|"
                       r"ported (?:[\w'-]+ )?number|"
                       r"(?:sim|network) (?:card|deal|provider)|"
                       r"phone contract)\b",
@@ -11619,7 +11658,7 @@ BELIEF_RELATIONS: dict[str, str] = {
     "eyesight": r"\b(?:(?:wear|wears|wearing|need|my|[\w-]+'s|no more|in) (?:glasses|contacts)|contact lenses|"
                 r"laser eye)\b",
     "coffee": r"\b(?:(?:drink|drinks|drinking|off|quit|gave up|no) coffee|coffee (?:drinker|person|a day)|flat whites?|"
-              r"lattes?|cappuccinos?|americanos?|matcha)\b",
+              r"lattes?|cappuccinos?|americanos?|cortados?|macchiatos?|mochas?|espressos?|cold brew|matcha)\b",
     "faith": r"\b(?:go(?:es|ing)? to (?:[\w'-]+ ){0,3}(?:church|mosque|synagogue|temple|gurdwara)|churchgoer|"
              r"member of (?:[\w'-]+ ){0,3}church)\b",
     "wake": r"\b(?:wakes? up|woke up|waking up|gets? up at|alarm)\b|"
@@ -11631,12 +11670,20 @@ BELIEF_RELATIONS: dict[str, str] = {
              r"(?:part|full)[- ]time|"
              r"\d+ ?(?:to|-) ?\d+))\b",
     "trip": r"\b(?:trip|vacation|holiday|honeymoon|flying to|fly to|flight to|heading to)\b",
+    # the language one is learning: "learning Portuguese", "switched to studying Korean"
+    # (the words of the relation only: the language is the value)
+    "language learning": r"\b(?:learn\w*|stud(?:y|ies|ying|ied)|practi[cs]\w*|revising|brushing up(?: on)?)"
+                         r"(?= (?:[\w-]+ )?(?:" + _LANGUAGES + r")\b)",
     "health": r"\b(?:diagnosed|injur\w*|sprain\w*|torn|tore|broke my|recovering from|surgery|healed|crutches|"
               r"physio)\b",
     "medication": r"\b(?:medication|medicine|prescri\w*|\d+ ?mg|dosage|dose|meds|side[- ]effects|antidepressants?|"
                   r"inhaler|(?:pressure|pain) tablets?)\b",
     "exercise": r"\b(?:gym|workouts?|work(?:ing)? out|training sessions?)\b",
-    "bank": r"\b(?:bank(?:s|ed|ing)? (?:with|at)|current account|checking account|bank account)\b",
+    # "moved all my accounts over to ally", "closed my northfield account", "everything's at harbor bank now"
+    "bank": r"\b(?:bank(?:s|ed|ing)? (?:with|at)|current account|checking account|bank account|credit union|"
+            r"(?:moved|switched|transferred|closed) (?:all )?(?:of )?(?:my|our|[\w-]+'s) (?:[\w-]+ )?accounts?|"
+            r"(?:at|with) (?:[a-z][\w-]* ){1,2}" + "".join(f"(?<!{word} )" for word in _NOT_BANKS) +
+            r"bank\b(?! (?:holiday|robbery|heist|statement|card|transfer)s?\b))\b",
     # "fibre got installed, 900 meg": the line and its speed say who provides it
     "internet": r"\b(?:broadband|internet provider|home internet|internet is (?:with|through)|isp|wi-?fi provider|"
                 r"full fib(?:re|er)|"
@@ -11670,7 +11717,12 @@ FAVORITE_NOUNS = {"colour": "color", "dish": "food", "meal": "food", "cuisine": 
                   "thing to eat": "food", "things to eat": "food", "thing to drink": "drink",
                   "things to drink": "drink", "thing to read": "book", "things to read": "book"}
 # "favourite thing to eat" is the favourite food
-_FAVORITE = _lazy_regex(r"\b(?:favou?rite|fave|fav|go-to)\s+((?:thing|things) to (?:eat|drink|read)\b|[a-z]+)")
+# ... and so is a "top" or "number one" one of the things people have favourites of ("my top artist right now",
+# "my all-time top film"), not the "top floor"
+_FAVORITE = _lazy_regex(r"\b(?:favou?rite|fave|fav|go-to|(?:(?<=my )|(?<=our )|(?<='s ))(?:all-time |current |new )?"
+                        r"(?:top|number one)"
+                        r"(?=\s+(?:" + "|".join(sorted({*FAVORITE_NOUNS, *FAVORITE_NOUNS.values()}, key=len, reverse=True))
+                        + r")\b))\s+((?:thing|things) to (?:eat|drink|read)\b|[a-z]+)")
 _TYPED_NOUN = _lazy_regex(r"\b(?:the colou?r|colou?r)\b")
 _COMPILED_RELATIONS = {name: _gated_regex(pattern) for name, pattern in BELIEF_RELATIONS.items()}
 # A possessed thing that moves ("Ann's gym sessions *moved* to Fridays") is what moved, not its owner's home.
@@ -12496,6 +12548,10 @@ _RELATION_QUERY = {name: " ".join(dict.fromkeys(
     [word for word in re.findall(r"[a-z]{3,}", _without_lookarounds(BELIEF_RELATIONS.get(name, "")))
      if word not in STOPWORDS] + " ".join(KNOWN_VALUES.get(name, ())).split()))
     for name in BELIEF_RELATIONS.keys() | KNOWN_VALUES.keys()}
+# a favourite is found by the words for favourite and for its kind ("top artist" finds "favourite musician")
+_RELATION_QUERY.update({f"favorite:{kind}": " ".join(["favourite favorite fave top", kind, *sorted(
+    noun for noun, of in FAVORITE_NOUNS.items() if of == kind and " " not in noun)])
+    for kind in set(FAVORITE_NOUNS.values())})
 
 
 def _topic(text: str) -> str | None:
@@ -15321,8 +15377,9 @@ class Memory:
         change (``echo_ties``), for a user's messages; else None."""
         speaker = speaker_name(metadata, user)
         anchors = echo_anchors(content)
-        if speaker == "Assistant" or not changed_words(content) & anchors or chat_owner(content) == "other":
-            return None
+        if speaker == "Assistant" or not changed_words(content) & anchors or chat_owner(content) == "other" or \
+                _INTENT.search(content.casefold()):
+            return None                                   # (what one might do holds nothing: "might switch ...")
         spoken, held_by = self._speakers_statements(space, kind, metadata, user, echo_anchors)
         candidates: list[tuple[tuple[int, int], dict[str, Any]]] = []
         for hit in spoken(" ".join(sorted(anchors)), 25):

@@ -241,6 +241,11 @@ FIRST_PERSON_FRESH9_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE)
 # that read no code and no set; a pair per store; only its totals were read, on the round's final rules and on
 # 0.8.2's (25 missed, 2 wrong merges, 20 stale first, 20 current first).
 FIRST_PERSON_FRESH10_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_fresh10.json")
+# In 0.8.7 the misses of fresh7-10 and the issue-style sets 3, 5, 6 and 7 were read and tuned on. fresh11 (0.8.7,
+# session 18): forty-eight pairs, twelve controls, twelve distractors, written by a helper that read no code and no
+# set (only the format was given); a pair per store; only its totals were read, once, on 0.8.6 (28 missed, 3 wrong
+# merges, 18 stale first, 25 current first) and on 0.8.7's final rules: the held-out figure.
+FIRST_PERSON_FRESH11_FILE = os.path.join(os.path.dirname(FIRST_PERSON_FRESH_FILE), "first_person_fresh11.json")
 
 
 # Five sets in the issue's own style (session 16), twelve pairs each, written blind by a helper who read no code:
@@ -633,7 +638,8 @@ def main() -> None:
             figures["first_person"][part] = run_first_person(limit=args.limit, **chosen)
     for part, path in (("fresh5", FIRST_PERSON_FRESH5_FILE), ("fresh6", FIRST_PERSON_FRESH6_FILE),
                        ("fresh7", FIRST_PERSON_FRESH7_FILE), ("fresh8", FIRST_PERSON_FRESH8_FILE),
-                       ("fresh9", FIRST_PERSON_FRESH9_FILE), ("fresh10", FIRST_PERSON_FRESH10_FILE)):
+                       ("fresh9", FIRST_PERSON_FRESH9_FILE), ("fresh10", FIRST_PERSON_FRESH10_FILE),
+                       ("fresh11", FIRST_PERSON_FRESH11_FILE)):
         chosen = first_person_set(path)
         if chosen is not None:
             figures["first_person"][part] = run_first_person_isolated(limit=args.limit, **chosen)

@@ -120,13 +120,14 @@ FIRST_PERSON_COLUMNS = (("design", "design pairs"), ("heldout", "held-out twelve
                         ("train", "train (tuned on)"), ("fresh4", "fresh4 (tuned on)"),
                         ("fresh5", "fresh5 (pair per store, tuned on)"),
                         ("fresh6", "fresh6 (pair per store, tuned on)"),
-                        ("fresh7", "fresh7 (pair per store, written blind, totals read; ten pairs seen)"),
-                        ("fresh8", "fresh8 (pair per store, written blind, totals read)"),
+                        ("fresh7", "fresh7 (pair per store, written blind, tuned on in 0.8.7)"),
+                        ("fresh8", "fresh8 (pair per store, written blind, tuned on in 0.8.7)"),
                         ("fresh9", "fresh9 (pair per store, written blind, read in 0.8.3)"),
-                        ("fresh10", "fresh10 (pair per store, written blind, totals read)"),
+                        ("fresh10", "fresh10 (pair per store, written blind, tuned on in 0.8.7)"),
                         ("issue_tuned", "issue-style sets 1, 2, 4 (written blind, tuned on)"),
-                        ("issue_blind", "issue-style sets 3, 5 (written blind, totals read)"),
-                        ("issue_final", "issue-style sets 6, 7 (written blind at the end, totals read)"))
+                        ("issue_blind", "issue-style sets 3, 5 (written blind, tuned on in 0.8.7)"),
+                        ("issue_final", "issue-style sets 6, 7 (written blind, tuned on in 0.8.7)"),
+                        ("fresh11", "fresh11 (pair per store, written blind for 0.8.7, totals read: held out)"))
 
 
 def first_person_table(columns: dict) -> str:
