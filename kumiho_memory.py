@@ -11719,10 +11719,10 @@ FAVORITE_NOUNS = {"colour": "color", "dish": "food", "meal": "food", "cuisine": 
 # "favourite thing to eat" is the favourite food
 # ... and so is a "top" or "number one" one of the things people have favourites of ("my top artist right now",
 # "my all-time top film"), not the "top floor"
+_FAVORITE_KINDS = "|".join(sorted({*FAVORITE_NOUNS, *FAVORITE_NOUNS.values()}, key=len, reverse=True))
 _FAVORITE = _lazy_regex(r"\b(?:favou?rite|fave|fav|go-to|(?:(?<=my )|(?<=our )|(?<='s ))(?:all-time |current |new )?"
-                        r"(?:top|number one)"
-                        r"(?=\s+(?:" + "|".join(sorted({*FAVORITE_NOUNS, *FAVORITE_NOUNS.values()}, key=len, reverse=True))
-                        + r")\b))\s+((?:thing|things) to (?:eat|drink|read)\b|[a-z]+)")
+                        r"(?:top|number one)(?=\s+(?:" + _FAVORITE_KINDS + r")\b))\s+"
+                        r"((?:thing|things) to (?:eat|drink|read)\b|[a-z]+)")
 _TYPED_NOUN = _lazy_regex(r"\b(?:the colou?r|colou?r)\b")
 _COMPILED_RELATIONS = {name: _gated_regex(pattern) for name, pattern in BELIEF_RELATIONS.items()}
 # A possessed thing that moves ("Ann's gym sessions *moved* to Fridays") is what moved, not its owner's home.
