@@ -278,6 +278,63 @@ def run_first_person_sets(paths: list[str], *, limit: int) -> dict | None:
     return total
 
 
+class PerfectJudge:
+    """An LLM adapter that answers the belief judge as one that is never wrong would, for one pair at a time
+    (``pair``: the earlier statement and its correction): yes to the pair's earlier statement, no to anything
+    else. It measures what the rules put before a judge, not a model: how many corrections a judge could catch
+    at best (``run_judge_ceiling``). A statement is the pair's when it holds most of its terms (the judge sees
+    first person resolved: "Ann's mobile carrier is EE")."""
+
+    def __init__(self) -> None:
+        self.pair: tuple[str, str] = ("", "")
+        self.asked = 0
+
+    @staticmethod
+    def _holds(text: str, wanted: str) -> bool:
+        terms = set(km.tokenize(wanted))
+        return len(set(km.tokenize(text)) & terms) >= 0.6 * len(terms)
+
+    async def chat(self, *, messages: list, model: str = "", system: str = "", max_tokens: int = 1024,
+                   json_mode: object = False) -> str:
+        self.asked += 1
+        question, (old, new) = json.loads(messages[-1]["content"]), self.pair
+        if "earlier" in question:                        # BeliefJudge.pick: which earlier statement, if any
+            found = [entry["n"] for entry in question["earlier"] if self._holds(entry["text"], old)]
+            match = found[0] if found and self._holds(question["new"], new) else None
+            return json.dumps({"match": match, "reason": "the pair's"})
+        same = self._holds(question["stored"], old) and self._holds(question["new"], new)
+        return json.dumps({"same_belief": same, "reason": "the pair's"})
+
+
+def run_judge_ceiling(path: str) -> dict | None:
+    """A set's pairs, each in a store of its own as ``run_first_person_isolated`` runs them, with a judge that is
+    never wrong (``PerfectJudge``): how many corrections are still missed (the rules never put the right
+    statement before the judge), and for how many pairs the judge was asked at all."""
+    chosen = first_person_set(path)
+    if chosen is None:
+        return None
+    missed = asked = 0
+    for old, new, _, _ in chosen["pairs"]:
+        judge = PerfectJudge()
+        judge.pair = (old, new)
+        memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds(),
+                           llm=judge)
+
+        def say(text: str) -> str:
+            return memory.remember(text, space="chat", stack=True,
+                                   metadata=dict(chosen["meta"])).split("?", 1)[0]
+        for text in chosen["controls_texts"]:
+            say(text)
+        first = say(old)
+        for text in chosen["distractors"]:
+            say(text)
+        judge.asked = 0
+        missed += say(new) != first
+        asked += judge.asked > 0
+        memory.close()
+    return {"pairs": len(chosen["pairs"]), "missed_with_perfect_judge": missed, "judge_asked": asked}
+
+
 def run_lookalikes(path: str = FIRST_PERSON_LOOKALIKES_FILE) -> dict | None:
     """Each look-alike and each true correction in a store of its own, after the filler, stack=True: how many
     look-alikes land on the earlier message's item (wrong merges), how many corrections do (caught)."""
@@ -655,6 +712,13 @@ def main() -> None:
             figures[part] = lookalikes
             print(f"{part}: look-alikes merged {lookalikes['wrong_merges']}/{lookalikes['lookalikes']}; "
                   f"corrections caught {lookalikes['caught']}/{lookalikes['corrections']}")
+    figures["judge_ceiling"] = {}
+    for part, path in (("fresh10", FIRST_PERSON_FRESH10_FILE), ("fresh11", FIRST_PERSON_FRESH11_FILE)):
+        ceiling = run_judge_ceiling(path)
+        if ceiling is not None:
+            figures["judge_ceiling"][part] = ceiling
+            print(f"{part} with a judge that is never wrong: {ceiling['missed_with_perfect_judge']}/"
+                  f"{ceiling['pairs']} corrections missed (asked for {ceiling['judge_asked']})")
     parts = tuple(figures["first_person"])
     print_table([("first-person chat (stack=True): pairs", "  ".join(
         f"{figures['first_person'][part]['pairs']:>12}" for part in parts))] + [

@@ -112,6 +112,15 @@ def belief_table(document: dict) -> str:
                      f"{lookalikes['wrong_merges']} of {lookalikes['lookalikes']} merged wrongly; "
                      f"{lookalikes['caught']} of {lookalikes['corrections']} true corrections in the same style "
                      f"caught.")
+    ceilings = document["figures"].get("judge_ceiling") or {}
+    shown = [(part, ceilings[part], (document["figures"].get("first_person") or {}).get(part) or {})
+             for part in ("fresh10", "fresh11") if part in ceilings]
+    if shown:
+        text += ("\n\nWith an LLM judge that is never wrong (a stand-in that answers for the pair; it measures what the "
+                 "rules put before a judge, not a model): " + "; ".join(
+                     f"{part} {ceiling['missed_with_perfect_judge']} of {ceiling['pairs']} corrections missed "
+                     f"({rules.get('missed_corrections', '?')} without a judge; the judge asked for "
+                     f"{ceiling['judge_asked']})" for part, ceiling, rules in shown) + ".")
     return text + first_person_table(document["figures"].get("first_person") or {})
 
 

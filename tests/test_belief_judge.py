@@ -265,3 +265,102 @@ def test_revise_does_not_ask_the_judge_what_the_rules_decide(server):
     meeting = memory.remember("The meeting day is Monday.", space=SPACE)
     assert memory.revise(item_of(meeting), "The meeting day is Tuesday.")["outcome"] == "revised"
     assert server.requests == []
+
+
+# -- 0.8.7: the judge picks among the speaker's statements when the rules find none to compare with ---------------
+
+CHAT = "chat"
+ANN = {"speaker": "user", "user_id": "ann"}
+CARRIER = "My mobile carrier is EE."
+SWITCH = "I'm on a giffgaff sim now, it's half the price"      # no word or relation in common with CARRIER
+
+
+def pick(match, reason: str = "both say who the phone contract is with") -> str:
+    return json.dumps({"match": match, "reason": reason})
+
+
+def chat_memory(server: OpenAIServer, *said: str, **options) -> tuple[km.Memory, list[str]]:
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds(),
+                       llm=km.BeliefJudge(openai_adapter(server, retries=0, timeout=5.0), **options))
+    return memory, [memory.remember(text, space=CHAT, stack=True, metadata=dict(ANN)) for text in said]
+
+
+def test_without_a_judge_a_change_in_other_words_is_a_new_belief():
+    memory = km.Memory(None)
+    one = memory.remember(CARRIER, space=CHAT, stack=True, metadata=dict(ANN))
+    assert item_of(memory.remember(SWITCH, space=CHAT, stack=True, metadata=dict(ANN))) != item_of(one)
+
+
+def test_the_judge_picks_the_statement_a_change_in_other_words_updates(server):
+    memory, (carrier, tea, city) = chat_memory(server, CARRIER, "I drink green tea at work.", "I live in Leeds.")
+    server.replies.append(pick(3))          # shown newest first when no statement shares a word with the message
+    two = memory.remember(SWITCH, space=CHAT, stack=True, metadata=dict(ANN))
+    body = server.bodies()[-1]
+    shown = json.loads(body["messages"][1]["content"])
+    assert shown == {"earlier": [{"n": 1, "text": "I live in Leeds."}, {"n": 2, "text": "I drink green tea at work."},
+                                 {"n": 3, "text": CARRIER}], "new": SWITCH}
+    assert "match" in body["messages"][0]["content"]
+    assert body["response_format"]["json_schema"]["schema"]["required"] == ["match", "reason"]
+    assert item_of(two) == item_of(carrier) and two.endswith("?r=2")
+    assert memory.get(two)["metadata"]["belief_judge"] == {
+        "same_belief": True, "reason": "both say who the phone contract is with", "compared_with": carrier,
+        "picked_from": 3}
+    assert memory.get(item_of(tea))["content"] == "I drink green tea at work."
+
+
+def test_a_judge_that_picks_none_keeps_a_new_belief_and_says_why(server):
+    memory, (carrier,) = chat_memory(server, CARRIER)
+    server.replies.append(pick(None, "the message names no earlier fact"))
+    two = memory.remember(SWITCH, space=CHAT, stack=True, metadata=dict(ANN))
+    assert item_of(two) != item_of(carrier)
+    assert memory.get(two)["metadata"]["belief_judge"] == {
+        "same_belief": False, "reason": "the message names no earlier fact", "compared_with": None, "picked_from": 1}
+
+
+@pytest.mark.parametrize("reply", [
+    pick(0), pick(2), '{"match": "1", "reason": "x"}', '{"match": true, "reason": "x"}',
+    '{"match": 1.0, "reason": "x"}',
+    '{"match": 1}', '{"match": 1, "reason": "x", "confidence": 1}', "It is the first one.", "[1]"],
+    ids=["zero", "past-the-end", "string", "bool", "float", "missing-reason", "extra-key", "prose", "array"])
+def test_a_malformed_pick_keeps_the_rule_decision(server, reply):
+    memory, (carrier,) = chat_memory(server, CARRIER)
+    server.replies.append(reply)
+    two = memory.remember(SWITCH, space=CHAT, stack=True, metadata=dict(ANN))
+    assert len(server.requests) == 1 and item_of(two) != item_of(carrier)
+    assert memory.get(item_of(carrier))["content"] == CARRIER and memory.get(two)["content"] == SWITCH
+    assert "belief_judge" not in memory.get(two)["metadata"]
+    assert isinstance(memory.last_judge_error, km.ServiceError) and not memory.last_judge_error.transient
+
+
+@pytest.mark.parametrize("text, metadata", [
+    (SWITCH, {"speaker": "assistant", "user_id": "ann"}),          # an assistant's message
+    (SWITCH, None),                                                # a note: no speaker
+    ("Should I switch to giffgaff now?", ANN),                     # a question
+    ("I might switch to giffgaff next month", ANN),                # only meant
+    ("I'm on a giffgaff sim for now while mine is unlocked", ANN),  # a stand-in
+    ("I also got a giffgaff sim now for the tablet", ANN),         # one more
+    ("I like giffgaff's adverts", ANN)])                           # no word of change
+def test_the_judge_is_not_asked_to_pick_for_other_kinds_of_message(server, text, metadata):
+    memory, _ = chat_memory(server, CARRIER)
+    memory.remember(text, space=CHAT, stack=True, metadata=dict(metadata) if metadata else None)
+    assert server.requests == []
+
+
+def test_the_pick_is_bounded(server):
+    memory, _ = chat_memory(server, CARRIER + " " + "It has good coverage. " * 80, pick_candidates=5, max_chars=300)
+    for index in range(12):                      # twelve more memories of the speaker's, each its own item
+        memory.remember(f"Note {index}: the wifi password changed", space=CHAT, metadata=dict(ANN))
+    server.replies.append(pick(None))
+    memory.remember(SWITCH, space=CHAT, stack=True, metadata=dict(ANN))
+    shown = json.loads(server.bodies()[-1]["messages"][1]["content"])
+    assert len(shown["earlier"]) == 5 and all(len(entry["text"]) <= 300 for entry in shown["earlier"])
+
+
+def test_a_judge_with_no_pick_candidates_never_picks(server):
+    memory, (carrier,) = chat_memory(server, CARRIER, pick_candidates=0)
+    memory.remember(SWITCH, space=CHAT, stack=True, metadata=dict(ANN))
+    assert server.requests == []
+    adapter = km.OpenAICompatAdapter("http://127.0.0.1:9/v1", model="m")
+    for value in (-1, True, 1.5):
+        with pytest.raises(km.InvalidArgumentError):
+            km.BeliefJudge(adapter, pick_candidates=value)
