@@ -116,8 +116,8 @@ def belief_table(document: dict) -> str:
     shown = [(part, ceilings[part], (document["figures"].get("first_person") or {}).get(part) or {})
              for part in ("fresh10", "fresh11") if part in ceilings]
     if shown:
-        text += ("\n\nWith an LLM judge that is never wrong (a stand-in that answers for the pair; it measures what the "
-                 "rules put before a judge, not a model): " + "; ".join(
+        text += ("\n\nWith an LLM judge that is never wrong (a stand-in that answers for the pair; it measures what "
+                 "the rules put before a judge, not a model): " + "; ".join(
                      f"{part} {ceiling['missed_with_perfect_judge']} of {ceiling['pairs']} corrections missed "
                      f"({rules.get('missed_corrections', '?')} without a judge; the judge asked for "
                      f"{ceiling['judge_asked']})" for part, ceiling, rules in shown) + ".")
