@@ -339,7 +339,13 @@ def test_a_malformed_pick_keeps_the_rule_decision(server, reply):
     ("I might switch to giffgaff next month", ANN),                # only meant
     ("I'm on a giffgaff sim for now while mine is unlocked", ANN),  # a stand-in
     ("I also got a giffgaff sim now for the tablet", ANN),         # one more
-    ("I like giffgaff's adverts", ANN)])                           # no word of change
+    ("I like giffgaff's adverts", ANN),                            # no word of change
+    # a hostile review's: a plan, a future, a denial, a condition, reported speech, another's news, a role
+    ("I'm going to switch to giffgaff", ANN), ("I will switch to giffgaff next week", ANN),
+    ("I didn't switch to giffgaff in the end", ANN), ("if I switched to giffgaff now it'd be cheaper", ANN),
+    ("my friend said \"I just switched to giffgaff\"", ANN), ("My sister switched to giffgaff now", ANN),
+    ("the ad says everyone's switching to giffgaff now", ANN),
+    (SWITCH, {"speaker": "user", "user_id": "ann", "role": "assistant"})])
 def test_the_judge_is_not_asked_to_pick_for_other_kinds_of_message(server, text, metadata):
     memory, _ = chat_memory(server, CARRIER)
     memory.remember(text, space=CHAT, stack=True, metadata=dict(metadata) if metadata else None)
@@ -361,6 +367,54 @@ def test_a_judge_with_no_pick_candidates_never_picks(server):
     memory.remember(SWITCH, space=CHAT, stack=True, metadata=dict(ANN))
     assert server.requests == []
     adapter = km.OpenAICompatAdapter("http://127.0.0.1:9/v1", model="m")
-    for value in (-1, True, 1.5):
+    for value in (-1, True, 1.5, km.JUDGE_PICK_MAX + 1):
         with pytest.raises(km.InvalidArgumentError):
             km.BeliefJudge(adapter, pick_candidates=value)
+
+
+def test_the_judge_is_shown_only_the_speakers_own_current_facts_that_may_be_revised(server):
+    memory, (carrier,) = chat_memory(server, CARRIER)
+    said = lambda text, **options: memory.remember(text, space=CHAT, **options)   # noqa: E731
+    said("My broadband is with Sky.", metadata=dict(ANN), key="broadband")                      # keyed
+    said("My energy supplier is Octopus.", metadata=dict(ANN), evidence_level="official")       # official
+    said("My gym is PureGym.", metadata={"speaker": "user", "user_id": "bob"})                  # another speaker
+    said("I use Firefox at work.", metadata={"speaker": "assistant", "user_id": "ann"})         # an assistant
+    said("My sister lives in Leeds.", metadata=dict(ANN))                                       # another's fact
+    said("Call me on 07700 900123 any time.", metadata=dict(ANN))                               # personal data
+    gone = said("My dentist is Dr Shah.", metadata=dict(ANN))
+    memory.deprecate(gone)                                                                      # retracted
+    server.replies.append(pick(None))
+    memory.remember(SWITCH, space=CHAT, stack=True, metadata=dict(ANN))
+    shown = json.loads(server.bodies()[-1]["messages"][1]["content"])["earlier"]
+    assert [entry["text"] for entry in shown] == [CARRIER]
+
+
+class RevisingJudge:
+    """An LLM stand-in that, while it answers, has another writer revise the statement it picks."""
+
+    def __init__(self) -> None:
+        self.memory: km.Memory | None = None
+        self.target = ""
+
+    async def chat(self, *, messages, model="", system="", max_tokens=1024, json_mode=False) -> str:
+        self.memory.remember("My mobile carrier is Three.", item=self.target, space=CHAT, metadata=dict(ANN))
+        return pick(1)
+
+
+def test_a_pick_of_a_statement_revised_meanwhile_keeps_the_rule_decision():
+    judge = RevisingJudge()
+    memory = km.Memory(None, llm=judge)
+    judge.memory = memory
+    carrier = memory.remember(CARRIER, space=CHAT, stack=True, metadata=dict(ANN))
+    judge.target = str(km.Kref.parse(carrier).item_kref())
+    two = memory.remember(SWITCH, space=CHAT, stack=True, metadata=dict(ANN))
+    assert item_of(two) != item_of(carrier)                          # a new belief: the one shown had moved on
+    assert memory.get(item_of(carrier))["content"] == "My mobile carrier is Three."
+    assert len(memory.history(item_of(carrier))) == 2
+
+
+def test_a_judges_reason_is_stored_without_control_characters(server):
+    memory, (carrier,) = chat_memory(server, CARRIER)
+    server.replies.append(pick(1, "same\u0000 carrier\u202e, new sim"))
+    two = memory.remember(SWITCH, space=CHAT, stack=True, metadata=dict(ANN))
+    assert memory.get(two)["metadata"]["belief_judge"]["reason"] == "same carrier, new sim"
