@@ -15331,7 +15331,8 @@ class Memory:
         (``RelationMatcher.split``), the others are named in ``also_supersedes`` to be joined. Statements
         are compared with their first person resolved to their speaker (``resolved_statement``). When no rule
         finds the belief and the memory has a judge, it is asked about the candidates the rules leave open
-        (``_judged_match``; its decision goes into ``judged``)."""
+        (``_judged_match``), and for a user's message of change with none, or after a no to them, it picks among
+        the speaker's statements (``_picked_match``); its decision goes into ``judged``."""
         def here(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
             return [hit for hit in hits if hit["space"] == space and hit["kind"] == kind]
 
@@ -15411,7 +15412,13 @@ class Memory:
             undecided = matcher.undecided(mine, histories)
             if not undecided:
                 return self._picked_match(content, space, kind, metadata, user, judged)
-            return self._judged_match(mine, [(beliefs[at], histories[at][-1]) for at in undecided], judged)
+            failed_before = self.last_judge_error
+            match = self._judged_match(mine, [(beliefs[at], histories[at][-1]) for at in undecided], judged)
+            if match is not None or self.last_judge_error is not failed_before or not judged:
+                return match
+            # the judge said no to the close candidates: it picks among the speaker's other statements
+            asked = {beliefs[at]["item_kref"] for at in undecided[:self.belief_judge.candidates]}
+            return self._picked_match(content, space, kind, metadata, user, judged, excluded=asked)
         return self._joined(BeliefMatch(target), beliefs, split)
 
     def _subject_beliefs(self, content: str, mine: str, subject: str, space: str, kind: str,
@@ -15718,7 +15725,8 @@ class Memory:
             self._picked_match(content, space, kind, metadata, user, judged)
 
     def _picked_match(self, content: str, space: str, kind: str, metadata: Mapping[str, Any] | None,
-                      user: str | None, judged: dict[str, Any] | None) -> BeliefMatch | None:
+                      user: str | None, judged: dict[str, Any] | None,
+                      excluded: Collection[str] = ()) -> BeliefMatch | None:
         """For a user's chat message that tells of a change, when the rules found no earlier statement to compare
         it with: the one of the speaker's current statements in ``space`` (same kind) that the judge picks as
         the one it updates (``BeliefJudge.pick``), shown at most ``pick_candidates`` of them: those recall finds
@@ -15727,7 +15735,7 @@ class Memory:
         a plan or a future, a denial, a condition, what someone else says, a stand-in, one more value, news of a
         relative), when the judge picks none, when the statement it picked was revised, retracted or forgotten
         while it answered, or on a failure (the rule decision stands; ``last_judge_error`` keeps it). The
-        judge's answer goes into ``judged``."""
+        judge's answer goes into ``judged``. ``excluded``: items the judge already said no to."""
         judge = self.belief_judge
         lowered = content.casefold().replace("’", "'")
         if judge is None or not judge.pick_candidates or _speaker_filter(metadata) is None or \
@@ -15745,7 +15753,8 @@ class Memory:
             """The speaker's own current fact, that may be revised and may be shown: not deprecated, keyed,
             official, another's, the message again, or holding a credential or personal data."""
             said_here = hit.get("content") or ""
-            return not hit.get("deprecated") and not _assistant_role(hit.get("metadata")) and \
+            return hit["item_kref"] not in excluded and not hit.get("deprecated") and \
+                not _assistant_role(hit.get("metadata")) and \
                 speaker_name(hit.get("metadata"), user) == speaker and chat_owner(said_here) == "self" and \
                 parse_evidence(hit.get("metadata"), hit.get("tags")) != OFFICIAL and \
                 normalize_statement(said_here) != normalize_statement(content) and \

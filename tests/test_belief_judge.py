@@ -418,3 +418,20 @@ def test_a_judges_reason_is_stored_without_control_characters(server):
     server.replies.append(pick(1, "same\u0000 carrier\u202e, new sim"))
     two = memory.remember(SWITCH, space=CHAT, stack=True, metadata=dict(ANN))
     assert memory.get(two)["metadata"]["belief_judge"]["reason"] == "same carrier, new sim"
+
+
+def test_after_a_no_to_the_close_candidates_the_judge_picks_among_the_others(server):
+    memory, (carrier, commute) = chat_memory(server, "My mobile carrier is EE.", "I commute 40 minutes by train.")
+    server.replies.extend([verdict(False, "a commute and a habit are two facts"), pick(None, "none of them")])
+    memory.remember("I cycle to the office now", space=CHAT, stack=True, metadata=dict(ANN))
+    first, second = server.bodies()
+    assert json.loads(first["messages"][1]["content"])["stored"].endswith("commute 40 minutes by train.")
+    assert [entry["text"] for entry in json.loads(second["messages"][1]["content"])["earlier"]] == [
+        "My mobile carrier is EE."]                                   # not the one it already said no to
+
+
+def test_after_a_failure_on_the_close_candidates_the_judge_is_not_asked_to_pick(server):
+    memory, _ = chat_memory(server, "My mobile carrier is EE.", "I commute 40 minutes by train.")
+    server.script("status", code=500)
+    two = memory.remember("I cycle to the office now", space=CHAT, stack=True, metadata=dict(ANN))
+    assert len(server.requests) == 1 and "belief_judge" not in memory.get(two)["metadata"]
