@@ -11336,9 +11336,8 @@ everything everyone everybody nothing nobody something someone somebody anything
 # "Ahmed out of deloitte")
 _AFTER_VERB = frozenset("the a an that this it them my our me us to his her".split())
 # The words that open a sentence and are nobody's name (not "will", "may", "bill"...: some stopwords are names)
-_DETERMINER_OPENERS = frozenset("""
-the a an this that these those all some any every each it its there here what which when where why how so and but
-or if then just still also both our my your their his her
+_DETERMINER_OPENERS = _DETERMINERS | frozenset("""
+all it there here what which when where why how so and but or if then just still also both our my
 """.split())
 
 
