@@ -12341,6 +12341,9 @@ class RelationMatcher:
                 continue                                  # whose belief it is, its first statement says
             if statement_identifiers(history[-1]) != statement_identifiers(statement):
                 continue                                  # another identifier: another thing
+            if self.chat and not _holds_now(history[-1].casefold(), cued=cued) and \
+                    "trip" not in self.belief_relations(history):
+                continue                                  # "used to drive a micra": of then, not now
             if negated & set(_value_words(history[-1])) and not _ADDITIVE.search(statement.casefold()):
                 denied.append(index)                      # "it was never *penicillin*", "*shellfish* is fine"
             theirs = self.belief_relations(history)
@@ -13011,6 +13014,32 @@ def own_facts_first(results: list[dict[str, Any]], query: str) -> list[dict[str,
     return sorted(results, key=lambda result: -result["score"])
 
 
+NOT_NOW_WEIGHT = 0.6         # a user's own message of the past, a plan or one more, for a question about now
+
+
+def now_facts_first(results: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
+    """For a user's question about what holds now ("what car do I drive?", ``_CURRENT_QUESTION``), weigh down
+    (``NOT_NOW_WEIGHT``) the speaker's own messages that do not tell what holds now (``_holds_now``: "I used to
+    drive a micra back at uni", "I might get a dog", "I also have a work phone") when a message of the same
+    speaker that does is among the results; ``signals.not_now`` says so. A question about the past ("what did I
+    drive at uni?") keeps the order; so do assistants' messages, notes and documents (no speaker)."""
+    if _CURRENT_QUESTION.search(query) is None or _HISTORY_QUESTION.search(query) is not None:
+        return results
+    holds: dict[int, bool] = {}
+    for result in results:
+        metadata = result.get("metadata")
+        if _speaker_filter(metadata) is not None and speaker_name(metadata) != "Assistant":
+            holds[id(result)] = _holds_now((result.get("content") or "").casefold())
+    now_speakers = {speaker_name(result.get("metadata")) for result in results if holds.get(id(result))}
+    changed = False
+    for result in results:
+        if holds.get(id(result)) is False and speaker_name(result.get("metadata")) in now_speakers:
+            result["score"] = round(result["score"] * NOT_NOW_WEIGHT, 6)
+            result["signals"] = {**(result.get("signals") or {}), "not_now": True}
+            changed = True
+    return sorted(results, key=lambda result: -result["score"]) if changed else results
+
+
 def newest_first_on_topic(results: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
     """Reorder recall results (best first) for a user's question about what holds now ("which bank do I use?"):
     of two messages of the same speaker about the same person, when the earlier one shares a word with the
@@ -13145,6 +13174,20 @@ def _one_off(lowered: str, today: bool = False) -> bool:
 _NOT_OURS = _lazy_regex(r"\b(?:does(?:n't| not) affect (?:us|me)|not (?:ours|mine|us|me)\b(?! anymore))")
 # The old value still holding beside the news: "plus camping in August *as usual*"
 _STILL_HOLDS = _lazy_regex(r"\b(?:as usual|as always|as normal|as ever)\b")
+# A statement of the speaker's past ("I *used to* drive a Micra *back at uni*", "lived in Madrid for a year *as a
+# student*", not "still getting used to the rain"): true, but of then; what the speaker says holds now is a belief of its own beside it, not a revision.
+_PAST_FACT = _lazy_regex(r"\b(?:(?<!getting )(?<!get )(?<!got )(?<!gets )(?<!be )(?<!been )(?<!'m )(?<!am )used to|when [\w-]+ (?:was|were)|back (?:at|in) (?:uni|school|college|the day)|"
+                         r"back then|as a (?:student|kid|child|teen\w*)|growing up|years ago|in my (?:teens|"
+                         r"twenties|youth))\b")
+
+
+def _holds_now(lowered: str, *, cued: bool = False) -> bool:
+    """Whether a (casefolded) chat statement can be a belief a later one revises: not a wish or plan ("thinking
+    about learning vim"), nor of the past (``_PAST_FACT``), nor, unless the later one is ``cued`` by a word of
+    change ("sold the mazda"), one more of a kind ("I *also* have a work phone": "my phone is a pixel" is the
+    other one). Three searches, each linear in the text."""
+    return (cued or _ADDITIVE.search(lowered) is None) and _INTENT.search(lowered) is None and \
+        _PAST_FACT.search(lowered) is None
 _TITLES = frozenset("dr dr. mr mr. mrs mrs. ms ms. prof prof. doctor".split())
 # Heads a shared word may qualify: "my favourite *sushi* place" is a restaurant, not a food
 _QUALIFIED_HEADS = frozenset("""
@@ -16235,7 +16278,7 @@ class Memory:
         if plan.recency_half_life_days:
             apply_recency(results, plan.anchor, plan.recency_half_life_days)
         if _FIRST_PERSON_WORDS.search(plan.query):
-            results = own_facts_first(results, plan.query)
+            results = now_facts_first(own_facts_first(results, plan.query), plan.query)
         if not plan.include_superseded:
             # the current value first, for the relations the query asks about (else the one its best answer
             # states: "what do I write code in?"); a query that names its time ("last year", "in May") asks
