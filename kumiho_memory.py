@@ -1490,17 +1490,25 @@ def answer_kinds(text: str, terms: Iterable[str] | None = None) -> list[str]:
 KNOWN_VALUES: dict[str, tuple[str, str]] = {   # relation: (the words a question asks by, its well-known values)
     "vehicle": ("car drive", "toyota honda ford tesla bmw audi volkswagen kia hyundai nissan mazda subaru volvo "
                              "skoda peugeot renault fiat jeep prius corolla camry yaris lexus mercedes porsche "
-                             "octavia fiesta vauxhall citroen"),
-    "handset": ("phone", "iphone android pixel samsung oneplus motorola xiaomi nokia"),
-    "computer": ("laptop computer", "macbook thinkpad chromebook lenovo"),
-    "editor": ("editor", "vim neovim emacs vscode intellij pycharm"),
+                             "octavia fiesta vauxhall citroen micra niro qashqai clio astra corsa ioniq polestar "
+                             "rivian cupra"),
+    "handset": ("phone", "iphone android pixel samsung oneplus motorola xiaomi nokia huawei oppo fairphone"),
+    "computer": ("laptop computer", "macbook thinkpad chromebook lenovo imac"),
+    "wearable": ("watch tracker", "fitbit garmin whoop oura amazfit"),
+    "headphones": ("headphones earbuds", "airpods sennheiser bose"),
+    "editor": ("editor", "vim neovim emacs vscode intellij pycharm sublime zed"),
+    "notes app": ("notes note", "evernote obsidian onenote joplin logseq notion"),
+    "task tool": ("tasks task board", "trello asana jira clickup basecamp todoist wrike"),
     "code language": ("code programming", "python java kotlin golang javascript typescript scala haskell elixir "
                                           "php perl clojure erlang fortran cobol csharp"),
-    "browser": ("browser", "chrome firefox vivaldi"),
-    "bank": ("bank", "barclays monzo lloyds natwest hsbc santander revolut"),
-    "diet": ("diet", "vegan vegetarian pescatarian keto paleo"),
-    "internet": ("internet broadband", "hyperoptic comcast xfinity plusnet"),
-    "music service": ("music stream", "spotify tidal deezer"),
+    "browser": ("browser", "chrome firefox vivaldi chromium duckduckgo"),
+    "bank": ("bank", "barclays monzo lloyds natwest hsbc santander revolut starling"),
+    "mobile network": ("mobile network carrier sim", "vodafone giffgaff verizon lebara lycamobile voxi"),
+    "energy": ("energy supplier electricity gas", "edf ovo"),
+    "diet": ("diet", "vegan vegetarian pescatarian keto paleo flexitarian"),
+    "internet": ("internet broadband", "hyperoptic comcast xfinity plusnet starlink"),
+    "music service": ("music stream", "spotify tidal deezer soundcloud pandora"),
+    "team": ("team support", "arsenal everton tottenham spurs"),
 }
 IMPLIED_WORDS: dict[str, str] = {        # the words a question asks by: the words a memory says it with
     "live home": "moved relocated hometown apartment neighborhood neighbourhood",
@@ -1518,7 +1526,12 @@ IMPLIED_WORDS: dict[str, str] = {        # the words a question asks by: the wor
     "health": "diagnosed injury injured surgery doctor hospital therapy",
     "event": "festival fair concert party parade conference workshop competition tournament fundraiser ceremony "
              "gala exhibition",
-    "food": "pizza pasta sushi burger salad soup curry tacos sandwich steak noodles",
+    "food": "pizza pasta sushi burger salad soup curry tacos sandwich steak noodles ramen pho lasagne lasagna "
+            "dumplings paella risotto biryani kebab burrito",
+    "hobby": "knitting crochet pottery woodworking gardening baking embroidery sewing quilting calligraphy",
+    "meeting": "standup stand-up one-on-one one-on-ones 1:1 catch-up retro sync",
+    "flight": "airline departs boarding layover",
+    "old age": "birthday candles",
     "dessert": "cake cookies pie brownies cupcakes pastry pudding",
     "volunteer charity": "shelter donated donation fundraiser nonprofit",
     "country": "spain france england britain italy germany japan china canada mexico brazil india ireland scotland "
@@ -10842,6 +10855,12 @@ _ELIDED_AM = _lazy_regex(
 _ACTS_ON_SPEAKER = _lazy_regex(r"^\W*(?:the|a|an|this|that|our|my|work|company)\s+(?:[\w'-]+\s+){0,3}?"
                                r"(?:[a-z]+ed|put|got|gave|made|let|sent|took|told|switched|swapped)\s+(?:me|us)\b",
                                re.IGNORECASE)
+# One who looks after the speaker's things changing one of them ("*my doctor upped my* lisinopril to 20mg", "my
+# manager moved our one-on-ones to Thursday"): the statement is the speaker's, not of the doctor or the manager.
+_CARER_ON_SPEAKER = _lazy_regex(r"^\W*(?:my|our)\s+(?:doctor|gp|physio|dentist|consultant|nurse|pharmacist|"
+                                r"specialist|surgeon|psychiatrist|therapist|manager|boss|landlord|landlady|employer|"
+                                r"airline|school|coach|trainer|vet)\s+(?:[a-z]+ed|put|got|set|took|made|cut|upped)\s+"
+                                r"(?:me|us|my|our)\b", re.IGNORECASE)
 # Someone else in the speaker's words ("Bob told me *he* moved", "Priya *said*"): then a name that opens the
 # statement is still who it is about.
 _OTHER_PERSON = _lazy_regex(r"(?i)(?<![\w'’-])(?:he|she|him|his|her|hers|they|them|their|theirs|told|tells|"
@@ -10941,7 +10960,8 @@ def _first_person_cached(text: str, speaker: str, user: bool, typed: bool = Fals
     if user and singular and not _OTHER_PERSON.search(text):
         # a first-person statement is the speaker's, whatever name opens it ("Northwind let me go")
         subject, own = statement_subject(written), tokenize(name)
-        if own and (subject.split()[0] != own[0] if subject is not None else _ACTS_ON_SPEAKER.match(text)):
+        if own and (subject.split()[0] != own[0] or _CARER_ON_SPEAKER.match(text) is not None
+                    if subject is not None else _ACTS_ON_SPEAKER.match(text)):
             # "the reorg moved me into the fraud squad": about the speaker, though a noun phrase opens it
             written = f"As for {name}, {written}"
     return written
@@ -11272,7 +11292,8 @@ _CHANGE_SIGNAL = _lazy_regex(
     r"last day|ported|migrated|deferred|got rid of|put .{0,30}\baway|emigrated|fell out|gone off|cut out|bumped|"
     r"turned|never|isn't|wasn't|behind me|finished with|done with|promoted|upgraded|downgraded|started|starting|"
     r"picked up|has become|became|signed off|healed|pushed|postponed|resched\w*|let (?:\w+ ){1,3}go|laid off|"
-    r"fired|upgraded|downgraded|(?:smoke|alcohol|booze|sugar|caffeine|meat|dairy|gluten)[- ]free)\b")
+    r"fired|upgraded|downgraded|upped|raised|lowered|increased|decreased|reduced|doubled|halved|"
+    r"(?:smoke|alcohol|booze|sugar|caffeine|meat|dairy|gluten)[- ]free)\b")
 # "my sister jess lives in toronto": the word after a relative, before a verb, is the relative's name
 _RELATIVE_CALLED = _lazy_regex(r"\b(?:" + "|".join(sorted(RELATIVE_NOUNS)) +
                                r"),?\s+([a-z]+),?\s+(?:is|'s|does|goes|lives|works|has|plays|studies|was)\b")
@@ -11314,6 +11335,8 @@ def chat_owner(text: str) -> str:
     if written and written[0][:1].isupper() and written[0] != "I" and not _common_opening(words) and \
             not _SINGULAR_FIRST_PERSON.search(text) and not re.search(r"(?i)\b(?:we|our|us)\b", text):
         return "name:" + words[0].split("'")[0]         # "Ava's moving to a four day week"
+    if _CARER_ON_SPEAKER.match(text):
+        return "self"                                   # "my doctor upped my lisinopril"
     found = _OWNER_RELATIVE.match(opening)
     noun = found.group(1) if found else (words[0].split("'")[0] if words else "")     # "dad's swapped"
     if not found and noun not in _FAMILY and re.search(r"\b(?:me|us|my|our|i|i'm|i've)\b", " ".join(words[1:])):
@@ -11905,7 +11928,8 @@ def known_value_relations(text: str) -> frozenset[str]:
 # a tesla"), never denied ("not switching yet") nor past ("used to have a fiat") nor planned ("going to").
 _KNOWN_CHANGE = _lazy_regex(r"\b(?:switch(?:ed|ing)|swapp?(?:ed|ing)?|traded|replac(?:ed|ing)|sold|ditched|dropped|"
                             r"migrat(?:ed|ing)|ported|moved (?:\w+ )?(?:to|onto|over to)|changed (?:over )?to|"
-                            r"upgraded|downgraded|instead|went with|gone with|got rid of|no longer|not anymore)\b")
+                            r"upgraded|downgraded|instead|went with|gone with|got rid of|no longer|not anymore|"
+                            r"(?<!right )now|these days|nowadays|from now on|going forward)\b")
 _KNOWN_CHANGE_DENIED = _lazy_regex(r"\b(?:not|n't|never|no|won't|nobody|someone|they|he|she)\s+(?:[\w'-]+\s+){0,2}?"
                                    r"(?:switch|swap|trad|replac|sold|ditch|drop|migrat|port|mov|chang|upgrad)|"
                                    r"\b(?:used to|going to|gonna|will|'ll|might|thinking|considering|if)\b")
@@ -13435,6 +13459,7 @@ def _content_stems(text: str, *, specific: bool = False) -> frozenset[str]:
 _HISTORY_QUESTION = _lazy_regex(r"(?i)\b(?:did|didn't|was|wasn't|were|weren't|had|ever|used to|how long|how many|"
                                r"how often|happened|first|before|after|since)\b")
 _FIRST_PERSON_WORDS = _lazy_regex(r"(?i)\b(?:i|me|my|mine|myself)\b")
+_GROUP_WORDS = _lazy_regex(r"(?i)\b(?:we|us|our|ours|ourselves)\b")
 # A question about what holds now for the user or their group ("where do I live?", "what's our car?", "who is
 # my manager now?"), not about a past or a history
 _CURRENT_QUESTION = _lazy_regex(
@@ -16277,8 +16302,8 @@ class Memory:
         apply_evidence_weights(results, evidence_rank or self.evidence_rank)
         if plan.recency_half_life_days:
             apply_recency(results, plan.anchor, plan.recency_half_life_days)
-        if _FIRST_PERSON_WORDS.search(plan.query):
-            results = now_facts_first(own_facts_first(results, plan.query), plan.query)
+        if _FIRST_PERSON_WORDS.search(plan.query) or _GROUP_WORDS.search(plan.query):
+            results = now_facts_first(own_facts_first(results, plan.query), plan.query)   # "our": the user's too
         if not plan.include_superseded:
             # the current value first, for the relations the query asks about (else the one its best answer
             # states: "what do I write code in?"); a query that names its time ("last year", "in May") asks

@@ -1684,3 +1684,54 @@ def test_a_question_about_the_past_keeps_the_past_where_it_ranks():
 def test_getting_used_to_something_is_no_past():
     assert km._holds_now("relocated to glasgow, still getting used to the rain")
     assert not km._holds_now("i used to live in glasgow")
+
+
+# Someone who looks after the speaker's things changing one of them: the speaker's own fact (issue 16, session 19)
+@pytest.mark.parametrize("old, new", [
+    ("I take 50mg of atenolol each night.", "My GP lowered my atenolol to 25mg."),
+    ("My weekly review with my boss is on Mondays.", "My boss moved our weekly review to Wednesdays."),
+])
+def test_a_carer_changing_the_speakers_thing_revises_the_speakers_belief(old, new):
+    memory = _chat()
+    first = said(memory, old)
+    assert item_of(said(memory, new)) == item_of(first)
+
+
+@pytest.mark.parametrize("text, owner", [
+    ("My GP lowered my atenolol to 25mg.", "self"), ("my boss moved our review to friday", "self"),
+    ("My mum lowered her rent to 500.", "kin:mother"), ("My boss is called Irene.", "self"),
+])
+def test_a_carer_acting_on_the_speaker_is_the_speakers_fact(text, owner):
+    assert km.chat_owner(text) == owner
+
+
+# A well-known value named with "now" or "these days" is a change to it (KNOWN_VALUES, session 19's additions)
+@pytest.mark.parametrize("old, new", [
+    ("I keep my notes in Evernote.", "I keep everything in Obsidian now."),
+    ("We track our sprint tasks in Jira.", "we're on Asana these days"),
+    ("I wear a Fitbit on my wrist.", "I'm a Garmin person now"),
+    ("My mobile network is Voxi.", "I'm with giffgaff now, cheaper data"),
+])
+def test_a_known_value_said_with_now_revises_the_belief_of_its_kind(old, new):
+    memory = _chat()
+    first = said(memory, old)
+    assert item_of(said(memory, new)) == item_of(first)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("I keep my notes in Evernote.", "right now I'm reading about Obsidian plugins"),    # "right now": a doing
+    ("I wear a Fitbit on my wrist.", "my brother is a Garmin person now"),              # another person's
+    ("My mobile network is Voxi.", "I might go with giffgaff now"),                      # a plan
+])
+def test_a_known_value_named_now_by_another_or_as_a_plan_changes_nothing(old, new):
+    memory = _chat()
+    first = said(memory, old)
+    assert item_of(said(memory, new)) != item_of(first)
+
+
+def test_a_dish_answers_a_question_about_food():
+    memory = _chat()
+    said(memory, "It's been raining all week.")
+    ramen = said(memory, "I could eat ramen every single day.")
+    found = memory.recall("What food do I like?", space="chat", limit=1)
+    assert found and found[0]["kref"].split("?")[0] == ramen.split("?")[0]
