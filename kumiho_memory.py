@@ -113,7 +113,7 @@ class _DeferredModule:
 asyncio: Any = _DeferredModule("asyncio")
 concurrent: Any = _DeferredModule("concurrent.futures")
 
-__version__ = "0.8.7"
+__version__ = "0.8.8"
 
 DISTRIBUTION_NAME = "kumiho-memory-onefile"
 
@@ -1496,7 +1496,7 @@ KNOWN_VALUES: dict[str, tuple[str, str]] = {   # relation: (the words a question
     "computer": ("laptop computer", "macbook thinkpad chromebook lenovo imac"),
     "wearable": ("watch tracker", "fitbit garmin whoop oura amazfit"),
     "headphones": ("headphones earbuds", "airpods sennheiser bose"),
-    "editor": ("editor", "vim neovim emacs vscode intellij pycharm sublime zed"),
+    "editor": ("editor", "vim neovim emacs vscode intellij pycharm sublime"),
     "notes app": ("notes note", "evernote obsidian onenote joplin logseq notion"),
     "task tool": ("tasks task board", "trello asana jira clickup basecamp todoist wrike"),
     "code language": ("code programming", "python java kotlin golang javascript typescript scala haskell elixir "
@@ -1525,8 +1525,8 @@ IMPLIED_WORDS: dict[str, str] = {        # the words a question asks by: the wor
     "health": "diagnosed injury injured surgery doctor hospital therapy",
     "event": "festival fair concert party parade conference workshop competition tournament fundraiser ceremony "
              "gala exhibition",
-    "food": "pizza pasta sushi burger salad soup curry tacos sandwich steak noodles ramen pho lasagne lasagna "
-            "dumplings paella risotto biryani kebab burrito",
+    "food": "pizza pasta sushi burger salad soup curry tacos sandwich steak noodles ramen pho dumplings paella "
+            "risotto biryani kebab burrito",
     "hobby": "knitting crochet pottery woodworking gardening baking embroidery sewing quilting calligraphy",
     "flight": "airline departs boarding layover",
     "dessert": "cake cookies pie brownies cupcakes pastry pudding",
@@ -10854,10 +10854,18 @@ _ACTS_ON_SPEAKER = _lazy_regex(r"^\W*(?:the|a|an|this|that|our|my|work|company)\
                                re.IGNORECASE)
 # One who looks after the speaker's things changing one of them ("*my doctor upped my* lisinopril to 20mg", "my
 # manager moved our one-on-ones to Thursday"): the statement is the speaker's, not of the doctor or the manager.
-_CARER_ON_SPEAKER = _lazy_regex(r"^\W*(?:my|our)\s+(?:doctor|gp|physio|dentist|consultant|nurse|pharmacist|"
+_CARER_ON_SPEAKER = _lazy_regex(r"^\W{0,8}(?:my|our)\s+(?:doctor|gp|physio|dentist|consultant|nurse|pharmacist|"
                                 r"specialist|surgeon|psychiatrist|therapist|manager|boss|landlord|landlady|employer|"
-                                r"airline|school|coach|trainer|vet)\s+(?:[a-z]+ed|put|got|set|took|made|cut|upped)\s+"
-                                r"(?:me|us|my|our)\b", re.IGNORECASE)
+                                r"airline|school|coach|trainer)\s+(?:[a-z]+ed|put|got|set|took|made|cut|upped)\s+"
+                                r"(?:(?:me|us)\b|(?:my|our)\s+([a-z]+)\b(?!['’]s|(?-i:\s+[A-Z])))", re.IGNORECASE)
+
+
+def _carer_on_speaker(text: str) -> bool:
+    """Whether a message opens with one who looks after the speaker's things changing the speaker's own
+    (``_CARER_ON_SPEAKER``), not a relative's or another person's ("my doctor upped my *dad's* dose", "my
+    manager moved my *colleague* Tom to nights")."""
+    match = _CARER_ON_SPEAKER.match(text)
+    return match is not None and (match.group(1) or "").casefold() not in _person_words()
 # Someone else in the speaker's words ("Bob told me *he* moved", "Priya *said*"): then a name that opens the
 # statement is still who it is about.
 _OTHER_PERSON = _lazy_regex(r"(?i)(?<![\w'’-])(?:he|she|him|his|her|hers|they|them|their|theirs|told|tells|"
@@ -10957,7 +10965,7 @@ def _first_person_cached(text: str, speaker: str, user: bool, typed: bool = Fals
     if user and singular and not _OTHER_PERSON.search(text):
         # a first-person statement is the speaker's, whatever name opens it ("Northwind let me go")
         subject, own = statement_subject(written), tokenize(name)
-        if own and (subject.split()[0] != own[0] or _CARER_ON_SPEAKER.match(text) is not None
+        if own and (subject.split()[0] != own[0] or _carer_on_speaker(text)
                     if subject is not None else _ACTS_ON_SPEAKER.match(text)):
             # "the reorg moved me into the fraud squad": about the speaker, though a noun phrase opens it
             written = f"As for {name}, {written}"
@@ -11332,7 +11340,7 @@ def chat_owner(text: str) -> str:
     if written and written[0][:1].isupper() and written[0] != "I" and not _common_opening(words) and \
             not _SINGULAR_FIRST_PERSON.search(text) and not re.search(r"(?i)\b(?:we|our|us)\b", text):
         return "name:" + words[0].split("'")[0]         # "Ava's moving to a four day week"
-    if _CARER_ON_SPEAKER.match(text):
+    if _carer_on_speaker(text):
         return "self"                                   # "my doctor upped my lisinopril"
     found = _OWNER_RELATIVE.match(opening)
     noun = found.group(1) if found else (words[0].split("'")[0] if words else "")     # "dad's swapped"
@@ -11928,7 +11936,10 @@ def known_value_relations(text: str) -> frozenset[str]:
 _KNOWN_CHANGE = _lazy_regex(r"\b(?:switch(?:ed|ing)|swapp?(?:ed|ing)?|traded|replac(?:ed|ing)|sold|ditched|dropped|"
                             r"migrat(?:ed|ing)|ported|moved (?:\w+ )?(?:to|onto|over to)|changed (?:over )?to|"
                             r"upgraded|downgraded|instead|went with|gone with|got rid of|no longer|not anymore|"
-                            r"(?<!right )now|these days|nowadays|from now on|going forward)\b")
+                            r"these days|nowadays|from now on|going forward)\b")
+# ... or the value said to hold now at the end of its clause: "I'm in a *kia* now", "it's all *obsidian* now, cheaper"
+# (not "now I want a tesla", "I now have a revolut card for travelling", "I carry that now for on-call")
+_NOW_AFTER = _lazy_regex(r"(?:\s+[\w'-]+){0,3}?\s+now\s*(?:[.,;:!)]|$)")
 _KNOWN_CHANGE_DENIED = _lazy_regex(r"\b(?:not|n't|never|no|won't|nobody|someone|they|he|she)\s+(?:[\w'-]+\s+){0,2}?"
                                    r"(?:switch|swap|trad|replac|sold|ditch|drop|migrat|port|mov|chang|upgrad)|"
                                    r"\b(?:used to|going to|gonna|will|'ll|might|thinking|considering|if)\b")
@@ -11939,10 +11950,17 @@ def known_value_change(text: str) -> frozenset[str]:
     *pixel*" -> ``{"handset"}``; empty for a value only mentioned, added ("a tesla *too*"), denied, past, planned,
     or another person's ("my mate sold his bmw")."""
     lowered = text.casefold().replace("’", "'")
-    if not _KNOWN_CHANGE.search(lowered) or _KNOWN_CHANGE_DENIED.search(lowered) or _ADDITIVE.search(lowered) or \
+    if _KNOWN_CHANGE_DENIED.search(lowered) or _ADDITIVE.search(lowered) or \
             _INTENT.search(lowered) or re.search(r"\b(?:his|her|their)\b", lowered):
         return frozenset()                                # (whose change it is, the statement's subject says)
-    return known_value_relations(lowered)
+    if _KNOWN_CHANGE.search(lowered):
+        return known_value_relations(lowered)
+    of = _known_value_of()
+    lowered = lowered[:ECHO_TEXT_CHARS]
+    held = [match for match in re.finditer(r"[a-z]+", lowered)
+            if match.group() in of and _NOW_AFTER.match(lowered, match.end()) is not None]
+    return known_value_relations(lowered) if held and not re.search(r"\bjust now\b|\bnow and then\b", lowered) \
+        else frozenset()
 
 
 @functools.lru_cache(maxsize=1)
@@ -13037,22 +13055,25 @@ def own_facts_first(results: list[dict[str, Any]], query: str) -> list[dict[str,
     return sorted(results, key=lambda result: -result["score"])
 
 
-NOT_NOW_WEIGHT = 0.6         # a user's own message of the past, a plan or one more, for a question about now
+NOT_NOW_WEIGHT = 0.6         # a user's own message of a past habit, for a question about now
+_YES_NO = _lazy_regex(r"(?i)^\W*(?:do|does|did|am|is|are|was|have|has|can|could|should|will|would)\b")
 
 
 def now_facts_first(results: list[dict[str, Any]], query: str) -> list[dict[str, Any]]:
     """For a user's question about what holds now ("what car do I drive?", ``_CURRENT_QUESTION``), weigh down
-    (``NOT_NOW_WEIGHT``) the speaker's own messages that do not tell what holds now (``_holds_now``: "I used to
-    drive a micra back at uni", "I might get a dog", "I also have a work phone") when a message of the same
-    speaker that does is among the results; ``signals.not_now`` says so. A question about the past ("what did I
-    drive at uni?") keeps the order; so do assistants' messages, notes and documents (no speaker)."""
-    if _CURRENT_QUESTION.search(query) is None or _HISTORY_QUESTION.search(query) is not None:
+    (``NOT_NOW_WEIGHT``) the speaker's own messages of a past habit (``_PAST_HABIT``: "I used to drive a micra
+    back at uni") when a message of the same speaker that is none is among the results; ``signals.not_now``
+    says so. A question about the past ("what did I drive at uni?") or a yes-or-no one ("do I smoke?") keeps
+    the order; so do plans and one more of a kind ("which marathon am I planning to run?", "what's my work
+    phone?" are asked of them), assistants' messages, notes and documents (no speaker)."""
+    if _CURRENT_QUESTION.search(query) is None or _HISTORY_QUESTION.search(query) is not None or \
+            _YES_NO.match(query) is not None:
         return results
     holds: dict[int, bool] = {}
     for result in results:
         metadata = result.get("metadata")
         if _speaker_filter(metadata) is not None and speaker_name(metadata) != "Assistant":
-            holds[id(result)] = _holds_now((result.get("content") or "").casefold())
+            holds[id(result)] = _PAST_HABIT.search((result.get("content") or "").casefold()) is None
     now_speakers = {speaker_name(result.get("metadata")) for result in results if holds.get(id(result))}
     changed = False
     for result in results:
@@ -13198,10 +13219,16 @@ _NOT_OURS = _lazy_regex(r"\b(?:does(?:n't| not) affect (?:us|me)|not (?:ours|min
 # The old value still holding beside the news: "plus camping in August *as usual*"
 _STILL_HOLDS = _lazy_regex(r"\b(?:as usual|as always|as normal|as ever)\b")
 # A statement of the speaker's past ("I *used to* drive a Micra *back at uni*", "lived in Madrid for a year *as a
-# student*", not "still getting used to the rain"): true, but of then; what the speaker says holds now is a belief of its own beside it, not a revision.
-_PAST_FACT = _lazy_regex(r"\b(?:(?<!getting )(?<!get )(?<!got )(?<!gets )(?<!be )(?<!been )(?<!'m )(?<!am )used to|when [\w-]+ (?:was|were)|back (?:at|in) (?:uni|school|college|the day)|"
-                         r"back then|as a (?:student|kid|child|teen\w*)|growing up|years ago|in my (?:teens|"
-                         r"twenties|youth))\b")
+# student*", not "still getting used to the rain", "banked with them since back in uni"): true, but of then; what
+# the speaker says holds now is a belief of its own beside it, not a revision.
+_PAST_FACT = _lazy_regex(r"\b(?:used to(?!\s+(?:the|my|a|an|it|this|that|our|your|his|her|their|them|him|me|us|"
+                         r"[a-z]+ing)\b)|when [\w-]+ (?:was|were)|(?<!since )back (?:at|in) (?:uni|school|college|"
+                         r"the day)|back then|as a (?:student|kid|child|teen\w*)|growing up|in my (?:teens|twenties|"
+                         r"youth))\b")
+# ... of which a question about now weighs down only a habit or a time the speaker names as over ("as a kid" may
+# say when a fact that holds began: "diagnosed with a nut allergy as a kid")
+_PAST_HABIT = _lazy_regex(r"\b(?:used to(?!\s+(?:the|my|a|an|it|this|that|our|your|his|her|their|them|him|me|us|"
+                          r"[a-z]+ing)\b)|(?<!since )back (?:at|in) (?:uni|school|college|the day)|back then)\b")
 
 
 def _holds_now(lowered: str, *, cued: bool = False) -> bool:
@@ -13209,8 +13236,15 @@ def _holds_now(lowered: str, *, cued: bool = False) -> bool:
     about learning vim"), nor of the past (``_PAST_FACT``), nor, unless the later one is ``cued`` by a word of
     change ("sold the mazda"), one more of a kind ("I *also* have a work phone": "my phone is a pixel" is the
     other one). Three searches, each linear in the text."""
-    return (cued or _ADDITIVE.search(lowered) is None) and _INTENT.search(lowered) is None and \
+    return (cued or _ADDITIVE.search(lowered) is None) and not _only_intended(lowered) and \
         _PAST_FACT.search(lowered) is None
+
+
+def _only_intended(lowered: str) -> bool:
+    """Whether every clause of a (casefolded) message says it is only meant or wanted ("I might get a dog"), not
+    "I drive a kia but I might get a tesla", whose first clause holds now."""
+    clauses = [clause for clause in _CLAUSE_BREAK.split(lowered[:ECHO_TEXT_CHARS]) if clause.strip()]
+    return bool(clauses) and all(_INTENT.search(clause) for clause in clauses)
 _TITLES = frozenset("dr dr. mr mr. mrs mrs. ms ms. prof prof. doctor".split())
 # Heads a shared word may qualify: "my favourite *sushi* place" is a restaurant, not a food
 _QUALIFIED_HEADS = frozenset("""
@@ -13458,7 +13492,6 @@ def _content_stems(text: str, *, specific: bool = False) -> frozenset[str]:
 _HISTORY_QUESTION = _lazy_regex(r"(?i)\b(?:did|didn't|was|wasn't|were|weren't|had|ever|used to|how long|how many|"
                                r"how often|happened|first|before|after|since)\b")
 _FIRST_PERSON_WORDS = _lazy_regex(r"(?i)\b(?:i|me|my|mine|myself)\b")
-_GROUP_WORDS = _lazy_regex(r"(?i)\b(?:we|us|our|ours|ourselves)\b")
 # A question about what holds now for the user or their group ("where do I live?", "what's our car?", "who is
 # my manager now?"), not about a past or a history
 _CURRENT_QUESTION = _lazy_regex(
@@ -16301,8 +16334,8 @@ class Memory:
         apply_evidence_weights(results, evidence_rank or self.evidence_rank)
         if plan.recency_half_life_days:
             apply_recency(results, plan.anchor, plan.recency_half_life_days)
-        if _FIRST_PERSON_WORDS.search(plan.query) or _GROUP_WORDS.search(plan.query):
-            results = now_facts_first(own_facts_first(results, plan.query), plan.query)   # "our": the user's too
+        if _FIRST_PERSON_WORDS.search(plan.query):
+            results = now_facts_first(own_facts_first(results, plan.query), plan.query)
         if not plan.include_superseded:
             # the current value first, for the relations the query asks about (else the one its best answer
             # states: "what do I write code in?"); a query that names its time ("last year", "in May") asks

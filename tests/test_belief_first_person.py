@@ -968,7 +968,7 @@ def test_recall_finds_the_later_message_the_question_words_miss_by_the_found_one
     memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds())
     # (a bank KNOWN_VALUES does not name: the question's words find the later message only by the echo)
     old, new = _amid_chatter(memory, "i bank with nationwide",
-                             "moved everything over to starling, nationwide kept freezing my card")
+                             "moved everything over to triodos, nationwide kept freezing my card")
     assert item_of(old) != item_of(new)
     found = memory.recall("Where do I bank?", space=SPACE, limit=5)
     assert [result["kref"] for result in found][:2] == [new, old]
@@ -1645,7 +1645,9 @@ def test_what_holds_now_is_still_revised(old, new):
 
 @pytest.mark.parametrize("text, holds", [
     ("i used to drive a micra", False), ("i also have a work phone", False), ("i might get a dog", False),
-    ("we lived in leeds years ago", False), ("i drive a micra", True), ("i moved to leeds last month", True),
+    ("i lived in leeds as a student", False), ("i drive a micra", True), ("i moved to leeds five years ago", True),
+    ("i drive a kia but i might get a tesla", True), ("banked with them since back in uni", True),
+    ("i am so used to my iphone", True),
 ])
 def test_holds_now_reads_the_past_a_second_one_and_a_plan(text, holds):
     assert km._holds_now(text) is holds
@@ -1659,10 +1661,9 @@ def _recall_contents(memory: km.Memory, question: str) -> list[str]:
 @pytest.mark.parametrize("earlier, now, question", [
     ("Back in college I used to ride a Vespa to lectures.", "I ride a Yamaha scooter to work.",
      "What scooter do I ride?"),
-    ("I also keep a spare Nokia phone in the car.", "My phone is a Pixel 7.", "What phone do I have?"),
-    ("I might adopt a greyhound dog next spring.", "I have a beagle dog called Rolo.", "What dog do I have?"),
+    ("I rode a Vespa scooter back at uni.", "I ride a Yamaha scooter to work.", "What scooter do I ride?"),
 ])
-def test_a_question_about_now_ranks_what_holds_now_above_the_past_a_plan_or_one_more(earlier, now, question):
+def test_a_question_about_now_ranks_what_holds_now_above_a_past_habit(earlier, now, question):
     memory = _chat()
     said(memory, earlier)
     said(memory, now)
@@ -1670,6 +1671,20 @@ def test_a_question_about_now_ranks_what_holds_now_above_the_past_a_plan_or_one_
     assert found[0]["content"] == now
     weighed = [result for result in found if result["content"] == earlier]
     assert weighed and weighed[0]["signals"].get("not_now") is True
+
+
+@pytest.mark.parametrize("earlier, now, question", [
+    ("I also keep a spare Nokia phone in the car.", "My phone is a Pixel 7.", "What's my spare phone?"),
+    ("I'm planning to run the Oslo marathon.", "I run a 5k every Sunday.", "Which marathon am I planning to run?"),
+    ("I used to smoke a pack a day.", "I run a 5k every Sunday.", "Do I smoke?"),
+])
+def test_a_plan_one_more_or_a_yes_or_no_question_keeps_its_answer(earlier, now, question):
+    memory = _chat()
+    said(memory, earlier)
+    said(memory, now)
+    found = memory.recall(question, space="chat", limit=5)
+    assert found[0]["content"] == earlier
+    assert not any(result["signals"].get("not_now") for result in found)
 
 
 def test_a_question_about_the_past_keeps_the_past_where_it_ranks():
@@ -1735,3 +1750,21 @@ def test_a_dish_answers_a_question_about_food():
     ramen = said(memory, "I could eat ramen every single day.")
     found = memory.recall("What food do I like?", space="chat", limit=1)
     assert found and found[0]["kref"].split("?")[0] == ramen.split("?")[0]
+
+
+@pytest.mark.xfail(strict=True, reason="known gap (found in 0.8.8, also in 0.8.7): a chat message with an implied "
+                   "word beside a message whose words it borrows scores a little higher in a reopened store than in "
+                   "the process that wrote it (0.721 against 0.694 here); the order of these results is the same")
+def test_a_message_with_an_implied_word_scores_the_same_after_a_reopen(tmp_path):
+    path = str(tmp_path / "store.db")
+    with km.Memory(path, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60)) as memory:
+        for text in CHATTER[:6]:
+            said(memory, text.replace("lasagne", "pizza"))
+        said(memory, "my hairdresser is called jodie")
+        for text in CHATTER[6:]:
+            said(memory, text.replace("lasagne", "pizza"))
+        said(memory, "jodie's retired so it's a new salon for me now")
+        here = [(r["kref"], r["score"]) for r in memory.recall("Who is my hairdresser?", space=SPACE)]
+        memory.backend.warm_recall_index()
+    with km.Memory(path) as reopened:
+        assert [(r["kref"], r["score"]) for r in reopened.recall("Who is my hairdresser?", space=SPACE)] == here

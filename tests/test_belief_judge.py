@@ -272,7 +272,7 @@ def test_revise_does_not_ask_the_judge_what_the_rules_decide(server):
 CHAT = "chat"
 ANN = {"speaker": "user", "user_id": "ann"}
 CARRIER = "My mobile carrier is EE."
-SWITCH = "I'm on a giffgaff sim now, it's half the price"      # no word or relation in common with CARRIER
+SWITCH = "I'm on a smarty sim now, it's half the price"      # no word or relation in common with CARRIER
 
 
 def pick(match, reason: str = "both say who the phone contract is with") -> str:
