@@ -10866,6 +10866,8 @@ def _carer_on_speaker(text: str) -> bool:
     manager moved my *colleague* Tom to nights")."""
     match = _CARER_ON_SPEAKER.match(text)
     return match is not None and (match.group(1) or "").casefold() not in _person_words()
+
+
 # Someone else in the speaker's words ("Bob told me *he* moved", "Priya *said*"): then a name that opens the
 # statement is still who it is about.
 _OTHER_PERSON = _lazy_regex(r"(?i)(?<![\w'’-])(?:he|she|him|his|her|hers|they|them|their|theirs|told|tells|"
@@ -11955,6 +11957,8 @@ def known_value_change(text: str) -> frozenset[str]:
         return frozenset()                                # (whose change it is, the statement's subject says)
     if _KNOWN_CHANGE.search(lowered):
         return known_value_relations(lowered)
+    if "now" not in lowered:
+        return frozenset()
     of = _known_value_of()
     lowered = lowered[:ECHO_TEXT_CHARS]
     held = [match for match in re.finditer(r"[a-z]+", lowered)
@@ -13221,30 +13225,33 @@ _STILL_HOLDS = _lazy_regex(r"\b(?:as usual|as always|as normal|as ever)\b")
 # A statement of the speaker's past ("I *used to* drive a Micra *back at uni*", "lived in Madrid for a year *as a
 # student*", not "still getting used to the rain", "banked with them since back in uni"): true, but of then; what
 # the speaker says holds now is a belief of its own beside it, not a revision.
-_PAST_FACT = _lazy_regex(r"\b(?:used to(?!\s+(?:the|my|a|an|it|this|that|our|your|his|her|their|them|him|me|us|"
-                         r"[a-z]+ing)\b)|when [\w-]+ (?:was|were)|(?<!since )back (?:at|in) (?:uni|school|college|"
-                         r"the day)|back then|as a (?:student|kid|child|teen\w*)|growing up|in my (?:teens|twenties|"
-                         r"youth))\b")
+_PAST_HABIT_WORDS = (r"used to(?!\s+(?:the|my|a|an|it|this|that|our|your|his|her|their|them|him|me|us|[a-z]+ing)\b)|"
+                     r"(?<!since )back (?:at|in) (?:uni|school|college|the day)|back then")
+_PAST_FACT = _lazy_regex(rf"\b(?:{_PAST_HABIT_WORDS}|when [\w-]+ (?:was|were)|as a (?:student|kid|child|teen\w*)|"
+                         r"growing up|in my (?:teens|twenties|youth))\b")
 # ... of which a question about now weighs down only a habit or a time the speaker names as over ("as a kid" may
 # say when a fact that holds began: "diagnosed with a nut allergy as a kid")
-_PAST_HABIT = _lazy_regex(r"\b(?:used to(?!\s+(?:the|my|a|an|it|this|that|our|your|his|her|their|them|him|me|us|"
-                          r"[a-z]+ing)\b)|(?<!since )back (?:at|in) (?:uni|school|college|the day)|back then)\b")
+_PAST_HABIT = _lazy_regex(rf"\b(?:{_PAST_HABIT_WORDS})\b")
 
 
 def _holds_now(lowered: str, *, cued: bool = False) -> bool:
     """Whether a (casefolded) chat statement can be a belief a later one revises: not a wish or plan ("thinking
     about learning vim"), nor of the past (``_PAST_FACT``), nor, unless the later one is ``cued`` by a word of
     change ("sold the mazda"), one more of a kind ("I *also* have a work phone": "my phone is a pixel" is the
-    other one). Three searches, each linear in the text."""
+    other one). Each test is linear in the text."""
     return (cued or _ADDITIVE.search(lowered) is None) and not _only_intended(lowered) and \
         _PAST_FACT.search(lowered) is None
 
 
-def _only_intended(lowered: str) -> bool:
-    """Whether every clause of a (casefolded) message says it is only meant or wanted ("I might get a dog"), not
-    "I drive a kia but I might get a tesla", whose first clause holds now."""
-    clauses = [clause for clause in _CLAUSE_BREAK.split(lowered[:ECHO_TEXT_CHARS]) if clause.strip()]
+def _only_intended(lowered: str, among: re.Pattern[str] | None = None) -> bool:
+    """Whether every clause of a (casefolded) message, or every one ``among`` finds something in, says it is only
+    meant or wanted ("I might get a dog"; not "I drive a kia but I might get a tesla", whose first clause holds
+    now)."""
+    clauses = [clause for clause in _CLAUSE_BREAK.split(lowered[:ECHO_TEXT_CHARS])
+               if clause.strip() and (among is None or among.search(clause))]
     return bool(clauses) and all(_INTENT.search(clause) for clause in clauses)
+
+
 _TITLES = frozenset("dr dr. mr mr. mrs mrs. ms ms. prof prof. doctor".split())
 # Heads a shared word may qualify: "my favourite *sushi* place" is a restaurant, not a food
 _QUALIFIED_HEADS = frozenset("""
@@ -13431,9 +13438,7 @@ def _only_meant(text: str) -> bool:
     """Whether every clause of a message that says a word of change also says it is only meant, wanted or
     maybe ("we might switch max_retries to 9 next quarter"); an aside of intent in another clause does not count
     ("the mazda got written off, you should see the skoda")."""
-    clauses = [clause for clause in _CLAUSE_BREAK.split(text[:ECHO_TEXT_CHARS].casefold().replace("’", "'"))
-               if _CHANGE_SIGNAL.search(clause)]
-    return bool(clauses) and all(_INTENT.search(clause) for clause in clauses)
+    return _only_intended(text[:ECHO_TEXT_CHARS].casefold().replace("’", "'"), among=_CHANGE_SIGNAL)
 
 
 def _tells_own_change(text: str, lowered: str) -> bool:
