@@ -6156,8 +6156,9 @@ class _RecallState:
                     continue              # a turn that is no longer a message lends nothing (as in a rebuild)
                 for term, tf in base.get(neighbour, {}).items():
                     frequencies[term] = frequencies.get(term, 0.0) + self.signals.neighbour_terms * tf
-        if length is None:
-            length = int(sum(base.get(doc_id, {}).values()))
+        if length is None:           # a neighbour indexed again: its stored length (implied words left out)
+            stored = self.doc_length.get(doc_id)
+            length = int(stored) if stored is not None else int(sum(base.get(doc_id, {}).values()))
         self.index.add(doc_id, frequencies, length, short=self._shortness(doc_id))
 
     def _stream_base_terms(self, conn: sqlite3.Connection, lengths: Mapping[int, int]) -> dict[int, dict[str, float]]:
@@ -11319,7 +11320,7 @@ year years time times people everyone today morning evening night weekend weeken
 feel feeling felt think know want need make made take keep say says said come came put set run ran see saw
 look looks looking try trying tried back now still ever never really pretty quite much many more less
 everything anything something nothing early late bed around half price broken don didn doesn isn wasn won
-can couldn thing ticket tickets wedding party lol tbh ngl omg haha lmao idk imo btw called call
+can couldn thing ticket tickets wedding party lol tbh ngl omg haha lmao idk imo btw called call plan plans planned
 """.split()) | TIME_NAMES
 
 
