@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 
 import kumiho_memory as km
 
@@ -1776,3 +1778,36 @@ def test_a_change_of_plan_echoes_no_plan():
     first = said(memory, "I'm engaged to Marcus, the wedding's planned for next autumn.")
     assert item_of(said(memory, "Change of plan: Cornwall was fully booked, so it's the Lakes instead.")) != \
         item_of(first)
+
+
+_CHAT_WORDS = ("pizza", "ramen", "knitting", "airline", "dog", "guitar", "rain", "work", "train", "sister", "salon",
+               "jodie", "week", "moved", "Spain", "Lisbon", "keto", "3", "tuesday", "the", "a", "my", "today")
+
+
+def _indexed_documents(memory: km.Memory) -> dict[int, tuple]:
+    """Every document of the embedded recall index as it was indexed: (length, shortness) and its terms."""
+    state = memory.backend._recall
+    index = state.index
+    return {doc: (index.slot_stats(index.doc_slot[doc]), sorted(index.term_frequencies(doc).items()))
+            for doc in state.doc_item if doc in index}
+
+
+@hypothesis.settings(max_examples=40, deadline=None,
+                     suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture])
+@hypothesis.given(messages=st.lists(st.lists(st.sampled_from(_CHAT_WORDS), min_size=1, max_size=8),
+                                    min_size=2, max_size=12))
+def test_a_thread_of_messages_is_indexed_the_same_in_the_writer_and_after_a_reopen(tmp_path_factory, messages):
+    # messages in one thread lend each other words and some imply words a question asks by (pizza: food; Spain:
+    # where; 3: how many): the process that wrote them (its index live between writes, as stacking keeps it)
+    # and a reopened store that builds its index from the tables index every message with the same length and
+    # words. (Scores may still differ a little: the average length BM25 uses is frozen at a point of each
+    # process's own history, ``RecallIndex.reference_length``.)
+    path = str(tmp_path_factory.mktemp("thread") / "store.db")
+    with km.Memory(path, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60)) as memory:
+        for words in messages:
+            memory.remember(" ".join(words), space=SPACE, metadata={**ANN, "thread_id": "t1"})
+            memory.recall(words[0], space=SPACE, limit=1)
+        here = _indexed_documents(memory)
+    with km.Memory(path) as reopened:
+        reopened.recall("pizza", space=SPACE, limit=1)
+        assert _indexed_documents(reopened) == here
