@@ -11320,7 +11320,7 @@ year years time times people everyone today morning evening night weekend weeken
 feel feeling felt think know want need make made take keep say says said come came put set run ran see saw
 look looks looking try trying tried back now still ever never really pretty quite much many more less
 everything anything something nothing early late bed around half price broken don didn doesn isn wasn won
-can couldn thing ticket tickets wedding party lol tbh ngl omg haha lmao idk imo btw called call plan plans planned
+can couldn thing ticket tickets wedding party lol tbh ngl omg haha lmao idk imo btw called call
 """.split()) | TIME_NAMES
 
 
@@ -11400,6 +11400,7 @@ def change_distances(text: str) -> dict[str, int]:
     amex, everything goes ..." -> amex 1, everything 2). Only the first ``ECHO_TEXT_CHARS`` characters count:
     a correction is a chat message, not a document."""
     lowered = text[:ECHO_TEXT_CHARS].casefold().replace("’", "'")
+    lowered = _CHANGE_IDIOM.sub(lambda match: " " * len(match.group()), lowered)   # (lengths kept)
     words = list(re.finditer(r"[a-z][a-z0-9-]*", lowered.replace("'s ", "   ")))
     starts = [word.start() for word in words]
     near: dict[str, int] = {}
@@ -11424,7 +11425,10 @@ def change_distances(text: str) -> dict[str, int]:
 
 
 # A word of change around its object ("knocked *the secret history* off", "put *the needles* away"): the
-# object is what changed, a word of its own.
+# object is what changed, a word of its own. An idiom of change names none, and is nothing to name again:
+# "*change of plan*: Cornwall was booked up" changes no earlier "the wedding's planned for autumn", and "switched
+# to the family plan" changes no "change of plan: ..." (but "switched to Plan B" changes "Plan A").
+_CHANGE_IDIOM = _lazy_regex(r"\bchange of (?:plans?|heart|mind)\b")
 _CHANGE_OBJECT = _lazy_regex(r"(?:knock\w*|put)\s+(.+)\s+(?:off|away)$")
 
 
@@ -11442,7 +11446,7 @@ def echo_anchors(text: str) -> frozenset[str]:
     # "my bike", "my mum": who or what, taken out before the relation words, so that "my manager is *sarah*"
     # keeps its value
     lowered = re.sub(r"\b(?:my|our|your)\s+[a-z]+\b", " ", text.casefold().replace("’", "'"))
-    lowered = _CHANGE_SIGNAL.sub(_change_object, _RELATION_WORDS.sub(" ", lowered))
+    lowered = _CHANGE_SIGNAL.sub(_change_object, _RELATION_WORDS.sub(" ", _CHANGE_IDIOM.sub(" ", lowered)))
     words = re.findall(r"[a-z][a-z0-9-]*", lowered.replace("'s ", " "))
     return frozenset(term for word in words
                      if word not in STOPWORDS and word not in TIME_WORDS and word not in FILLER_WORDS

@@ -1811,3 +1811,9 @@ def test_a_thread_of_messages_is_indexed_the_same_in_the_writer_and_after_a_reop
     with km.Memory(path) as reopened:
         reopened.recall("pizza", space=SPACE, limit=1)
         assert _indexed_documents(reopened) == here
+
+
+def test_an_idiom_of_change_is_nothing_to_name_again():
+    assert "plan" not in km.echo_anchors("Change of plan: Cornwall was fully booked, so it's the Lakes instead.")
+    assert "plan" not in km.changed_words("Change of plan: Cornwall was fully booked, so it's the Lakes instead.")
+    assert "plan" in km.changed_words("switched to Plan B with Vodafone")
