@@ -12698,6 +12698,29 @@ _NOT_A_CHANGE_NOW = _lazy_regex(r"\b(?:will|won't|going to|gonna|if|whether|wond
                                 r"plan\w*|tomorrow|next (?:week|month|year|time)|didn't|did not|never|haven't|"
                                 r"hasn't|have not|has not|not yet|would|could|should|says|said|told me|heard|"
                                 r"apparently|according to|rumou?rs?)\b|[\"“”]")
+# With ``BeliefJudge(pick_any=True)`` (the default) a message needs no word of change to be asked about: any
+# statement of the speaker's that no rule ties goes to the judge ("Theo blew out five candles on sunday" after "my
+# son Theo is four"), unless it is one of those above or a request or a reply to the assistant ("write me an email
+# about...", "thanks, that helps"), which states nothing of the speaker's life (``_states_something``).
+_REQUEST = _lazy_regex(
+    r"^\W*(?:(?:please|pls|can you|could you|would you|will you)\W+)?(?:help me|write|draft|summari[sz]e|translate|"
+    r"explain|tell me|give me|show me|list|find|make|create|generate|rewrite|fix|check|remind me)\b")
+_REPLY_OPENING = _lazy_regex(r"^(?:\W*(?:thanks?|thank you|thx|ok|okay|k|lol|haha|yes|yeah|yep|no|nope|sure|cool|"
+                             r"great|nice|perfect|got it|sounds good|good|hi|hello|hey)\b)+")
+
+_REPLY_WORDS = frozenset("help sound good great nice work make sens perfect cool awesom lot much veri realli".split())
+
+
+def _states_something(content: str) -> bool:
+    """Whether a message may tell of the speaker's life: not a request to the assistant ("write me an email
+    about...") nor only a reply ("thanks, that helps", "ok cool"); "vegan now" will do."""
+    lowered = content.casefold()
+    if _REQUEST.search(lowered) or not tokenize(lowered):
+        return False
+    opening = _REPLY_OPENING.match(lowered)
+    return opening is None or not _REPLY_WORDS.issuperset(tokenize(lowered[opening.end():]))
+
+
 JUDGE_PICK_SYSTEM_PROMPT = """You read a user's new chat message and numbered statements that the same user made \
 earlier, as kept in an AI agent's long-term memory. Decide which ONE earlier statement the new message updates or \
 corrects: the same attribute of the same subject (the user, or the same relative or thing), whose value the new \
@@ -12738,6 +12761,10 @@ class BeliefJudge:
         candidates: beliefs one statement asks about at most.
         pick_candidates: earlier statements one user's message of change is shown at most when the rules find
             none to compare it with (``pick``); 0 never asks so.
+        pick_any: whether any statement of the user's that no rule ties is asked about so (the default: "Theo
+            blew out five candles" after "my son Theo is four"), or only one that tells of a change in words
+            ("switched", "actually", "now": fewer questions, more corrections missed). Either way never a
+            question, a request, a plan, a denial, one more of a kind or a passing change.
 
     Raises:
         InvalidArgumentError: an adapter without ``chat``, or a malformed limit.
@@ -12745,7 +12772,7 @@ class BeliefJudge:
 
     def __init__(self, adapter: Any, *, model: str = "", timeout: float = JUDGE_TIMEOUT,
                  max_chars: int = JUDGE_TEXT_CHARS, candidates: int = JUDGE_CANDIDATES,
-                 pick_candidates: int = JUDGE_PICK_CANDIDATES) -> None:
+                 pick_candidates: int = JUDGE_PICK_CANDIDATES, pick_any: bool = True) -> None:
         if not callable(getattr(adapter, "chat", None)):
             raise InvalidArgumentError(f"a belief judge needs an LLM adapter with chat(), not {type(adapter).__name__}")
         if not isinstance(model, str):
@@ -12760,7 +12787,10 @@ class BeliefJudge:
         if pick_candidates > JUDGE_PICK_MAX:
             raise InvalidArgumentError(f"pick_candidates must be at most {JUDGE_PICK_MAX}, not {pick_candidates!r}")
         self.adapter, self.model, self.timeout = adapter, model, float(timeout)
+        if not isinstance(pick_any, bool):
+            raise InvalidArgumentError(f"pick_any must be True or False, not {pick_any!r}")
         self.max_chars, self.candidates, self.pick_candidates = max_chars, candidates, pick_candidates
+        self.pick_any = pick_any
 
     def __repr__(self) -> str:
         return f"BeliefJudge({self.adapter!r}, timeout={self.timeout})"
@@ -15850,10 +15880,12 @@ class Memory:
         if judge is None or not judge.pick_candidates or _speaker_filter(metadata) is None or \
                 _assistant_role(metadata) or speaker_name(metadata, user) == "Assistant" or \
                 len(content) > judge.max_chars or \
-                (_CHANGE_SIGNAL.search(lowered) is None and _CORRECTION_CUE.search(lowered) is None and
-                 _TOPIC_CUE.search(lowered) is None) or _only_meant(content) or _TEMPORARY.search(lowered) or \
+                (not judge.pick_any and _CHANGE_SIGNAL.search(lowered) is None and
+                 _CORRECTION_CUE.search(lowered) is None and _TOPIC_CUE.search(lowered) is None) or \
+                _only_meant(content) or _TEMPORARY.search(lowered) or \
                 _ADDITIVE.search(lowered) or _QUESTION.search(content) or _NOT_A_CHANGE_NOW.search(lowered) or \
-                _KNOWN_CHANGE_DENIED.search(lowered) or chat_owner(content) != "self":
+                _KNOWN_CHANGE_DENIED.search(lowered) or (not judge.pick_any and chat_owner(content) != "self") or \
+                not _states_something(content):
             return None                                   # (only the speaker's own change, now)
         spoken, _ = self._speakers_statements(space, kind, metadata, user, echo_anchors)
         speaker, wanted = speaker_name(metadata, user), judge.pick_candidates
@@ -15864,7 +15896,8 @@ class Memory:
             said_here = hit.get("content") or ""
             return hit["item_kref"] not in excluded and not hit.get("deprecated") and \
                 not _assistant_role(hit.get("metadata")) and \
-                speaker_name(hit.get("metadata"), user) == speaker and chat_owner(said_here) == "self" and \
+                speaker_name(hit.get("metadata"), user) == speaker and \
+                (judge.pick_any or chat_owner(said_here) == "self") and \
                 parse_evidence(hit.get("metadata"), hit.get("tags")) != OFFICIAL and \
                 normalize_statement(said_here) != normalize_statement(content) and \
                 "[credential:" not in said_here and not scan_pii(said_here)

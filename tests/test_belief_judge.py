@@ -282,7 +282,8 @@ def pick(match, reason: str = "both say who the phone contract is with") -> str:
 def chat_memory(server: OpenAIServer, *said: str, **options) -> tuple[km.Memory, list[str]]:
     memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds(),
                        llm=km.BeliefJudge(openai_adapter(server, retries=0, timeout=5.0), **options))
-    return memory, [memory.remember(text, space=CHAT, stack=True, metadata=dict(ANN)) for text in said]
+    # (what was said before is stored as it is: with the judge asked of any statement, stack=True would ask of these)
+    return memory, [memory.remember(text, space=CHAT, metadata=dict(ANN)) for text in said]
 
 
 def test_without_a_judge_a_change_in_other_words_is_a_new_belief():
@@ -339,17 +340,37 @@ def test_a_malformed_pick_keeps_the_rule_decision(server, reply):
     ("I might switch to giffgaff next month", ANN),                # only meant
     ("I'm on a giffgaff sim for now while mine is unlocked", ANN),  # a stand-in
     ("I also got a giffgaff sim now for the tablet", ANN),         # one more
-    ("I like giffgaff's adverts", ANN),                            # no word of change
     # a hostile review's: a plan, a future, a denial, a condition, reported speech, another's news, a role
     ("I'm going to switch to giffgaff", ANN), ("I will switch to giffgaff next week", ANN),
     ("I didn't switch to giffgaff in the end", ANN), ("if I switched to giffgaff now it'd be cheaper", ANN),
-    ("my friend said \"I just switched to giffgaff\"", ANN), ("My sister switched to giffgaff now", ANN),
+    ("my friend said \"I just switched to giffgaff\"", ANN),
     ("the ad says everyone's switching to giffgaff now", ANN),
-    (SWITCH, {"speaker": "user", "user_id": "ann", "role": "assistant"})])
+    (SWITCH, {"speaker": "user", "user_id": "ann", "role": "assistant"}),
+    # 0.8.9: a request to the assistant, a reply that says nothing more
+    ("Write me a complaint letter about the signal", ANN), ("can you summarise my phone bill", ANN),
+    ("please draft an email to giffgaff", ANN), ("thanks, that really helps", ANN), ("ok cool", ANN), ("lol", ANN)])
 def test_the_judge_is_not_asked_to_pick_for_other_kinds_of_message(server, text, metadata):
     memory, _ = chat_memory(server, CARRIER)
     memory.remember(text, space=CHAT, stack=True, metadata=dict(metadata) if metadata else None)
     assert server.requests == []
+
+
+@pytest.mark.parametrize("text", [
+    "I like giffgaff's adverts", "My sister switched to giffgaff now", "giffgaff", "thanks! I'm with giffgaff",
+    "please note, my favourite colour is green", "Theo blew out five candles on sunday"])
+def test_any_statement_no_rule_ties_is_asked_about_unless_the_judge_is_told_only_changes(server, text):
+    """0.8.9: with ``pick_any`` (the default) a statement needs no word of change to be asked about; without
+    it, only one that tells of a change in words, of the speaker's own, is."""
+    memory, _ = chat_memory(server, CARRIER)
+    server.replies.append(pick(None, "none of them"))
+    two = memory.remember(text, space=CHAT, stack=True, metadata=dict(ANN))
+    assert len(server.requests) == 1 and memory.get(two)["metadata"]["belief_judge"]["same_belief"] is False
+    memory, _ = chat_memory(server, CARRIER, pick_any=False)
+    server.requests.clear()
+    memory.remember(text, space=CHAT, stack=True, metadata=dict(ANN))
+    assert server.requests == []
+    with pytest.raises(km.InvalidArgumentError):
+        km.BeliefJudge(km.OpenAICompatAdapter("http://127.0.0.1:9/v1", model="m"), pick_any=1)
 
 
 def test_the_pick_is_bounded(server):
@@ -386,7 +407,14 @@ def test_the_judge_is_shown_only_the_speakers_own_current_facts_that_may_be_revi
     server.replies.append(pick(None))
     memory.remember(SWITCH, space=CHAT, stack=True, metadata=dict(ANN))
     shown = json.loads(server.bodies()[-1]["messages"][1]["content"])["earlier"]
-    assert [entry["text"] for entry in shown] == [CARRIER]
+    # the speaker's statements about others are shown too ("Theo blew out five candles" updates "my son Theo is
+    # four"), unless the judge is asked only of the speaker's own changes
+    assert sorted(entry["text"] for entry in shown) == [CARRIER, "My sister lives in Leeds."]
+    memory.belief_judge.pick_any = False
+    server.replies.append(pick(None))
+    memory.remember("I swapped my bike for a scooter", space=CHAT, stack=True, metadata=dict(ANN))
+    shown = json.loads(server.bodies()[-1]["messages"][1]["content"])["earlier"]
+    assert sorted(entry["text"] for entry in shown) == sorted([CARRIER, SWITCH])     # not the sister's
 
 
 class RevisingJudge:
