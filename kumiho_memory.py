@@ -113,7 +113,7 @@ class _DeferredModule:
 asyncio: Any = _DeferredModule("asyncio")
 concurrent: Any = _DeferredModule("concurrent.futures")
 
-__version__ = "0.8.8"
+__version__ = "0.8.9"
 
 DISTRIBUTION_NAME = "kumiho-memory-onefile"
 

@@ -312,15 +312,18 @@ class PerfectJudge:
         return json.dumps({"same_belief": same, "reason": "the pair's"})
 
 
-def run_judge_ceiling(path: str) -> dict | None:
-    """A set's pairs, each in a store of its own as ``run_first_person_isolated`` runs them, with a judge that is
-    never wrong (``PerfectJudge``): how many corrections are still missed (the rules never put the right
-    statement before the judge), and for how many pairs the judge was asked at all."""
-    chosen = first_person_set(path)
-    if chosen is None:
+def run_judge_ceiling(path: str | list[str]) -> dict | None:
+    """A set's pairs (or several sets' together), each in a store of its own as ``run_first_person_isolated`` runs
+    them, with a judge that is never wrong (``PerfectJudge``): how many corrections are still missed (the rules
+    never put the right statement before the judge), for how many pairs the judge was asked about the correction
+    at all, and what it costs: the questions asked of every statement stored (controls and distractors too)."""
+    paths = [path] if isinstance(path, str) else path
+    sets = [first_person_set(one) for one in paths]
+    if any(chosen is None for chosen in sets):
         return None
-    missed = asked = 0
-    for old, new, _, _ in chosen["pairs"]:
+    missed = asked = questions = statements = pairs = 0
+    for chosen, (old, new, _, _) in ((chosen, pair) for chosen in sets for pair in chosen["pairs"]):
+        pairs += 1
         judge = PerfectJudge()
         judge.pair = (old, new)
         memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds(),
@@ -334,11 +337,14 @@ def run_judge_ceiling(path: str) -> dict | None:
         first = say(old)
         for text in chosen["distractors"]:
             say(text)
-        judge.asked = 0
+        before = judge.asked
         missed += say(new) != first
-        asked += judge.asked > 0
+        asked += judge.asked > before
+        questions += judge.asked
+        statements += len(chosen["controls_texts"]) + len(chosen["distractors"]) + 2
         memory.close()
-    return {"pairs": len(chosen["pairs"]), "missed_with_perfect_judge": missed, "judge_asked": asked}
+    return {"pairs": pairs, "missed_with_perfect_judge": missed, "judge_asked": asked,
+            "questions_per_statement": round(questions / statements, 3) if statements else 0.0}
 
 
 def run_lookalikes(path: str = FIRST_PERSON_LOOKALIKES_FILE) -> dict | None:
@@ -721,12 +727,15 @@ def main() -> None:
                   f"corrections caught {lookalikes['caught']}/{lookalikes['corrections']}")
     figures["judge_ceiling"] = {}
     for part, path in (("fresh10", FIRST_PERSON_FRESH10_FILE), ("fresh11", FIRST_PERSON_FRESH11_FILE),
-                       ("fresh13", FIRST_PERSON_FRESH13_FILE)):
+                       ("fresh12", FIRST_PERSON_FRESH12_FILE), ("fresh13", FIRST_PERSON_FRESH13_FILE),
+                       *((part, [FIRST_PERSON_ISSUE_FILES[number] for number in numbers])
+                         for part, numbers in FIRST_PERSON_ISSUE_PARTS)):
         ceiling = run_judge_ceiling(path)
         if ceiling is not None:
             figures["judge_ceiling"][part] = ceiling
             print(f"{part} with a judge that is never wrong: {ceiling['missed_with_perfect_judge']}/"
-                  f"{ceiling['pairs']} corrections missed (asked for {ceiling['judge_asked']})")
+                  f"{ceiling['pairs']} corrections missed (asked for {ceiling['judge_asked']}; "
+                  f"{ceiling['questions_per_statement']} questions a statement)")
     parts = tuple(figures["first_person"])
     print_table([("first-person chat (stack=True): pairs", "  ".join(
         f"{figures['first_person'][part]['pairs']:>12}" for part in parts))] + [

@@ -114,13 +114,18 @@ def belief_table(document: dict) -> str:
                      f"caught.")
     ceilings = document["figures"].get("judge_ceiling") or {}
     shown = [(part, ceilings[part], (document["figures"].get("first_person") or {}).get(part) or {})
-             for part in ("fresh10", "fresh11", "fresh13") if part in ceilings]
+             for part in ("fresh10", "fresh11", "fresh12", "fresh13", "issue_tuned", "issue_blind", "issue_final")
+             if part in ceilings]
     if shown:
         text += ("\n\nWith an LLM judge that is never wrong (a stand-in that answers for the pair; it measures what "
-                 "the rules put before a judge, not a model): " + "; ".join(
+                 "the rules put before a judge, not a model; the questions are what it costs: the judge's questions "
+                 "over every statement stored, controls and distractors too): " + "; ".join(
                      f"{part} {ceiling['missed_with_perfect_judge']} of {ceiling['pairs']} corrections missed "
                      f"({rules.get('missed_corrections', '?')} without a judge; the judge asked for "
-                     f"{ceiling['judge_asked']})" for part, ceiling, rules in shown) + ".")
+                     f"{ceiling['judge_asked']}"
+                     + (f", {ceiling['questions_per_statement']} questions a statement"
+                        if "questions_per_statement" in ceiling else "") + ")"
+                     for part, ceiling, rules in shown) + ".")
     return text + first_person_table(document["figures"].get("first_person") or {})
 
 
