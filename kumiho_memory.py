@@ -12795,10 +12795,15 @@ class BeliefJudge:
     def __repr__(self) -> str:
         return f"BeliefJudge({self.adapter!r}, timeout={self.timeout})"
 
+    def _shown(self, text: str) -> str:
+        """A statement as the judge is shown it: personal data anonymized (``anonymize_pii_text``: "[phone]"),
+        cut to ``max_chars``."""
+        return _clipped(anonymize_pii_text(text), self.max_chars)
+
     def messages(self, stored: str, new: str) -> list[dict[str, str]]:
-        """The question: the two statements as JSON data, each cut to ``max_chars``."""
+        """The question: the two statements as JSON data (``_shown``)."""
         return [{"role": "user", "content": json.dumps(
-            {"stored": _clipped(stored, self.max_chars), "new": _clipped(new, self.max_chars)}, ensure_ascii=False)}]
+            {"stored": self._shown(stored), "new": self._shown(new)}, ensure_ascii=False)}]
 
     @staticmethod
     def parse(reply: Any) -> dict[str, Any]:
@@ -12825,12 +12830,11 @@ class BeliefJudge:
         return self.parse(reply)
 
     def pick_messages(self, earlier: Sequence[str], new: str) -> list[dict[str, str]]:
-        """The question of ``pick``: the earlier statements numbered from 1 and the new message, as JSON data,
-        each cut to ``max_chars``."""
+        """The question of ``pick``: the earlier statements numbered from 1 and the new message, as JSON data
+        (``_shown``)."""
         return [{"role": "user", "content": json.dumps(
-            {"earlier": [{"n": number, "text": _clipped(text, self.max_chars)}
-                         for number, text in enumerate(earlier, 1)],
-             "new": _clipped(new, self.max_chars)}, ensure_ascii=False)}]
+            {"earlier": [{"n": number, "text": self._shown(text)} for number, text in enumerate(earlier, 1)],
+             "new": self._shown(new)}, ensure_ascii=False)}]
 
     @staticmethod
     def parse_pick(reply: Any, count: int) -> dict[str, Any]:

@@ -463,3 +463,18 @@ def test_after_a_failure_on_the_close_candidates_the_judge_is_not_asked_to_pick(
     server.script("status", code=500)
     two = memory.remember("I cycle to the office now", space=CHAT, stack=True, metadata=dict(ANN))
     assert len(server.requests) == 1 and "belief_judge" not in memory.get(two)["metadata"]
+
+
+def test_the_judge_is_never_shown_personal_data(server):
+    """0.8.9: with any user statement put before the judge, what it is shown has personal data anonymized (as
+    consolidation's summaries do), in the message and in the statements it compares or picks from."""
+    memory, _ = chat_memory(server, CARRIER)
+    server.replies.append(pick(None, "none of them"))
+    two = memory.remember("text me on +44 7700 900123 or ann.lee@example.org from now", space=CHAT, stack=True,
+                          metadata=dict(ANN))
+    asked = server.bodies()[-1]["messages"][1]["content"]
+    assert "7700" not in asked and "example.org" not in asked and "[phone]" in asked and "[email]" in asked
+    assert memory.get(two)["content"].startswith("text me on +44 7700 900123")    # what is stored is as written
+    judge = memory.belief_judge
+    question = judge.messages("My email is ann.lee@example.org", "my email is now ann@example.com")
+    assert "example" not in question[0]["content"] and question[0]["content"].count("[email]") == 2
