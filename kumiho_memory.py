@@ -13156,6 +13156,8 @@ def newest_first_on_topic(results: list[dict[str, Any]], query: str) -> list[dic
             if not specific.isdisjoint(terms) or not specific.isdisjoint(implied_terms(text, terms)):
                 cue_free_about.add(id(result))
     asked_relations = belief_relations(query)
+    known_asked = frozenset(relation for relation, (words, _) in KNOWN_VALUES.items()
+                            if relation not in _MANY_VALUED_KNOWN and not asked.isdisjoint(tokenize(words)))
 
     def shares(older: dict[str, Any], newer: dict[str, Any]) -> frozenset[str]:
         if id(older) not in about or not _later_of_one_speaker(older, newer, speakers) or \
@@ -13166,6 +13168,8 @@ def newest_first_on_topic(results: list[dict[str, Any]], query: str) -> list[dic
         if not found and id(newer) in cue_free_about and _question_tie(old_text, new_text) and \
                 not _other_relation(old_text, new_text, asked_relations):
             return frozenset({"?"})                        # no shared word: both answer the question
+        if not found and known_asked and _known_value_tie(old_text, new_text, known_asked):
+            return frozenset({"?"})                        # another well-known value of what was asked
         return found
     # a correction that names the words of two results ("standup's at 9:30 now": the meeting, or "I like the
     # standup comedy club"?) says which of them it corrects no better than one that names none: neither moves
@@ -13516,6 +13520,60 @@ def _question_tie(older: str, newer: str) -> bool:
     return _TOPIC_CUE.search(lowered) is not None and _tells_own_change(newer, lowered) and \
         not words.isdisjoint(_SINGULAR_SELF) and words.isdisjoint(RELATIVE_NOUNS) and \
         words.isdisjoint(KIN_ALIASES.keys()) and chat_owner(newer) == "self" and chat_owner(older) == "self"
+
+
+# Well-known values one may have several of at once (one writes code in python and kotlin): another one named
+# later takes the place of none
+_MANY_VALUED_KNOWN = frozenset({"code language"})
+
+
+def _known_value_tie(older: str, newer: str, relations: Collection[str]) -> bool:
+    """Whether ``newer``, a later message of the same speaker, takes the place of ``older`` as the answer to a
+    question about a well-known value of one of ``relations`` ("what car do I have?", ``KNOWN_VALUES``) though
+    it says no word of change: ``older`` names a value of that kind or the kind in its own words and holds now
+    ("my car is a red *ford* fiesta"; not "I used to drive a micra", "we *watched* a film"), and ``newer`` names
+    another value of it in a clause of the speaker's own having or using it (``_owns_value``: "ended up getting a
+    *kia* niro after the old one failed its MOT", "the *garmin* tracks my runs way better"), holding now."""
+    of = _known_value_of()
+
+    def values(text: str) -> set[str]:
+        return {word for word in re.findall(r"[a-z]+", text.casefold()[:ECHO_TEXT_CHARS]) if of.get(word) in relations}
+    named, held = values(newer), values(older)
+    if not named or named <= held or not held and set(re.findall(r"[a-z]+", older.casefold())).isdisjoint(
+            word for relation in relations for word in KNOWN_VALUES[relation][0].split()):
+        return False
+    lowered = newer.casefold().replace("\u2019", "'")
+    if not _holds_now(lowered) or _QUESTION.search(newer) is not None or _KNOWN_CHANGE_DENIED.search(lowered) or \
+            _TEMPORARY.search(lowered) or chat_owner(newer) != "self" or chat_owner(older) != "self" or \
+            not _holds_now(older.casefold()):
+        return False
+    clauses = [clause for clause in _CLAUSE_BREAK.split(lowered[:ECHO_TEXT_CHARS]) if not values(clause) <= held]
+    return bool(clauses) and all(_owns_value(clause.strip()) for clause in clauses)
+
+
+# What makes a clause naming a well-known value something else than the speaker having or using it: another's
+# ("next door", "my brother's", "the kids' tablets", "work gave me"), seeing or hiring it, a denial, or the value
+# as the subject of news ("natwest was down all morning")
+_NOT_OWNED = _lazy_regex(
+    r"\b(?:not|no|never|n't|saw|seen|see|spotted|noticed|watch\w*|hired|rent\w*|borrow\w*|loan\w*|lent|"
+    r"test[ -]?dr\w+|courtesy|demo|gave me|give me|given|next door|neighbou?rs?|students?|kids?|children|class|"
+    r"friends?|mates?|colleagues?|coworkers?|boss|someone|everyone|people|he|she|they|his|her|their)\b|"
+    r"\b[a-z]+'s?\s+(?!own\b)[a-z]+|\b[a-z]+s'\s")
+_OWNED_OPENING = _lazy_regex(r"^(?:(?:just|finally|so|then|now|ended up|eventually|went and)\s+)*"
+                             r"(?:i|i'm|im|i've|ive|we|we're|we've|my|our|got|getting|bought|buying|picked|"
+                             r"went|using|use|ordered|switched|moved|traded|grabbed|treated|signed|joined|"
+                             r"ended|started|been|on|with|in)\b")
+
+
+def _owns_value(clause: str) -> bool:
+    """Whether a (casefolded) clause tells of the speaker having or using what it names: it opens with the
+    speaker ("I", "we're", "my") or a verb without a subject ("got", "ended up getting", "picked up"), or names
+    the speaker after naming the value ("the garmin tracks *my* runs"), and nothing in it says another has it,
+    the speaker only saw, hired or borrowed it, or denies it (``_NOT_OWNED``)."""
+    if not clause or _NOT_OWNED.search(clause.replace("i'm", "i am").replace("we're", "we are")):
+        return False
+    return _OWNED_OPENING.match(clause) is not None or \
+        not set(re.findall(r"[a-z]+", clause)).isdisjoint(_SINGULAR_SELF | {"we", "us", "our"})
 
 
 def _content_stems(text: str, *, specific: bool = False) -> frozenset[str]:

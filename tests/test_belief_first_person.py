@@ -1817,3 +1817,41 @@ def test_an_idiom_of_change_is_nothing_to_name_again():
     assert "plan" not in km.echo_anchors("Change of plan: Cornwall was fully booked, so it's the Lakes instead.")
     assert "plan" not in km.changed_words("Change of plan: Cornwall was fully booked, so it's the Lakes instead.")
     assert "plan" in km.changed_words("switched to Plan B with Vodafone")
+
+
+# 0.8.9: for a question about a well-known value ("what car do I have?"), a later message of the speaker's own
+# that names another value of that kind, holding now, ranks above the earlier one, with no word of change
+# (pairs like the blind sets', in our words).
+@pytest.mark.parametrize("fact, later, question", [
+    ("My car is a blue Ford Focus.", "finally picked up a Kia Sportage after the old one kept failing",
+     "What car do I have?"),
+    ("I wear a Fitbit Versa.", "the whoop strap tracks my sleep so much better", "What watch do I wear?"),
+    ("My energy supplier is Bulb.", "got the welcome pack, we're with OVO since the first", "Who is my energy supplier?"),
+    ("I do my tasks in Todoist.", "we all live in ClickUp and honestly it's fine", "What task tool do I use?")])
+def test_a_later_well_known_value_of_what_was_asked_ranks_above_the_earlier_one(fact, later, question):
+    memory = _chat()
+    old = memory.remember(fact, space=SPACE, metadata=dict(ANN))
+    new = memory.remember(later, space=SPACE, metadata=dict(ANN))
+    found = memory.recall(question, space=SPACE, limit=5)
+    assert [result["kref"] for result in found][:2] == [new, old]
+    assert found[0]["signals"]["on_topic"] == ["?"] and found[1]["signals"]["superseded_by"] == new
+
+
+@pytest.mark.parametrize("fact, later, question", [
+    ("My car is a blue Ford Focus.", "my brother finally picked up a Kia Sportage", "What car do I have?"),
+    ("My car is a blue Ford Focus.", "I might get a Kia Sportage next year", "What car do I have?"),
+    ("My car is a blue Ford Focus.", "I also have a Kia Sportage for the farm", "What car do I have?"),
+    ("My car is a blue Ford Focus.", "I used to have a Kia Sportage back at uni", "What car do I have?"),
+    ("My car is a blue Ford Focus.", "hired a Kia Sportage for the weekend in Skye", "What car do I have?"),
+    ("My car is a blue Ford Focus.", "is a Kia Sportage any good?", "What car do I have?"),
+    ("My car is a blue Ford Focus.", "the Ford needs new tyres before winter", "What car do I have?"),   # the same
+    ("I used to drive a Nissan Micra.", "finally picked up a Kia Sportage", "What car do I drive?"),   # past
+    ("We watched Le Mans on the big screen.", "the garmin tracks my runs better", "What watch do I wear?"),
+    ("I write Python at work.", "these days I mostly write Kotlin", "What programming language do I code in?")])
+def test_a_later_well_known_value_that_does_not_take_the_place_of_the_earlier_one_supersedes_nothing(
+        fact, later, question):
+    memory = _chat()
+    memory.remember(fact, space=SPACE, metadata=dict(ANN))
+    memory.remember(later, space=SPACE, metadata=dict(ANN))
+    for result in memory.recall(question, space=SPACE, limit=5):
+        assert "?" not in (result.get("signals") or {}).get("on_topic", ()), result
