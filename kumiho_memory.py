@@ -10896,9 +10896,15 @@ def speaker_name(metadata: Mapping[str, Any] | None, user: str | None = None) ->
     return user.strip() if isinstance(user, str) and user.strip() else SPACE_USER
 
 
+@functools.lru_cache(maxsize=1024)
 def _written_name(speaker: str) -> str:
     """A speaker's name as a statement writes it: each word capitalised, joined by hyphens ("ann lee" ->
-    "Ann-Lee")."""
+    "Ann-Lee"). A name holding personal data (a ``user_id`` that is an email address or a phone number) is
+    written as a made-up name of letters drawn from it instead ("Ukqzvrm"), the same for the same name, so a
+    statement shown to an LLM judge carries none of it."""
+    if scan_pii(" ".join(speaker.split())):
+        number = zlib.crc32(" ".join(speaker.split()).casefold().encode("utf-8"))
+        return "U" + "".join(chr(97 + (number >> shift) % 26) for shift in range(0, 30, 5))
     return "-".join(part[:1].upper() + part[1:] for part in _WORD.findall(speaker))
 
 
@@ -12697,28 +12703,61 @@ JUDGE_PICK_MAX = 100              # ... whatever the judge is given
 _NOT_A_CHANGE_NOW = _lazy_regex(r"\b(?:will|won't|going to|gonna|if|whether|wondering|wonder|thinking|considering|"
                                 r"plan\w*|tomorrow|next (?:week|month|year|time)|didn't|did not|never|haven't|"
                                 r"hasn't|have not|has not|not yet|would|could|should|says|said|told me|heard|"
-                                r"apparently|according to|rumou?rs?)\b|[\"“”]")
+                                r"apparently|according to|rumou?rs?|about to|want to|wanna|hoping|hope to|"
+                                r"(?:'d|would) like|reckons?|supposedly|this week(?:end)?|for the week(?:end)?|"
+                                r"second|one more|spare|in (?:an?|one|two|three|four|five|six|a few|a couple of|\d+) "
+                                r"(?:days?|weeks?|months?|years?))\b|[\"“”]")
 # With ``BeliefJudge(pick_any=True)`` (the default) a message needs no word of change to be asked about: any
 # statement of the speaker's that no rule ties goes to the judge ("Theo blew out five candles on sunday" after "my
 # son Theo is four"), unless it is one of those above or a request or a reply to the assistant ("write me an email
 # about...", "thanks, that helps"), which states nothing of the speaker's life (``_states_something``).
 _REQUEST = _lazy_regex(
     r"^\W*(?:(?:please|pls|can you|could you|would you|will you)\W+)?(?:help me|write|draft|summari[sz]e|translate|"
-    r"explain|tell me|give me|show me|list|find|make|create|generate|rewrite|fix|check|remind me)\b")
+    r"explain|tell me|give me|show me|list|find|make|create|generate|rewrite|fix|check|remind me|continue|go on|"
+    r"shorten|shorter|longer|expand|recommend|suggest|compare|describe|proofread|rephrase|brainstorm|outline|"
+    r"send|convert|calculate|debug|review|edit|improve|simplify|elaborate|try again|update(?!\s*:)|add|remove|"
+    r"book|schedule|pretend|act as|imagine|ignore|i (?:need|want|would like|'d like) (?:you|a|an|some))\b")
 _REPLY_OPENING = _lazy_regex(r"^(?:\W*(?:thanks?|thank you|thx|ok|okay|k|lol|haha|yes|yeah|yep|no|nope|sure|cool|"
                              r"great|nice|perfect|got it|sounds good|good|hi|hello|hey)\b)+")
 
-_REPLY_WORDS = frozenset("help sound good great nice work make sens perfect cool awesom lot much veri realli".split())
+_REPLY_WORDS = ("help helps sounds good great nice makes sense perfect cool awesome lot much very really better best "
+                "wonderful exactly right true agreed fair love brilliant amazing helpful thanks appreciated")
+
+
+@functools.lru_cache(maxsize=1)
+def _reply_stems() -> frozenset[str]:
+    """The stems of ``_REPLY_WORDS``, built on first use."""
+    return frozenset(tokenize(_REPLY_WORDS))
+
+
+# ... and, to be asked about without a word of change, a message must read as a statement of one's life: it names
+# the speaker ("I", "my", "we"), tells of the past ("Theo *blew* out five candles", "standup *got* shoved") or of
+# now ("team's on Linear *now*", "can't get enough ramen *lately*"), and is no code, log or pasted document
+_OF_ONES_LIFE = _lazy_regex(
+    r"\b(?:i|i'm|im|i've|ive|i'd|me|my|mine|myself|we|we're|we've|us|our|ours|now|nowadays|these days|lately|"
+    r"any ?more|no longer|since|[a-z]{2,}ed|got|gotten|went|gone|came|left|took|made|gave|bought|sold|blew|began|"
+    r"became|turned|grew|fell|broke|won|lost|found|met|quit|sent|spent|paid|kept|ran|swam|drove|flew|rode|wrote|"
+    r"ate|drank|saw|told|said|is|are|was|were|has|have|new|every|usually|always|often|[a-z]+'s)\b")
+
+
+def _tells_of_life(content: str) -> bool:
+    """Whether a message may be asked about: it states something (``_states_something``), reads as a statement
+    of one's life (``_OF_ONES_LIFE``) or says a word of change or correction ("sertraline *instead*"), and is no
+    code, log or pasted document (a fenced block, or five lines or more)."""
+    lowered = content.casefold().replace("\u2019", "'")
+    return _states_something(content) and "```" not in content and content.count("\n") < 4 and (
+        _OF_ONES_LIFE.search(lowered) is not None or _CHANGE_SIGNAL.search(lowered) is not None or
+        _CORRECTION_CUE.search(lowered) is not None or _TOPIC_CUE.search(lowered) is not None)
 
 
 def _states_something(content: str) -> bool:
     """Whether a message may tell of the speaker's life: not a request to the assistant ("write me an email
-    about...") nor only a reply ("thanks, that helps", "ok cool"); "vegan now" will do."""
+    about...") nor only a reply ("thanks, that helps", "ok cool", "that helps a lot"); "vegan now" will do."""
     lowered = content.casefold()
     if _REQUEST.search(lowered) or not tokenize(lowered):
         return False
     opening = _REPLY_OPENING.match(lowered)
-    return opening is None or not _REPLY_WORDS.issuperset(tokenize(lowered[opening.end():]))
+    return not _reply_stems().issuperset(tokenize(lowered[opening.end():] if opening else lowered))
 
 
 JUDGE_PICK_SYSTEM_PROMPT = """You read a user's new chat message and numbered statements that the same user made \
@@ -12796,9 +12835,10 @@ class BeliefJudge:
         return f"BeliefJudge({self.adapter!r}, timeout={self.timeout})"
 
     def _shown(self, text: str) -> str:
-        """A statement as the judge is shown it: personal data anonymized (``anonymize_pii_text``: "[phone]"),
-        cut to ``max_chars``."""
-        return _clipped(anonymize_pii_text(text), self.max_chars)
+        """A statement as the judge is shown it: whitespace collapsed, then personal data anonymized
+        (``anonymize_pii_text``: "[phone]"; a card number split over lines is one once collapsed), cut to
+        ``max_chars``."""
+        return _clipped(anonymize_pii_text(" ".join(text.split())), self.max_chars)
 
     def messages(self, stored: str, new: str) -> list[dict[str, str]]:
         """The question: the two statements as JSON data (``_shown``)."""
@@ -15549,8 +15589,11 @@ class Memory:
             _home_now(content) and (statement_subject(mine) or "").endswith(" group") else None
         similar = here(self.recall(content[:2000], limit=5, space=space or None, follow_edges=False))
         target = next((hit for hit in similar if same_belief(said(hit), mine)), None)
-        if "?" in content[-3:] or _QUESTION.search(content):
-            return None if target is None else BeliefMatch(target)   # a question states nothing to correct
+        if "?" in content[-3:] or _QUESTION.search(content) or \
+                _speaker_filter(metadata) is not None and not _states_something(content):
+            # a question states nothing to correct, nor does a request to the assistant or a bare reply in chat
+            # ("write me a cover letter for a nursing job" after "I work as a nurse")
+            return None if target is None else BeliefMatch(target)
         tied = self._identifier_tie(mine, [(hit, said(hit)) for hit in similar]) if target is None else None
         if tied is not None:
             return BeliefMatch(tied, by_relation=True)
@@ -15928,15 +15971,17 @@ class Memory:
     def _picked_match(self, content: str, space: str, kind: str, metadata: Mapping[str, Any] | None,
                       user: str | None, judged: dict[str, Any] | None,
                       excluded: Collection[str] = ()) -> BeliefMatch | None:
-        """For a user's chat message that tells of a change, when the rules found no earlier statement to compare
-        it with: the one of the speaker's current statements in ``space`` (same kind) that the judge picks as
-        the one it updates (``BeliefJudge.pick``), shown at most ``pick_candidates`` of them: those recall finds
-        for the message first, then the newest, and only the speaker's own current facts that may be revised
-        (``showable``). None without a judge, for another kind of message (an assistant's, a note, a question,
-        a plan or a future, a denial, a condition, what someone else says, a stand-in, one more value, news of a
-        relative), when the judge picks none, when the statement it picked was revised, retracted or forgotten
-        while it answered, or on a failure (the rule decision stands; ``last_judge_error`` keeps it). The
-        judge's answer goes into ``judged``. ``excluded``: items the judge already said no to."""
+        """For a user's chat message, when the rules found no earlier statement to compare it with: the one of the
+        speaker's current statements in ``space`` (same kind) that the judge picks as the one it updates
+        (``BeliefJudge.pick``), shown at most ``pick_candidates`` of them: those recall finds for the message
+        first, then the newest, and only the speaker's current statements of fact that may be revised
+        (``showable``; with ``pick_any=False`` only those about the speaker). None without a judge, for another
+        kind of message (an assistant's, a note, a question, a request or a bare reply, what reads as no
+        statement of one's life, a plan or a future, a denial, a condition, what someone else says, a stand-in,
+        one more value; with ``pick_any=False`` also one with no word of change, or news of a relative), when
+        the judge picks none, when the statement it picked was revised, retracted or forgotten while it
+        answered, or on a failure (the rule decision stands; ``last_judge_error`` keeps it). The judge's answer
+        goes into ``judged``. ``excluded``: items the judge already said no to."""
         judge = self.belief_judge
         lowered = content.casefold().replace("’", "'")
         if judge is None or not judge.pick_candidates or _speaker_filter(metadata) is None or \
@@ -15947,7 +15992,7 @@ class Memory:
                 _only_meant(content) or _TEMPORARY.search(lowered) or \
                 _ADDITIVE.search(lowered) or _QUESTION.search(content) or _NOT_A_CHANGE_NOW.search(lowered) or \
                 _KNOWN_CHANGE_DENIED.search(lowered) or (not judge.pick_any and chat_owner(content) != "self") or \
-                not _states_something(content):
+                not _tells_of_life(content):
             return None                                   # (only the speaker's own change, now)
         spoken, _ = self._speakers_statements(space, kind, metadata, user, echo_anchors)
         speaker, wanted = speaker_name(metadata, user), judge.pick_candidates
@@ -15962,7 +16007,8 @@ class Memory:
                 (judge.pick_any or chat_owner(said_here) == "self") and \
                 parse_evidence(hit.get("metadata"), hit.get("tags")) != OFFICIAL and \
                 normalize_statement(said_here) != normalize_statement(content) and \
-                "[credential:" not in said_here and not scan_pii(said_here)
+                "[credential:" not in said_here and not scan_pii(" ".join(said_here.split())) and \
+                _QUESTION.search(said_here) is None and _states_something(said_here)
         shown: dict[str, dict[str, Any]] = {}
         for hit in spoken(content, wanted):                 # what shares words with the message first ...
             if showable(hit):

@@ -1855,3 +1855,16 @@ def test_a_later_well_known_value_that_does_not_take_the_place_of_the_earlier_on
     memory.remember(later, space=SPACE, metadata=dict(ANN))
     for result in memory.recall(question, space=SPACE, limit=5):
         assert "?" not in (result.get("signals") or {}).get("on_topic", ()), result
+
+
+@pytest.mark.parametrize("fact, later", [
+    ("I work as a nurse.", "write me a cover letter for a nursing job"),
+    ("I'm vegetarian.", "make a vegetarian version for me"),
+    ("My favourite band is Radiohead.", "recommend more bands like Radiohead"),
+    ("I moved to day shifts now, so much better", "great, much better")])
+def test_a_request_or_a_bare_reply_in_chat_revises_nothing(fact, later):
+    # 0.8.9, a hostile review's: the rules let a request to the assistant replace the fact it was about
+    memory = _chat()
+    first = memory.remember(fact, space=SPACE, stack=True, metadata=dict(ANN))
+    assert item_of(memory.remember(later, space=SPACE, stack=True, metadata=dict(ANN))) != item_of(first)
+    assert memory.get(item_of(first))["content"] == fact

@@ -348,7 +348,13 @@ def test_a_malformed_pick_keeps_the_rule_decision(server, reply):
     (SWITCH, {"speaker": "user", "user_id": "ann", "role": "assistant"}),
     # 0.8.9: a request to the assistant, a reply that says nothing more
     ("Write me a complaint letter about the signal", ANN), ("can you summarise my phone bill", ANN),
-    ("please draft an email to giffgaff", ANN), ("thanks, that really helps", ANN), ("ok cool", ANN), ("lol", ANN)])
+    ("please draft an email to giffgaff", ANN), ("thanks, that really helps", ANN), ("ok cool", ANN), ("lol", ANN),
+    # 0.8.9, a hostile review's: more requests, a name alone, code, a plan, hearsay, a stand-in, one more
+    ("Continue", ANN), ("Recommend a good sci-fi book", ANN), ("giffgaff", ANN), ("makes sense", ANN),
+    ("https://example.com/article/123", ANN), ("```\nimport os\nprint(os.getcwd())\n```", ANN),
+    ("about to start a new job at Google", ANN), ("starting at Google in two weeks", ANN),
+    ("my doctor reckons I'm allergic to nuts", ANN), ("using my sister's car this week", ANN),
+    ("got a second cat", ANN)])
 def test_the_judge_is_not_asked_to_pick_for_other_kinds_of_message(server, text, metadata):
     memory, _ = chat_memory(server, CARRIER)
     memory.remember(text, space=CHAT, stack=True, metadata=dict(metadata) if metadata else None)
@@ -356,7 +362,8 @@ def test_the_judge_is_not_asked_to_pick_for_other_kinds_of_message(server, text,
 
 
 @pytest.mark.parametrize("text", [
-    "I like giffgaff's adverts", "My sister switched to giffgaff now", "giffgaff", "thanks! I'm with giffgaff",
+    "I like giffgaff's adverts", "My sister switched to giffgaff now", "giffgaff's signal is great in my flat",
+    "thanks! I'm with giffgaff",
     "please note, my favourite colour is green", "Theo blew out five candles on sunday"])
 def test_any_statement_no_rule_ties_is_asked_about_unless_the_judge_is_told_only_changes(server, text):
     """0.8.9: with ``pick_any`` (the default) a statement needs no word of change to be asked about; without
@@ -478,3 +485,38 @@ def test_the_judge_is_never_shown_personal_data(server):
     judge = memory.belief_judge
     question = judge.messages("My email is ann.lee@example.org", "my email is now ann@example.com")
     assert "example" not in question[0]["content"] and question[0]["content"].count("[email]") == 2
+
+
+def test_a_speakers_id_that_is_personal_data_is_never_shown_to_the_judge(server):
+    """0.8.9, a hostile review's: a statement is shown with its first person written as the speaker's name, and a
+    ``user_id`` that is an email address became "Ann-Smith-Example-Com"; now such a name is a made-up one, the
+    same for the same id (so two speakers stay two)."""
+    email = {"speaker": "user", "user_id": "ann.smith@example.com"}
+    memory = km.Memory(None, clock=km.ManualClock("2026-01-01T00:00:00Z", tick=60), ids=km.SequentialIds(),
+                       llm=km.BeliefJudge(openai_adapter(server, retries=0, timeout=5.0)))
+    memory.remember("I commute by train", space=CHAT, metadata=dict(email))
+    server.replies.extend([verdict(False), pick(None)] * 2)
+    memory.remember("cycling to the office every day lately", space=CHAT, stack=True, metadata=dict(email))
+    asked = " ".join(body["messages"][1]["content"] for body in server.bodies())
+    assert server.requests and "smith" not in asked.casefold() and "example" not in asked.casefold()
+    assert km._written_name("ann.smith@example.com") == km._written_name("Ann.Smith@example.com ") != \
+        km._written_name("bob@example.com")
+    assert km._written_name("ann lee") == "Ann-Lee"
+
+
+def test_personal_data_split_over_lines_is_anonymized_before_the_judge_sees_it(server):
+    memory, _ = chat_memory(server, "my visa is 4111\n1111\n1111\n1111", CARRIER)
+    server.replies.append(pick(None))
+    memory.remember("got a new number, 0770\n0900\n123 now", space=CHAT, stack=True, metadata=dict(ANN))
+    asked = server.bodies()[-1]["messages"][1]["content"]
+    assert "4111" not in asked and "0900" not in asked
+
+
+def test_the_judge_picks_only_among_statements(server):
+    """Questions, requests and replies the speaker sent earlier are not shown as statements a message updates."""
+    memory, _ = chat_memory(server, CARRIER, "can you find me a cheaper phone deal?", "write me a complaint letter",
+                            "thanks, that helps", "Where should I eat tonight")
+    server.replies.append(pick(None))
+    memory.remember(SWITCH, space=CHAT, stack=True, metadata=dict(ANN))
+    shown = json.loads(server.bodies()[-1]["messages"][1]["content"])["earlier"]
+    assert [entry["text"] for entry in shown] == [CARRIER]
