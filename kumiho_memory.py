@@ -13597,8 +13597,10 @@ def _known_value_tie(older: str, newer: str, relations: Collection[str]) -> bool
 _NOT_OWNED = _lazy_regex(
     r"\b(?:not|no|never|n't|saw|seen|see|spotted|noticed|watch\w*|hired|rent\w*|borrow\w*|loan\w*|lent|"
     r"test[ -]?dr\w+|courtesy|demo|gave me|give me|given|next door|neighbou?rs?|students?|kids?|children|class|"
-    r"friends?|mates?|colleagues?|coworkers?|boss|someone|everyone|people|he|she|they|his|her|their)\b|"
-    r"\b[a-z]+'s?\s+(?!own\b)[a-z]+|\b[a-z]+s'\s")
+    r"friends?|mates?|colleagues?|coworkers?|boss|someone|everyone|people|he|she|they|his|her|their|team|family|"
+    r"whole|company|fleet|odd one out|spare|burner|backup|second|as a gift|present)\b|"
+    r"\b[a-z]+'s?\s+(?!own\b)[a-z]+|\b[a-z]+s'\s|"
+    r"^(?:(?:oh|so|and|but|then|just|great|ugh|lol)\W+)*(?:an?|some|this|that|one)\s")     # "a tesla cut me up"
 _OWNED_OPENING = _lazy_regex(r"^(?:(?:just|finally|so|then|now|ended up|eventually|went and)\s+)*"
                              r"(?:i|i'm|im|i've|ive|we|we're|we've|my|our|got|getting|bought|buying|picked|"
                              r"went|using|use|ordered|switched|moved|traded|grabbed|treated|signed|joined|"
@@ -13608,12 +13610,20 @@ _OWNED_OPENING = _lazy_regex(r"^(?:(?:just|finally|so|then|now|ended up|eventual
 def _owns_value(clause: str) -> bool:
     """Whether a (casefolded) clause tells of the speaker having or using what it names: it opens with the
     speaker ("I", "we're", "my") or a verb without a subject ("got", "ended up getting", "picked up"), or names
-    the speaker after naming the value ("the garmin tracks *my* runs"), and nothing in it says another has it,
-    the speaker only saw, hired or borrowed it, or denies it (``_NOT_OWNED``)."""
+    the speaker after naming the value ("the garmin tracks *my* runs"), and nothing in it says another has it
+    ("got my dad an oura ring", "for my wife", "my whole team uses obsidian", "a tesla cut me up"), that it is a
+    spare or a second one, that the speaker only saw, hired or borrowed it, or denies it (``_NOT_OWNED``)."""
     if not clause or _NOT_OWNED.search(clause.replace("i'm", "i am").replace("we're", "we are")):
         return False
+    if not _person_words().isdisjoint(re.findall(r"[a-z]+", clause)):
+        return False                           # a gift, or someone's: "got my dad an oura ring", "for my wife"
     return _OWNED_OPENING.match(clause) is not None or \
-        not set(re.findall(r"[a-z]+", clause)).isdisjoint(_SINGULAR_SELF | {"we", "us", "our"})
+        not set(re.findall(r"[a-z]+", clause)).isdisjoint(_SPEAKER_HAS)
+
+
+# The words by which a clause that names a value first says the speaker has it: "the garmin tracks *my* runs", not
+# "... reversed into *me*"
+_SPEAKER_HAS = frozenset("i im ive id my mine myself we our ours".split())
 
 
 def _content_stems(text: str, *, specific: bool = False) -> frozenset[str]:

@@ -1847,7 +1847,13 @@ def test_a_later_well_known_value_of_what_was_asked_ranks_above_the_earlier_one(
     ("My car is a blue Ford Focus.", "the Ford needs new tyres before winter", "What car do I have?"),   # the same
     ("I used to drive a Nissan Micra.", "finally picked up a Kia Sportage", "What car do I drive?"),   # past
     ("We watched Le Mans on the big screen.", "the garmin tracks my runs better", "What watch do I wear?"),
-    ("I write Python at work.", "these days I mostly write Kotlin", "What programming language do I code in?")])
+    ("I write Python at work.", "these days I mostly write Kotlin", "What programming language do I code in?"),
+    # a blind review's look-alikes: a gift, a team's, another's car acting on the speaker, a spare
+    ("I wear a Garmin Venu.", "got my dad an Oura ring for christmas, hope he likes it", "What watch do I wear?"),
+    ("My notes app is Notion.", "my whole team uses Obsidian, I'm the odd one out", "What notes app do I use?"),
+    ("I drive a Ford Fiesta.", "oh great, a Vauxhall Corsa just reversed into me at Tesco", "What car do I drive?"),
+    ("I drive a Ford Fiesta.", "ended up getting a Kia Niro for my wife", "What car do I drive?"),
+    ("My phone is a Pixel 7.", "I keep a cheap Samsung as a spare in my bag", "What phone do I have?")])
 def test_a_later_well_known_value_that_does_not_take_the_place_of_the_earlier_one_supersedes_nothing(
         fact, later, question):
     memory = _chat()
