@@ -1826,7 +1826,8 @@ def test_an_idiom_of_change_is_nothing_to_name_again():
     ("My car is a blue Ford Focus.", "finally picked up a Kia Sportage after the old one kept failing",
      "What car do I have?"),
     ("I wear a Fitbit Versa.", "the whoop strap tracks my sleep so much better", "What watch do I wear?"),
-    ("My energy supplier is Bulb.", "got the welcome pack, we're with OVO since the first", "Who is my energy supplier?"),
+    ("My energy supplier is Bulb.", "got the welcome pack, we're with OVO since the first",
+     "Who is my energy supplier?"),
     ("I do my tasks in Todoist.", "we all live in ClickUp and honestly it's fine", "What task tool do I use?")])
 def test_a_later_well_known_value_of_what_was_asked_ranks_above_the_earlier_one(fact, later, question):
     memory = _chat()
