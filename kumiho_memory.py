@@ -12834,12 +12834,6 @@ class BeliefJudge:
     def __repr__(self) -> str:
         return f"BeliefJudge({self.adapter!r}, timeout={self.timeout})"
 
-    def _shown(self, text: str) -> str:
-        """A statement as the judge is shown it: whitespace collapsed, then personal data anonymized
-        (``anonymize_pii_text``: "[phone]"; a card number split over lines is one once collapsed), cut to
-        ``max_chars``."""
-        return _clipped(anonymize_pii_text(" ".join(text.split())), self.max_chars)
-
     def messages(self, stored: str, new: str) -> list[dict[str, str]]:
         """The question: the two statements as JSON data (``_shown``)."""
         return [{"role": "user", "content": json.dumps(
@@ -12919,6 +12913,12 @@ class BeliefJudge:
             ServiceError: the judge timed out (transient), or what ``ask`` raised, wrapped when it was not one.
         """
         return self._bounded(lambda: self.ask(stored, new))
+
+    def _shown(self, text: str) -> str:
+        """A statement as the judge is shown it: whitespace collapsed, then personal data anonymized
+        (``anonymize_pii_text``: "[phone]"; a card number split over lines is one once collapsed), cut to
+        ``max_chars``."""
+        return _clipped(anonymize_pii_text(" ".join(text.split())), self.max_chars)
 
     def _bounded(self, question: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         """Run ``question()`` in a worker thread with its own event loop, at most ``timeout`` seconds."""
