@@ -12698,15 +12698,18 @@ JUDGE_SCHEMA = {"name": "belief_judgement", "schema": {
 # speaker's earlier statements, numbered, and picks the one the message updates, if any (``BeliefJudge.pick``).
 JUDGE_PICK_CANDIDATES = 24        # the speaker's statements one message is shown at most, likeliest first
 JUDGE_PICK_MAX = 100              # ... whatever the judge is given
-# What tells no change of the speaker's that holds now: a plan, a future, a denial, a condition, a doubt, what
-# someone else says ("I'm going to switch", "I didn't switch", "if I switched", "the ad says everyone's switching")
+# What tells no change of the speaker's that holds now: a plan, a future, a condition, a doubt, a quotation, a stand-in
+# or one more ("I'm going to switch", "if I switched", "my friend said \"I switched\"", "a second cat") anywhere in
+# the message; and a denial or what someone else says ("I didn't switch", "the ad says everyone's switching") in
+# every clause that tells of something (``_not_a_change_now``: "joined a climbing wall instead, could never stand
+# treadmills" tells of one)
 _NOT_A_CHANGE_NOW = _lazy_regex(r"\b(?:will|won't|going to|gonna|if|whether|wondering|wonder|thinking|considering|"
-                                r"plan\w*|tomorrow|next (?:week|month|year|time)|didn't|did not|never|haven't|"
-                                r"hasn't|have not|has not|not yet|would|could|should|says|said|told me|heard|"
-                                r"apparently|according to|rumou?rs?|about to|want to|wanna|hoping|hope to|"
-                                r"(?:'d|would) like|reckons?|supposedly|this week(?:end)?|for the week(?:end)?|"
+                                r"plan\w*|tomorrow|next (?:week|month|year|time)|not yet|rumou?rs?|about to|want to|"
+                                r"wanna|hoping|hope to|(?:'d|would) like|this week(?:end)?|for the week(?:end)?|"
                                 r"second|one more|spare|in (?:an?|one|two|three|four|five|six|a few|a couple of|\d+) "
                                 r"(?:days?|weeks?|months?|years?))\b|[\"“”]")
+_NOT_SAID_AS_FACT = _lazy_regex(r"\b(?:didn't|did not|never|haven't|hasn't|have not|has not|would|could|should|says|"
+                                r"said|told me|heard|apparently|according to|reckons?|supposedly)\b")
 # With ``BeliefJudge(pick_any=True)`` (the default) a message needs no word of change to be asked about: any
 # statement of the speaker's that no rule ties goes to the judge ("Theo blew out five candles on sunday" after "my
 # son Theo is four"), unless it is one of those above or a request or a reply to the assistant ("write me an email
@@ -12740,14 +12743,28 @@ _OF_ONES_LIFE = _lazy_regex(
     r"ate|drank|saw|told|said|is|are|was|were|has|have|new|every|usually|always|often|[a-z]+'s)\b")
 
 
+def _not_a_change_now(lowered: str) -> bool:
+    """Whether a (casefolded) message tells of no change of the speaker's that holds now (see above)."""
+    if _NOT_A_CHANGE_NOW.search(lowered):
+        return True
+    telling = [clause for clause in _CLAUSE_BREAK.split(lowered[:ECHO_TEXT_CHARS]) if _tells_something(clause)]
+    return bool(telling) and all(_NOT_SAID_AS_FACT.search(clause) for clause in telling)
+
+
+def _tells_something(lowered: str) -> bool:
+    """Whether a (casefolded) message or clause reads as a statement of one's life (``_OF_ONES_LIFE``) or says a
+    word of change or correction."""
+    return _OF_ONES_LIFE.search(lowered) is not None or _CHANGE_SIGNAL.search(lowered) is not None or \
+        _CORRECTION_CUE.search(lowered) is not None or _TOPIC_CUE.search(lowered) is not None
+
+
 def _tells_of_life(content: str) -> bool:
     """Whether a message may be asked about: it states something (``_states_something``), reads as a statement
     of one's life (``_OF_ONES_LIFE``) or says a word of change or correction ("sertraline *instead*"), and is no
     code, log or pasted document (a fenced block, or five lines or more)."""
     lowered = content.casefold().replace("\u2019", "'")
-    return _states_something(content) and "```" not in content and content.count("\n") < 4 and (
-        _OF_ONES_LIFE.search(lowered) is not None or _CHANGE_SIGNAL.search(lowered) is not None or
-        _CORRECTION_CUE.search(lowered) is not None or _TOPIC_CUE.search(lowered) is not None)
+    return _states_something(content) and "```" not in content and content.count("\n") < 4 and \
+        _tells_something(lowered)
 
 
 def _states_something(content: str) -> bool:
@@ -16000,7 +16017,7 @@ class Memory:
                 (not judge.pick_any and _CHANGE_SIGNAL.search(lowered) is None and
                  _CORRECTION_CUE.search(lowered) is None and _TOPIC_CUE.search(lowered) is None) or \
                 _only_meant(content) or _TEMPORARY.search(lowered) or \
-                _ADDITIVE.search(lowered) or _QUESTION.search(content) or _NOT_A_CHANGE_NOW.search(lowered) or \
+                _ADDITIVE.search(lowered) or _QUESTION.search(content) or _not_a_change_now(lowered) or \
                 _KNOWN_CHANGE_DENIED.search(lowered) or (not judge.pick_any and chat_owner(content) != "self") or \
                 not _tells_of_life(content):
             return None                                   # (only the speaker's own change, now)
