@@ -12722,7 +12722,6 @@ _REQUEST = _lazy_regex(
     r"book|schedule|pretend|act as|imagine|ignore|i (?:need|want|would like|'d like) (?:you|a|an|some))\b")
 _REPLY_OPENING = _lazy_regex(r"^(?:\W*(?:thanks?|thank you|thx|ok|okay|k|lol|haha|yes|yeah|yep|no|nope|sure|cool|"
                              r"great|nice|perfect|got it|sounds good|good|hi|hello|hey)\b)+")
-
 _REPLY_WORDS = ("help helps sounds good great nice makes sense perfect cool awesome lot much very really better best "
                 "wonderful exactly right true agreed fair love brilliant amazing helpful thanks appreciated")
 
@@ -12770,7 +12769,7 @@ def _tells_of_life(content: str) -> bool:
 def _states_something(content: str) -> bool:
     """Whether a message may tell of the speaker's life: not a request to the assistant ("write me an email
     about...") nor only a reply ("thanks, that helps", "ok cool", "that helps a lot"); "vegan now" will do."""
-    lowered = content.casefold()
+    lowered = content.casefold().replace("\u2019", "'")
     if _REQUEST.search(lowered) or not tokenize(lowered):
         return False
     opening = _REPLY_OPENING.match(lowered)
@@ -12815,8 +12814,8 @@ class BeliefJudge:
             may go on in its worker thread until its own timeout, and its answer is dropped).
         max_chars: each statement is cut to this many characters.
         candidates: beliefs one statement asks about at most.
-        pick_candidates: earlier statements one user's message of change is shown at most when the rules find
-            none to compare it with (``pick``); 0 never asks so.
+        pick_candidates: earlier statements one user's message is shown at most when the rules find none to
+            compare it with (``pick``); 0 never asks so.
         pick_any: whether any statement of the user's that no rule ties is asked about so (the default: "Theo
             blew out five candles" after "my son Theo is four"), or only one that tells of a change in words
             ("switched", "actually", "now": fewer questions, more corrections missed). Either way never a
@@ -12842,9 +12841,9 @@ class BeliefJudge:
                 raise InvalidArgumentError(f"{name} must be a {adjective} integer, not {value!r}")
         if pick_candidates > JUDGE_PICK_MAX:
             raise InvalidArgumentError(f"pick_candidates must be at most {JUDGE_PICK_MAX}, not {pick_candidates!r}")
-        self.adapter, self.model, self.timeout = adapter, model, float(timeout)
         if not isinstance(pick_any, bool):
             raise InvalidArgumentError(f"pick_any must be True or False, not {pick_any!r}")
+        self.adapter, self.model, self.timeout = adapter, model, float(timeout)
         self.max_chars, self.candidates, self.pick_candidates = max_chars, candidates, pick_candidates
         self.pick_any = pick_any
 
@@ -16020,7 +16019,7 @@ class Memory:
                 _ADDITIVE.search(lowered) or _QUESTION.search(content) or _not_a_change_now(lowered) or \
                 _KNOWN_CHANGE_DENIED.search(lowered) or (not judge.pick_any and chat_owner(content) != "self") or \
                 not _tells_of_life(content):
-            return None                                   # (only the speaker's own change, now)
+            return None                                   # (only a statement of the speaker's that may hold now)
         spoken, _ = self._speakers_statements(space, kind, metadata, user, echo_anchors)
         speaker, wanted = speaker_name(metadata, user), judge.pick_candidates
 
