@@ -366,7 +366,8 @@ def test_the_judge_is_not_asked_to_pick_for_other_kinds_of_message(server, text,
     "thanks! I'm with giffgaff",
     "please note, my favourite colour is green", "Theo blew out five candles on sunday",
     # a hostile review's: hearsay or a denial in an aside keeps no clause that tells of a fact from the judge
-    "I'm with giffgaff, my brother said it's the cheapest", "bouldering is my thing, my physio said it is good for my knees"])
+    "I'm with giffgaff, my brother said it's the cheapest",
+    "bouldering is my thing, my physio said it is good for my knees"])
 def test_any_statement_no_rule_ties_is_asked_about_unless_the_judge_is_told_only_changes(server, text):
     """0.8.9: with ``pick_any`` (the default) a statement needs no word of change to be asked about; without
     it, only one that tells of a change in words, of the speaker's own, is."""
