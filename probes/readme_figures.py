@@ -114,7 +114,8 @@ def belief_table(document: dict) -> str:
                      f"caught.")
     ceilings = document["figures"].get("judge_ceiling") or {}
     shown = [(part, ceilings[part], (document["figures"].get("first_person") or {}).get(part) or {})
-             for part in ("fresh10", "fresh11", "fresh12", "fresh13", "issue_tuned", "issue_blind", "issue_final")
+             for part in ("fresh10", "fresh11", "fresh12", "fresh13", "fresh14", "issue_tuned", "issue_blind",
+                          "issue_final")
              if part in ceilings]
     if shown:
         text += ("\n\nWith an LLM judge that is never wrong (a stand-in that answers for the pair; it measures what "
@@ -143,7 +144,8 @@ FIRST_PERSON_COLUMNS = (("design", "design pairs"), ("heldout", "held-out twelve
                         ("issue_final", "issue-style sets 6, 7 (written blind, tuned on in 0.8.7)"),
                         ("fresh11", "fresh11 (pair per store, written blind for 0.8.7, totals read: held out)"),
                         ("fresh12", "fresh12 (pair per store, written blind, tuned on in 0.8.8)"),
-                        ("fresh13", "fresh13 (pair per store, written blind for 0.8.8, totals read: held out)"))
+                        ("fresh13", "fresh13 (pair per store, written blind for 0.8.8; its pairs seen in 0.8.9)"),
+                        ("fresh14", "fresh14 (pair per store, written blind for 0.8.9, totals read: held out)"))
 
 
 def first_person_table(columns: dict) -> str:
