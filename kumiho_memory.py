@@ -11314,8 +11314,9 @@ _RELATIVE_CALLED = _lazy_regex(r"\b(?:" + "|".join(sorted(RELATIVE_NOUNS)) +
 _PERSON_NOUNS = "guy|girl|man|woman|lady|bloke|person|friend|colleague|coworker|neighbour|neighbor|kid|lad|mate"
 _OTHERS_RELATIVE = _lazy_regex(r"\b[a-z]+'s\s+(?:(?:new|old|ex|current)\s+)?(" + "|".join(sorted(RELATIVE_NOUNS)) +
                                r")\b")                          # "sophie's new boyfriend"
-_OTHER_PERSON_OPENING = _lazy_regex(r"(?:(?:a|an|the|some|this|that|one)\s+(?:[a-z]+\s+)?(?:" + _PERSON_NOUNS +
-                                    r")|he|she|they|his|her|their|someone|somebody|everyone)\b")
+_OTHER_PERSON_OPENING = _lazy_regex(r"(?:(?:a|an|the|some|this|that|one|these|those)\s+(?:[a-z]+\s+)?(?:" +
+                                    _PERSON_NOUNS + r"|neighbou?rs|friends|colleagues|coworkers|mates|lads|guys|"
+                                    r"girls|men|women|people)|he|she|they|his|her|their|someone|somebody|everyone)\b")
 _CHAT_OPENERS = frozenset(DISCOURSE_WORDS | {"so", "and", "but", "oh", "omg", "lol", "ugh", "well", "right"})
 _OWNER_RELATIVE = _lazy_regex(r"(?:my|our)\s+(?:(?:[a-z]+),?\s+){0,2}?([a-z]+)\b")
 # Nouns a correction names without naming its value: never a word that ties two statements.
@@ -11353,6 +11354,9 @@ def chat_owner(text: str) -> str:
         return "self"                                   # "my doctor upped my lisinopril"
     found = _OWNER_RELATIVE.match(opening)
     noun = found.group(1) if found else (words[0].split("'")[0] if words else "")     # "dad's swapped"
+    if found and noun not in RELATIVE_NOUNS and noun not in KIN_ALIASES and noun.endswith("s") and \
+            (noun[:-1] in RELATIVE_NOUNS or noun[:-1] in KIN_ALIASES):
+        noun = noun[:-1]                                # "my neighbours drive a ford": as "my neighbour"
     if not found and noun not in _FAMILY and re.search(r"\b(?:me|us|my|our|i|i'm|i've)\b", " ".join(words[1:])):
         return "self"                         # "company moved us onto teams", "doctor swapped me": the speaker's
     if noun in RELATIVE_NOUNS or noun in KIN_ALIASES or (found and noun in KIN_MODIFIERS):
@@ -11691,7 +11695,8 @@ BELIEF_RELATIONS: dict[str, str] = {
             r"(?:dietary|food) restrictions|"
             r"eat (?:pretty much |just about )?(?:everything|anything)(?=[.,;!]|$| again))\b",
     # the services and providers a household switches between
-    "insurance": r"\b(?:insur(?:ance|ed|er)|insured with)\b",
+    # (who insures, not a claim paid: "until the insurance pays out")
+    "insurance": r"\b(?:insur(?:ance|ed|er)(?! (?:pays?|paid|payout|claim|claims|covers?|covered)\b)|insured with)\b",
     "energy": r"\b(?:energy (?:supplier|provider|company|tariff)|gas and electric\w*|electricity (?:supplier|"
               r"provider))\b",
     "mobile network": r"\b(?:mobile (?:contract|network|provider|plan|tariff|carrier)|phone (?:plan|tariff|carrier)|"
@@ -11735,8 +11740,9 @@ BELIEF_RELATIONS: dict[str, str] = {
     "language learning": r"\b(?:learning|studying|practi[cs]ing|brushing up(?: on)?)(?= (?:" + _LANGUAGES + r")"
                          r"(?:\s*(?:[.,!?;)]|$)|\s+(?:on|at|with|now|these days|again|instead|too|lessons|classes|"
                          r"course|evening|in the|for|since|every|online|at the moment|right now)\b))",
-    "health": r"\b(?:diagnosed|injur\w*|sprain\w*|torn|tore|broke my|recovering from|surgery|healed|crutches|"
-              r"physio)\b",
+    # (a surgery had, not a GP's: "the Elm Road surgery")
+    "health": r"\b(?:diagnosed|injur\w*|sprain\w*|torn|tore|broke my|recovering from|healed|crutches|physio|"
+              r"(?:had|having|after|before|need|needs|needed|from|for|knee|hip|back|eye|heart|my) surgery)\b",
     "medication": r"\b(?:medication|medicine|prescri\w*|\d+ ?mg|dosage|dose|meds|side[- ]effects|antidepressants?|"
                   r"inhaler|(?:pressure|pain) tablets?)\b",
     "exercise": r"\b(?:gym|workouts?|work(?:ing)? out|training sessions?)\b",
