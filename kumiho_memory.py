@@ -11656,7 +11656,7 @@ BELIEF_RELATIONS: dict[str, str] = {
     # "drive *to the office*" says how one travels, not what one drives
     "vehicle": r"\b(?:(?:drives?|drove|driving)(?! (?:to|into|in|home|back|around|up|down|over)\b)"
                r"(?! (?:[\w'-]+ ){1,2}(?:mad|crazy|nuts|insane|up the wall|round the bend)\b)|"
-               r"cars?(?! (?:insurance|park|parks|wash|keys?|seats?|boot|tyres?|service|"
+               r"cars?(?! (?:insurance|park|parks|wash|keys?|seats?|boot|tyres?|service|needs?|needed|is due|"
                r"loan|payments?|charger|lights?|boot sale|sharing|share|club)\b)|vehicle|motorbike|motorcycle)\b",
     "dog": r"\b(?:dog|dogs|puppy)\b",
     "cat": r"\b(?:cat|cats|kitten)\b",
@@ -11686,8 +11686,10 @@ BELIEF_RELATIONS: dict[str, str] = {
     "pet": r"\b(?:pet|hamster|parrot|rabbit|bunny|guinea pig|goldfish|turtle|tortoise)\b",
     "handset": r"\b(?:iphone|android phone|pixel \d+|galaxy s\d+|smartphone|phone is an?)\b",
     # a "blood pressure tablet" is a medicine
-    "computer": r"\b(?:laptop|macbook|thinkpad|chromebook|desktop pc|tablet(?<!pressure tablet)(?<!pain tablet)|"
-                r"ipad)\b",
+    # (not a laptop's bag or charger)
+    "computer": r"\b(?:laptop(?! (?:bag|case|charger|cable|stand|"
+                r"sleeve|screen|battery|keyboard|sticker|insurance|backpack)s?\b)|macbook|thinkpad|chromebook|"
+                r"desktop pc|tablet(?<!pressure tablet)(?<!pain tablet)|ipad)\b",
     "editor": r"\b(?:editor|ide|vim|neovim|emacs|vs ?code|visual studio|intellij|pycharm|sublime text|"
               r"editing code|for coding)\b",
     "display": r"\b(?:dark|light) (?:mode|theme)\b",
@@ -11893,12 +11895,19 @@ def _relation_gate() -> tuple[dict[str, frozenset[str]], tuple[tuple[str, frozen
             tuple((literal, frozenset(names)) for literal, names in short.items()), frozenset(always))
 
 
+# A thing named only as where something is or what something is for ("keep an umbrella in my car", "a new charger
+# for my laptop", "the seats of Ann's car"): the statement says nothing of which one it is
+_ONLY_WHERE_IT_IS = _lazy_regex(r"\b(in|inside|for|on|from|of|into|under) (?:my|our|his|her|their|the|[\w-]+'s) "
+                                r"(?:cars?|laptops?)\b")
+
+
 @_short_text_cache
 def belief_relations(text: str) -> frozenset[str]:
     """The single-valued relations a statement names about its subject: registry names (``residence``,
     ``employer``, ...) and ``favorite:<noun>`` ("favourite dish" -> ``favorite:food``); a possessed noun no
     registry entry covers is told apart by ``possessed_attribute``."""
     lowered = _TITLED.sub(r"\1title", text).casefold()     # "saw *Past Lives*": a title, not a home
+    lowered = _ONLY_WHERE_IT_IS.sub(r"\1 it", lowered)   # "an umbrella in my car": which car is not said
     aged_match = _BARE_AGE.search(lowered.strip())
     aged = aged_match is not None and (aged_match.group("owned") is None or
                                        bool(_relative_after(aged_match.group("owned")[2:])))

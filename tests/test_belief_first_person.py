@@ -1889,7 +1889,11 @@ def test_people_in_the_plural_own_their_own_facts(text, owner):
     ("the neighbours have just got a whippet that barks at our cat",           # another's fact, then one's own
      "our cat has a new housemate since saturday: a rescue whippet called Bramble"),
     ("My GP is Dr Rahman at the Mill Lane surgery.", "the physio reckons my back pain is a disc problem"),
-    ("my car insurance is with Aviva", "my scooter got stolen so it's the tram until the insurance pays out")])
+    ("my car insurance is with Aviva", "my scooter got stolen so it's the tram until the insurance pays out"),
+    # a thing of the value's or done for it is not the value: "my laptop bag", "my car needs", "in my car"
+    ("My laptop is a Dell XPS 15.", "My laptop sleeve is a green felt one."),
+    ("I drive a 2016 Toyota Auris.", "My car needs new brake pads next month."),
+    ("I drive a 2016 Toyota Auris.", "I keep an umbrella in my car at all times.")])
 def test_a_statement_that_only_shares_a_word_or_a_loose_relation_revises_nothing(fact, later):
     # 0.8.9, from a tuned set's wrong merges (in our words): a fact of the neighbours' is not the speaker's; a
     # GP's "surgery" is no operation had; an insurer is not a claim paid out
