@@ -1262,7 +1262,15 @@ def test_an_aside_of_intent_does_not_undo_a_change_named_by_its_old_value(text):
     ("I go running three times a week.", "my knees gave up so I swim laps at the pool instead",
      "What exercise do I do?"),
     ("My favourite podcast is Radiolab.", "I switched to listening to Hardcore History every commute",
-     "What podcast do I listen to?")])
+     "What podcast do I listen to?"),
+    # 0.8.9: for a question about a well-known value ("what car do I have?"), a later message of the speaker's own
+    # that names another value of that kind, holding now, with no word of change
+    ("My car is a blue Ford Focus.", "finally picked up a Kia Sportage after the old one kept failing",
+     "What car do I have?"),
+    ("I wear a Fitbit Versa.", "the whoop strap tracks my sleep so much better", "What watch do I wear?"),
+    ("My energy supplier is Bulb.", "got the welcome pack, we're with OVO since the first",
+     "Who is my energy supplier?"),
+    ("I do my tasks in Todoist.", "we all live in ClickUp and honestly it's fine", "What task tool do I use?")])
 def test_a_later_change_that_answers_the_same_question_ranks_above_it(fact, later, question):
     memory = _chat()
     old = memory.remember(fact, space=SPACE, metadata=dict(ANN))
@@ -1819,24 +1827,6 @@ def test_an_idiom_of_change_is_nothing_to_name_again():
     assert "plan" in km.changed_words("switched to Plan B with Vodafone")
 
 
-# 0.8.9: for a question about a well-known value ("what car do I have?"), a later message of the speaker's own
-# that names another value of that kind, holding now, ranks above the earlier one, with no word of change
-# (pairs like the blind sets', in our words).
-@pytest.mark.parametrize("fact, later, question", [
-    ("My car is a blue Ford Focus.", "finally picked up a Kia Sportage after the old one kept failing",
-     "What car do I have?"),
-    ("I wear a Fitbit Versa.", "the whoop strap tracks my sleep so much better", "What watch do I wear?"),
-    ("My energy supplier is Bulb.", "got the welcome pack, we're with OVO since the first",
-     "Who is my energy supplier?"),
-    ("I do my tasks in Todoist.", "we all live in ClickUp and honestly it's fine", "What task tool do I use?")])
-def test_a_later_well_known_value_of_what_was_asked_ranks_above_the_earlier_one(fact, later, question):
-    memory = _chat()
-    old = memory.remember(fact, space=SPACE, metadata=dict(ANN))
-    new = memory.remember(later, space=SPACE, metadata=dict(ANN))
-    found = memory.recall(question, space=SPACE, limit=5)
-    assert [result["kref"] for result in found][:2] == [new, old]
-    assert found[0]["signals"]["on_topic"] == ["?"] and found[1]["signals"]["superseded_by"] == new
-
 
 @pytest.mark.parametrize("fact, later, question", [
     ("My car is a blue Ford Focus.", "my brother finally picked up a Kia Sportage", "What car do I have?"),
@@ -1864,19 +1854,6 @@ def test_a_later_well_known_value_that_does_not_take_the_place_of_the_earlier_on
         assert "?" not in (result.get("signals") or {}).get("on_topic", ()), result
 
 
-@pytest.mark.parametrize("fact, later", [
-    ("I work as a nurse.", "write me a cover letter for a nursing job"),
-    ("I'm vegetarian.", "make a vegetarian version for me"),
-    ("My favourite band is Radiohead.", "recommend more bands like Radiohead"),
-    ("I moved to day shifts now, so much better", "great, much better")])
-def test_a_request_or_a_bare_reply_in_chat_revises_nothing(fact, later):
-    # 0.8.9, a hostile review's: the rules let a request to the assistant replace the fact it was about
-    memory = _chat()
-    first = memory.remember(fact, space=SPACE, stack=True, metadata=dict(ANN))
-    assert item_of(memory.remember(later, space=SPACE, stack=True, metadata=dict(ANN))) != item_of(first)
-    assert memory.get(item_of(first))["content"] == fact
-
-
 @pytest.mark.parametrize("text, owner", [
     ("the neighbours have just got a whippet", "other"), ("these lads from the gym swear by creatine", "other"),
     ("my neighbours drive a Volvo", "kin:neighbour"), ("the neighbour has a whippet", "other")])
@@ -1893,10 +1870,15 @@ def test_people_in_the_plural_own_their_own_facts(text, owner):
     # a thing of the value's or done for it is not the value: "my laptop bag", "my car needs", "in my car"
     ("My laptop is a Dell XPS 15.", "My laptop sleeve is a green felt one."),
     ("I drive a 2016 Toyota Auris.", "My car needs new brake pads next month."),
-    ("I drive a 2016 Toyota Auris.", "I keep an umbrella in my car at all times.")])
+    ("I drive a 2016 Toyota Auris.", "I keep an umbrella in my car at all times."),
+    # a hostile review's: the rules let a request to the assistant or a bare reply replace the fact it was about
+    ("I work as a nurse.", "write me a cover letter for a nursing job"),
+    ("I'm vegetarian.", "make a vegetarian version for me"),
+    ("My favourite band is Radiohead.", "recommend more bands like Radiohead"),
+    ("I moved to day shifts now, so much better", "great, much better")])
 def test_a_statement_that_only_shares_a_word_or_a_loose_relation_revises_nothing(fact, later):
     # 0.8.9, from a tuned set's wrong merges (in our words): a fact of the neighbours' is not the speaker's; a
-    # GP's "surgery" is no operation had; an insurer is not a claim paid out
+    # GP's "surgery" is no operation had; an insurer is not a claim paid out; a request or a reply states nothing
     memory = _chat()
     first = memory.remember(fact, space=SPACE, stack=True, metadata=dict(ANN))
     assert item_of(memory.remember(later, space=SPACE, stack=True, metadata=dict(ANN))) != item_of(first)
