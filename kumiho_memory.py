@@ -11317,6 +11317,10 @@ _OTHERS_RELATIVE = _lazy_regex(r"\b[a-z]+'s\s+(?:(?:new|old|ex|current)\s+)?(" +
 _OTHER_PERSON_OPENING = _lazy_regex(r"(?:(?:a|an|the|some|this|that|one|these|those)\s+(?:[a-z]+\s+)?(?:" +
                                     _PERSON_NOUNS + r"|neighbou?rs|friends|colleagues|coworkers|mates|lads|guys|"
                                     r"girls|men|women|people)|he|she|they|his|her|their|someone|somebody|everyone)\b")
+# ... unless they change something of the speaker's: "the lads at work moved me onto nights", "they put us on the
+# new rota" (the speaker's fact, as "boss put me on the night rota" is)
+_ACTS_ON_SPEAKER = _lazy_regex(r"(?:[\w'-]+\s+){1,5}?(?:moved|switched|put|swapped|transferred|changed|upped|lowered|"
+                               r"raised|promoted|assigned|signed|demoted)\s+(?:me|us)\b")
 _CHAT_OPENERS = frozenset(DISCOURSE_WORDS | {"so", "and", "but", "oh", "omg", "lol", "ugh", "well", "right"})
 _OWNER_RELATIVE = _lazy_regex(r"(?:my|our)\s+(?:(?:[a-z]+),?\s+){0,2}?([a-z]+)\b")
 # Nouns a correction names without naming its value: never a word that ties two statements.
@@ -11345,7 +11349,7 @@ def chat_owner(text: str) -> str:
     opening = " ".join(words[:6])
     if _OTHERS_RELATIVE.search(opening) and not re.match(r"(?:it|that|he|she|there|what|who|here)'s\b", opening):
         return "other"
-    if _OTHER_PERSON_OPENING.match(opening):
+    if _OTHER_PERSON_OPENING.match(opening) and not _ACTS_ON_SPEAKER.match(" ".join(words[:8])):
         return "other"                                  # "a guy on my team just got promoted"
     if written and written[0][:1].isupper() and written[0] != "I" and not _common_opening(words) and \
             not _SINGULAR_FIRST_PERSON.search(text) and not re.search(r"(?i)\b(?:we|our|us)\b", text):

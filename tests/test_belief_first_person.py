@@ -1856,7 +1856,10 @@ def test_a_later_well_known_value_that_does_not_take_the_place_of_the_earlier_on
 
 @pytest.mark.parametrize("text, owner", [
     ("the neighbours have just got a whippet", "other"), ("these lads from the gym swear by creatine", "other"),
-    ("my neighbours drive a Volvo", "kin:neighbour"), ("the neighbour has a whippet", "other")])
+    ("my neighbours drive a Volvo", "kin:neighbour"), ("the neighbour has a whippet", "other"),
+    # ... unless they change something of the speaker's (as "boss put me on the night rota" does)
+    ("the lads at work moved me onto nights", "self"), ("a guy on my team switched me to a MacBook", "self"),
+    ("a guy on my team just got promoted", "other")])
 def test_people_in_the_plural_own_their_own_facts(text, owner):
     # 0.8.9: "the neighbours" (plural) read as the speaker's own fact, so a correction could revise it
     assert km.chat_owner(text) == owner
