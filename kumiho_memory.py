@@ -11689,8 +11689,7 @@ BELIEF_RELATIONS: dict[str, str] = {
     "manager": r"\b(?:reports? to|reporting to|supervisor|line manager|(?:boss|manager)(?:'s name)? is)\b",
     "pet": r"\b(?:pet|hamster|parrot|rabbit|bunny|guinea pig|goldfish|turtle|tortoise)\b",
     "handset": r"\b(?:iphone|android phone|pixel \d+|galaxy s\d+|smartphone|phone is an?)\b",
-    # a "blood pressure tablet" is a medicine
-    # (not a laptop's bag or charger)
+    # a "blood pressure tablet" is a medicine; a laptop's bag or charger is no laptop
     "computer": r"\b(?:laptop(?! (?:bag|case|charger|cable|stand|"
                 r"sleeve|screen|battery|keyboard|sticker|insurance|backpack)s?\b)|macbook|thinkpad|chromebook|"
                 r"desktop pc|tablet(?<!pressure tablet)(?<!pain tablet)|ipad)\b",
@@ -11746,9 +11745,9 @@ BELIEF_RELATIONS: dict[str, str] = {
     "language learning": r"\b(?:learning|studying|practi[cs]ing|brushing up(?: on)?)(?= (?:" + _LANGUAGES + r")"
                          r"(?:\s*(?:[.,!?;)]|$)|\s+(?:on|at|with|now|these days|again|instead|too|lessons|classes|"
                          r"course|evening|in the|for|since|every|online|at the moment|right now)\b))",
-    # (a surgery had, not a GP's: "the Elm Road surgery")
+    # (a surgery had, not a GP's: "the Elm Road surgery", "my surgery is on Elm Road")
     "health": r"\b(?:diagnosed|injur\w*|sprain\w*|torn|tore|broke my|recovering from|healed|crutches|physio|"
-              r"(?:had|having|after|before|need|needs|needed|from|for|knee|hip|back|eye|heart|my) surgery)\b",
+              r"(?:had|having|after|before|need|needs|needed|from|for|knee|hip|back|eye|heart) surgery)\b",
     "medication": r"\b(?:medication|medicine|prescri\w*|\d+ ?mg|dosage|dose|meds|side[- ]effects|antidepressants?|"
                   r"inhaler|(?:pressure|pain) tablets?)\b",
     "exercise": r"\b(?:gym|workouts?|work(?:ing)? out|training sessions?)\b",

@@ -1869,6 +1869,7 @@ def test_people_in_the_plural_own_their_own_facts(text, owner):
     ("the neighbours have just got a whippet that barks at our cat",           # another's fact, then one's own
      "our cat has a new housemate since saturday: a rescue whippet called Bramble"),
     ("My GP is Dr Rahman at the Mill Lane surgery.", "the physio reckons my back pain is a disc problem"),
+    ("my surgery is the one on Mill Lane", "the physio reckons my back pain is a disc problem"),
     ("my car insurance is with Aviva", "my scooter got stolen so it's the tram until the insurance pays out"),
     # a thing of the value's or done for it is not the value: "my laptop bag", "my car needs", "in my car"
     ("My laptop is a Dell XPS 15.", "My laptop sleeve is a green felt one."),
