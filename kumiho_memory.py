@@ -10848,9 +10848,9 @@ _ELIDED_AM = _lazy_regex(
     r"taking|renting|driving|seeing|dating|volunteering|teaching|coaching|commuting|cycling|walking|saving|"
     r"eating|drinking|playing|reading|watching|staying|sharing|temping|freelancing|interning)"
     r"(?=\s+(?!is\b|was\b|are\b|'s\b|has\b)[\w£$€])", re.IGNORECASE)
-# A noun phrase that opens a message by acting on the speaker ("the reorg *moved me*", "work *put us* on"): the
-# message is the speaker's.
-_ACTS_ON_SPEAKER = _lazy_regex(r"^\W*(?:the|a|an|this|that|our|my|work|company)\s+(?:[\w'-]+\s+){0,3}?"
+# A noun phrase that opens a message by acting on the speaker ("the reorg *moved me*", "work *put us* on", "the lads
+# at work *moved me* onto nights"): the message is the speaker's (``first_person``, ``chat_owner``).
+_ACTS_ON_SPEAKER = _lazy_regex(r"^\W*(?:the|a|an|this|that|our|my|work|company)\s+(?:[\w'-]+\s+){0,4}?"
                                r"(?:[a-z]+ed|put|got|gave|made|let|sent|took|told|switched|swapped)\s+(?:me|us)\b",
                                re.IGNORECASE)
 # One who looks after the speaker's things changing one of them ("*my doctor upped my* lisinopril to 20mg", "my
@@ -11317,10 +11317,6 @@ _OTHERS_RELATIVE = _lazy_regex(r"\b[a-z]+'s\s+(?:(?:new|old|ex|current)\s+)?(" +
 _OTHER_PERSON_OPENING = _lazy_regex(r"(?:(?:a|an|the|some|this|that|one|these|those)\s+(?:[a-z]+\s+)?(?:" +
                                     _PERSON_NOUNS + r"|neighbou?rs|friends|colleagues|coworkers|mates|lads|guys|"
                                     r"girls|men|women|people)|he|she|they|his|her|their|someone|somebody|everyone)\b")
-# ... unless they change something of the speaker's: "the lads at work moved me onto nights", "they put us on the
-# new rota" (the speaker's fact, as "boss put me on the night rota" is)
-_ACTS_ON_SPEAKER = _lazy_regex(r"(?:[\w'-]+\s+){1,5}?(?:moved|switched|put|swapped|transferred|changed|upped|lowered|"
-                               r"raised|promoted|assigned|signed|demoted)\s+(?:me|us)\b")
 _CHAT_OPENERS = frozenset(DISCOURSE_WORDS | {"so", "and", "but", "oh", "omg", "lol", "ugh", "well", "right"})
 _OWNER_RELATIVE = _lazy_regex(r"(?:my|our)\s+(?:(?:[a-z]+),?\s+){0,2}?([a-z]+)\b")
 # Nouns a correction names without naming its value: never a word that ties two statements.
@@ -11350,7 +11346,8 @@ def chat_owner(text: str) -> str:
     if _OTHERS_RELATIVE.search(opening) and not re.match(r"(?:it|that|he|she|there|what|who|here)'s\b", opening):
         return "other"
     if _OTHER_PERSON_OPENING.match(opening) and not _ACTS_ON_SPEAKER.match(" ".join(words[:8])):
-        return "other"                                  # "a guy on my team just got promoted"
+        # ("a guy on my team just got promoted"; not one who changes the speaker's: "the lads moved me onto nights")
+        return "other"
     if written and written[0][:1].isupper() and written[0] != "I" and not _common_opening(words) and \
             not _SINGULAR_FIRST_PERSON.search(text) and not re.search(r"(?i)\b(?:we|our|us)\b", text):
         return "name:" + words[0].split("'")[0]         # "Ava's moving to a four day week"
@@ -12788,9 +12785,9 @@ def _states_something(content: str) -> bool:
     """Whether a message may tell of the speaker's life: not a request to the assistant ("write me an email
     about...") nor only a reply ("thanks, that helps", "ok cool", "that helps a lot"); "vegan now" will do."""
     lowered = content.casefold().replace("\u2019", "'")
-    if _REQUEST.search(lowered) or not tokenize(lowered):
+    if _REQUEST.search(lowered):
         return False
-    opening = _REPLY_OPENING.match(lowered)
+    opening = _REPLY_OPENING.match(lowered)       # (no words at all is a reply of none: their empty set is held)
     return not _reply_stems().issuperset(tokenize(lowered[opening.end():] if opening else lowered))
 
 
